@@ -1,0 +1,1 @@
+"""Self-gated Transformer sequence models (Highway Transformer)."""

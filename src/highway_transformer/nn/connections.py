@@ -1,0 +1,160 @@
+"""Connections: how a sublayer's output rejoins the residual stream.
+
+A connection is *where the LayerNorm sits* (post-LN or pre-LN) times a *combiner* of the
+stream ``x`` and the sublayer output ``y``. Every gate of the Highway Transformer (HT) is a
+combiner, and so is the plain residual:
+
+=================  ==============================================  ==================
+combiner           formula                                         source
+=================  ==============================================  ==================
+``residual``       ``x + y``                                       HT eqs. 7-9
+``sdu``            ``x + y + Ψ(x W1 + b1) ⊙ (x W2 + b2)``          HT eqs. 21-24
+``highway``        ``(1 - T) ⊙ x + y + T ⊙ (x W2 + b2)``           HT eqs. 26-29
+``gated``          ``x + (1 - T) ⊙ y + T ⊙ (x W2 + b2)``           HT eqs. 30-31
+=================  ==============================================  ==================
+
+with ``T = σ(x W1 + b1)`` and ``Ψ`` sigmoid or tanh. Post-LN wraps the combination as
+``LN(combine(x, y(x)))``; pre-LN feeds the sublayer a normalised input,
+``combine(x, y(LN(x)))``. A new gate is one small :class:`Combiner` subclass registered in
+:data:`COMBINERS`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import ClassVar
+
+import torch
+from torch import Tensor, nn
+
+from ..errors import ConfigError, unknown_choice
+
+ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {
+    "sigmoid": torch.sigmoid,
+    "tanh": torch.tanh,
+}
+
+
+class Combiner(nn.Module):
+    """Merges the stream ``x`` with the sublayer output ``y`` (both ``[..., d_model]``)."""
+
+    #: True for combiners defined only for the identity-map (pre-LN) ordering (GTrXL).
+    pre_ln_only: ClassVar[bool] = False
+
+    def forward(self, x: Tensor, y: Tensor) -> Tensor:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def gate_bias(self) -> Tensor | None:
+        """The learned gate bias ``b1`` (HT Figs. 13-14), or None for ungated combiners."""
+        return None
+
+
+class Residual(Combiner):
+    """The plain residual ``x + y`` (HT eqs. 7 and 9)."""
+
+    def forward(self, x: Tensor, y: Tensor) -> Tensor:
+        return x + y
+
+
+class _GatedTransform(Combiner):
+    """Shared part of the HT gates: ``T = act(x W1 + b1)`` and ``f = x W2 + b2``.
+
+    W1 and W2 are stored as one ``[2d, d]`` projection (one matmul instead of two); the
+    first half is the gate, the second the transform. Biases start at zero.
+    """
+
+    def __init__(self, d_model: int, activation: str = "sigmoid") -> None:
+        super().__init__()
+        if activation not in ACTIVATIONS:
+            raise unknown_choice("gate activation", activation, ACTIVATIONS)
+        self.d_model = d_model
+        self.activation = activation
+        self.proj = nn.Linear(d_model, 2 * d_model)
+        nn.init.zeros_(self.proj.bias)
+
+    def gate_and_transform(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        gate_pre, transform = self.proj(x).chunk(2, dim=-1)
+        return ACTIVATIONS[self.activation](gate_pre), transform
+
+    def gate_bias(self) -> Tensor:
+        return self.proj.bias[: self.d_model]
+
+    def extra_repr(self) -> str:
+        return f"d_model={self.d_model}, activation={self.activation}"
+
+
+class SelfDependencyUnit(_GatedTransform):
+    """SDU (HT eqs. 21-24): ``x + y + Ψ(x W1 + b1) ⊙ (x W2 + b2)``, Ψ ∈ {sigmoid, tanh}."""
+
+    def forward(self, x: Tensor, y: Tensor) -> Tensor:
+        gate, transform = self.gate_and_transform(x)
+        return x + y + gate * transform
+
+
+class HighwayGate(_GatedTransform):
+    """Highway gate (HT eqs. 26-29): ``(1 - T) ⊙ x + y + T ⊙ f(x)``, T sigmoid."""
+
+    def __init__(self, d_model: int, activation: str = "sigmoid") -> None:
+        super().__init__(d_model, activation)
+
+    def forward(self, x: Tensor, y: Tensor) -> Tensor:
+        gate, transform = self.gate_and_transform(x)
+        return torch.lerp(x, transform, gate) + y
+
+
+class GatedSublayer(_GatedTransform):
+    """Gated MHDPA (HT eqs. 30-31), applied to any sublayer: ``x + (1 - T) ⊙ y + T ⊙ f(x)``."""
+
+    def forward(self, x: Tensor, y: Tensor) -> Tensor:
+        gate, transform = self.gate_and_transform(x)
+        return x + torch.lerp(y, transform, gate)
+
+
+#: Combiner name -> factory ``(d_model, activation, bias) -> Combiner``.
+COMBINERS: dict[str, Callable[[int, str, float], Combiner]] = {
+    "none": lambda d, act, bias: Residual(),
+    "sdu": lambda d, act, bias: SelfDependencyUnit(d, act),
+    "highway": lambda d, act, bias: HighwayGate(d, act),
+    "gated": lambda d, act, bias: GatedSublayer(d, act),
+}
+
+
+def build_combiner(kind: str, d_model: int, activation: str = "sigmoid", bias: float = 0.0) -> Combiner:
+    """A fresh combiner of the named kind (see :data:`COMBINERS`)."""
+    if kind not in COMBINERS:
+        raise unknown_choice("gate", kind, COMBINERS)
+    return COMBINERS[kind](d_model, activation, bias)
+
+
+NORM_POSITIONS = ("post", "pre")
+
+
+class Connection(nn.Module):
+    """Wraps one sublayer call: normalisation position, dropout on ``y``, and the combiner.
+
+    ``sublayer`` is called as ``sublayer(h)`` or, when ``context`` is given (e.g. the
+    Transformer-XL memory), as ``sublayer(h, context)``; in pre-LN both go through the same
+    input norm, as in the Transformer-XL reference code.
+    """
+
+    def __init__(self, d_model: int, combiner: Combiner, norm: str = "post", dropout: float = 0.0) -> None:
+        super().__init__()
+        if norm not in NORM_POSITIONS:
+            raise unknown_choice("norm position", norm, NORM_POSITIONS)
+        if combiner.pre_ln_only and norm != "pre":
+            raise ConfigError(
+                f"the {type(combiner).__name__} gate is defined for pre-LN (identity-map "
+                "reordering) only; set model.norm=pre"
+            )
+        self.norm_position = norm
+        self.norm = nn.LayerNorm(d_model)
+        self.dropout = nn.Dropout(dropout)
+        self.combiner = combiner
+
+    def forward(self, x: Tensor, sublayer: Callable[..., Tensor], context: Tensor | None = None) -> Tensor:
+        if self.norm_position == "post":
+            y = sublayer(x) if context is None else sublayer(x, context)
+            return self.norm(self.combiner(x, self.dropout(y)))
+        h = self.norm(x)
+        y = sublayer(h) if context is None else sublayer(h, self.norm(context))
+        return self.combiner(x, self.dropout(y))

@@ -1,0 +1,38 @@
+"""Sinusoidal position encodings (HT eqs. 4-6; Vaswani et al.).
+
+``PE(pos, 2i) = sin(pos / 10000^(2i/d))``, ``PE(pos, 2i+1) = cos(pos / 10000^(2i/d))``.
+Computed per call for the positions asked for: no table, no length cap.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+
+def sinusoid(positions: Tensor, d_model: int) -> Tensor:
+    """Encodings ``[len(positions), d_model]`` of (possibly negative or fractional) positions.
+
+    Even features hold the sines and odd features the cosines, as in HT eqs. 5-6.
+    """
+    half = torch.arange(0, d_model, 2, device=positions.device, dtype=torch.float32)
+    inv_freq = torch.exp(-math.log(10000.0) * half / d_model)
+    angles = positions.to(torch.float32)[:, None] * inv_freq[None, :]
+    out = torch.empty(positions.shape[0], d_model, device=positions.device, dtype=torch.float32)
+    out[:, 0::2] = torch.sin(angles)
+    out[:, 1::2] = torch.cos(angles[:, : d_model // 2])
+    return out
+
+
+class SinusoidalPositionalEncoding(nn.Module):
+    """Adds ``PE(start .. start+L-1)`` to ``[B, L, D]`` embeddings (HT eq. 4: X = E + PE)."""
+
+    def __init__(self, d_model: int) -> None:
+        super().__init__()
+        self.d_model = d_model
+
+    def forward(self, x: Tensor, start: int = 0) -> Tensor:
+        positions = torch.arange(start, start + x.shape[1], device=x.device)
+        return x + sinusoid(positions, self.d_model).to(x.dtype)
