@@ -49,7 +49,7 @@ class GateConfig:
     activation: str = "sigmoid"  # sdu: sigmoid | tanh
     layers: str = "all"
     sublayers: tuple[str, ...] = ("attn", "ffn")  # sublayer kinds that may be gated
-    bias: float = 0.0  # initial gate bias where a gate defines one (GTrXL b_g)
+    bias: float | None = None  # initial gate bias b_g where a gate has one (None: its default)
 
 
 @dataclass
@@ -259,11 +259,16 @@ def set_dotted(data: dict[str, Any], key: str, value: Any) -> None:
     node = data
     for i, part in enumerate(parts[:-1]):
         if not isinstance(node, dict) or part not in node or not isinstance(node[part], dict):
-            raise ConfigError(f"unknown config key {'.'.join(parts[: i + 1])!r} in override {key!r}")
+            raise ConfigError(
+                f"unknown config key {'.'.join(parts[: i + 1])!r} in override {key!r}"
+            )
         node = node[part]
     if parts[-1] not in node:
-        raise unknown_choice(f"config key under {'.'.join(parts[:-1]) or 'the top level'}:",
-                             parts[-1], [k for k in node])
+        raise unknown_choice(
+            f"config key under {'.'.join(parts[:-1]) or 'the top level'}:",
+            parts[-1],
+            [k for k in node],
+        )
     node[parts[-1]] = value
 
 
@@ -307,7 +312,9 @@ def merge(base: dict[str, Any], update: dict[str, Any], prefix: str = "") -> dic
     return out
 
 
-def build_config(base: Config, file: str | Path | None = None, overrides: list[str] | None = None) -> Config:
+def build_config(
+    base: Config, file: str | Path | None = None, overrides: list[str] | None = None
+) -> Config:
     """``base`` updated by a config file and then by ``key=value`` overrides, validated."""
     data = base.to_dict()
     if file is not None:

@@ -19,7 +19,9 @@ def cache_dir() -> Path:
     if os.environ.get(CACHE_ENV):
         root = Path(os.environ[CACHE_ENV])
     else:
-        root = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "highway-transformer"
+        root = (
+            Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "highway-transformer"
+        )
     root.mkdir(parents=True, exist_ok=True)
     return root
 

@@ -22,96 +22,15 @@ with ``T = σ(x W1 + b1)`` and ``Ψ`` sigmoid or tanh. Post-LN wraps the combina
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import ClassVar
 
-import torch
 from torch import Tensor, nn
 
 from ..errors import ConfigError, unknown_choice
-
-ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {
-    "sigmoid": torch.sigmoid,
-    "tanh": torch.tanh,
-}
-
-
-class Combiner(nn.Module):
-    """Merges the stream ``x`` with the sublayer output ``y`` (both ``[..., d_model]``)."""
-
-    #: True for combiners defined only for the identity-map (pre-LN) ordering (GTrXL).
-    pre_ln_only: ClassVar[bool] = False
-
-    def forward(self, x: Tensor, y: Tensor) -> Tensor:  # pragma: no cover - interface
-        raise NotImplementedError
-
-    def gate_bias(self) -> Tensor | None:
-        """The learned gate bias ``b1`` (HT Figs. 13-14), or None for ungated combiners."""
-        return None
-
-
-class Residual(Combiner):
-    """The plain residual ``x + y`` (HT eqs. 7 and 9)."""
-
-    def forward(self, x: Tensor, y: Tensor) -> Tensor:
-        return x + y
-
-
-class _GatedTransform(Combiner):
-    """Shared part of the HT gates: ``T = act(x W1 + b1)`` and ``f = x W2 + b2``.
-
-    W1 and W2 are stored as one ``[2d, d]`` projection (one matmul instead of two); the
-    first half is the gate, the second the transform. Biases start at zero.
-    """
-
-    def __init__(self, d_model: int, activation: str = "sigmoid") -> None:
-        super().__init__()
-        if activation not in ACTIVATIONS:
-            raise unknown_choice("gate activation", activation, ACTIVATIONS)
-        self.d_model = d_model
-        self.activation = activation
-        self.proj = nn.Linear(d_model, 2 * d_model)
-        nn.init.zeros_(self.proj.bias)
-
-    def gate_and_transform(self, x: Tensor) -> tuple[Tensor, Tensor]:
-        gate_pre, transform = self.proj(x).chunk(2, dim=-1)
-        return ACTIVATIONS[self.activation](gate_pre), transform
-
-    def gate_bias(self) -> Tensor:
-        return self.proj.bias[: self.d_model]
-
-    def extra_repr(self) -> str:
-        return f"d_model={self.d_model}, activation={self.activation}"
-
-
-class SelfDependencyUnit(_GatedTransform):
-    """SDU (HT eqs. 21-24): ``x + y + Ψ(x W1 + b1) ⊙ (x W2 + b2)``, Ψ ∈ {sigmoid, tanh}."""
-
-    def forward(self, x: Tensor, y: Tensor) -> Tensor:
-        gate, transform = self.gate_and_transform(x)
-        return x + y + gate * transform
-
-
-class HighwayGate(_GatedTransform):
-    """Highway gate (HT eqs. 26-29): ``(1 - T) ⊙ x + y + T ⊙ f(x)``, T sigmoid."""
-
-    def __init__(self, d_model: int, activation: str = "sigmoid") -> None:
-        super().__init__(d_model, activation)
-
-    def forward(self, x: Tensor, y: Tensor) -> Tensor:
-        gate, transform = self.gate_and_transform(x)
-        return torch.lerp(x, transform, gate) + y
-
-
-class GatedSublayer(_GatedTransform):
-    """Gated MHDPA (HT eqs. 30-31), applied to any sublayer: ``x + (1 - T) ⊙ y + T ⊙ f(x)``."""
-
-    def forward(self, x: Tensor, y: Tensor) -> Tensor:
-        gate, transform = self.gate_and_transform(x)
-        return x + torch.lerp(y, transform, gate)
-
+from .combiner import Combiner, Residual
+from .highway_gates import GatedSublayer, HighwayGate, SelfDependencyUnit
 
 #: Combiner name -> factory ``(d_model, activation, bias) -> Combiner``.
-COMBINERS: dict[str, Callable[[int, str, float], Combiner]] = {
+COMBINERS: dict[str, Callable[[int, str, float | None], Combiner]] = {
     "none": lambda d, act, bias: Residual(),
     "sdu": lambda d, act, bias: SelfDependencyUnit(d, act),
     "highway": lambda d, act, bias: HighwayGate(d, act),
@@ -119,8 +38,11 @@ COMBINERS: dict[str, Callable[[int, str, float], Combiner]] = {
 }
 
 
-def build_combiner(kind: str, d_model: int, activation: str = "sigmoid", bias: float = 0.0) -> Combiner:
-    """A fresh combiner of the named kind (see :data:`COMBINERS`)."""
+def build_combiner(
+    kind: str, d_model: int, activation: str = "sigmoid", bias: float | None = None
+) -> Combiner:
+    """A fresh combiner of the named kind (see :data:`COMBINERS`); ``bias=None`` keeps the
+    gate's own default initial bias."""
     if kind not in COMBINERS:
         raise unknown_choice("gate", kind, COMBINERS)
     return COMBINERS[kind](d_model, activation, bias)
@@ -137,7 +59,9 @@ class Connection(nn.Module):
     input norm, as in the Transformer-XL reference code.
     """
 
-    def __init__(self, d_model: int, combiner: Combiner, norm: str = "post", dropout: float = 0.0) -> None:
+    def __init__(
+        self, d_model: int, combiner: Combiner, norm: str = "post", dropout: float = 0.0
+    ) -> None:
         super().__init__()
         if norm not in NORM_POSITIONS:
             raise unknown_choice("norm position", norm, NORM_POSITIONS)
@@ -151,7 +75,9 @@ class Connection(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.combiner = combiner
 
-    def forward(self, x: Tensor, sublayer: Callable[..., Tensor], context: Tensor | None = None) -> Tensor:
+    def forward(
+        self, x: Tensor, sublayer: Callable[..., Tensor], context: Tensor | None = None
+    ) -> Tensor:
         if self.norm_position == "post":
             y = sublayer(x) if context is None else sublayer(x, context)
             return self.norm(self.combiner(x, self.dropout(y)))

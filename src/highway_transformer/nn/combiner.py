@@ -1,0 +1,39 @@
+"""The combiner interface: how the stream ``x`` and a sublayer output ``y`` merge.
+
+See :mod:`highway_transformer.nn.connections` for the table of all combiners.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import ClassVar
+
+import torch
+from torch import Tensor, nn
+
+ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {
+    "sigmoid": torch.sigmoid,
+    "tanh": torch.tanh,
+}
+
+
+class Combiner(nn.Module):
+    """Merges the stream ``x`` with the sublayer output ``y`` (both ``[..., d_model]``)."""
+
+    #: True for combiners defined only for the identity-map (pre-LN) ordering (GTrXL).
+    pre_ln_only: ClassVar[bool] = False
+
+    def forward(self, x: Tensor, y: Tensor) -> Tensor:
+        """Subclasses override this; the base combiner is the plain residual ``x + y``."""
+        return x + y
+
+    def gate_bias(self) -> Tensor | None:
+        """The learned gate bias ``b1`` (HT Figs. 13-14), or None for ungated combiners."""
+        return None
+
+
+class Residual(Combiner):
+    """The plain residual ``x + y`` (HT eqs. 7 and 9)."""
+
+    def forward(self, x: Tensor, y: Tensor) -> Tensor:
+        return x + y

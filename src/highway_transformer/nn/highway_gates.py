@@ -1,0 +1,67 @@
+"""The Highway Transformer's gates (Chai et al., ACL 2020, §3): SDU, highway, gated MHDPA.
+
+Each is a :class:`~highway_transformer.nn.combiner.Combiner` applied to the stream ``x`` and
+the sublayer output ``y``. ``W1, W2 ∈ R^{d×d}`` cost ``2d(d+1)`` parameters per gated sublayer.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from ..errors import unknown_choice
+from .combiner import ACTIVATIONS, Combiner
+
+
+class _GatedTransform(Combiner):
+    """Shared part of the HT gates: ``T = act(x W1 + b1)`` and ``f = x W2 + b2``.
+
+    W1 and W2 are stored as one ``[2d, d]`` projection (one matmul instead of two); the
+    first half is the gate, the second the transform. Biases start at zero.
+    """
+
+    def __init__(self, d_model: int, activation: str = "sigmoid") -> None:
+        super().__init__()
+        if activation not in ACTIVATIONS:
+            raise unknown_choice("gate activation", activation, ACTIVATIONS)
+        self.d_model = d_model
+        self.activation = activation
+        self.proj = nn.Linear(d_model, 2 * d_model)
+        nn.init.zeros_(self.proj.bias)
+
+    def gate_and_transform(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        gate_pre, transform = self.proj(x).chunk(2, dim=-1)
+        return ACTIVATIONS[self.activation](gate_pre), transform
+
+    def gate_bias(self) -> Tensor:
+        return self.proj.bias[: self.d_model]
+
+    def extra_repr(self) -> str:
+        return f"d_model={self.d_model}, activation={self.activation}"
+
+
+class SelfDependencyUnit(_GatedTransform):
+    """SDU (HT eqs. 21-24): ``x + y + Ψ(x W1 + b1) ⊙ (x W2 + b2)``, Ψ ∈ {sigmoid, tanh}."""
+
+    def forward(self, x: Tensor, y: Tensor) -> Tensor:
+        gate, transform = self.gate_and_transform(x)
+        return x + y + gate * transform
+
+
+class HighwayGate(_GatedTransform):
+    """Highway gate (HT eqs. 26-29): ``(1 - T) ⊙ x + y + T ⊙ f(x)``, T sigmoid."""
+
+    def __init__(self, d_model: int, activation: str = "sigmoid") -> None:
+        super().__init__(d_model, activation)
+
+    def forward(self, x: Tensor, y: Tensor) -> Tensor:
+        gate, transform = self.gate_and_transform(x)
+        return torch.lerp(x, transform, gate) + y
+
+
+class GatedSublayer(_GatedTransform):
+    """Gated MHDPA (HT eqs. 30-31), applied to any sublayer: ``x + (1 - T) ⊙ y + T ⊙ f(x)``."""
+
+    def forward(self, x: Tensor, y: Tensor) -> Tensor:
+        gate, transform = self.gate_and_transform(x)
+        return x + torch.lerp(y, transform, gate)
