@@ -370,6 +370,11 @@ def validate(config: Config) -> Config:
     if m.gate.kind not in COMBINERS:
         raise unknown_choice("gate", m.gate.kind, COMBINERS)
     _choice("gate activation", m.gate.activation, ("sigmoid", "tanh"))
+    if m.gate.kind.startswith("gtrxl") and m.norm != "pre":
+        raise ConfigError(
+            f"the {m.gate.kind} gate needs the identity-map reordering: set model.norm=pre "
+            "(GTrXL gates work with pre-LN only; SDU/highway/gated work with both)"
+        )
     for sub in m.gate.sublayers:
         _choice("gated sublayer kind", sub, ("attn", "ffn", "rnn"))
     for name in ("d_model", "n_layers", "n_heads", "d_inner"):

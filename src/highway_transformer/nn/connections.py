@@ -11,6 +11,7 @@ combiner           formula                                         source
 ``sdu``            ``x + y + Ψ(x W1 + b1) ⊙ (x W2 + b2)``          HT eqs. 21-24
 ``highway``        ``(1 - T) ⊙ x + y + T ⊙ (x W2 + b2)``           HT eqs. 26-29
 ``gated``          ``x + (1 - T) ⊙ y + T ⊙ (x W2 + b2)``           HT eqs. 30-31
+``gtrxl-*``        GTrXL gates on ``(x, ReLU(y))``, pre-LN only     GTrXL (post §III)
 =================  ==============================================  ==================
 
 with ``T = σ(x W1 + b1)`` and ``Ψ`` sigmoid or tanh. Post-LN wraps the combination as
@@ -27,6 +28,7 @@ from torch import Tensor, nn
 
 from ..errors import ConfigError, unknown_choice
 from .combiner import Combiner, Residual
+from .gtrxl import GTRXL_COMBINERS
 from .highway_gates import GatedSublayer, HighwayGate, SelfDependencyUnit
 
 #: Combiner name -> factory ``(d_model, activation, bias) -> Combiner``.
@@ -35,6 +37,8 @@ COMBINERS: dict[str, Callable[[int, str, float | None], Combiner]] = {
     "sdu": lambda d, act, bias: SelfDependencyUnit(d, act),
     "highway": lambda d, act, bias: HighwayGate(d, act),
     "gated": lambda d, act, bias: GatedSublayer(d, act),
+    # Gated Transformer-XL gating layers (Parisotto et al. 2019), pre-LN only.
+    **GTRXL_COMBINERS,
 }
 
 

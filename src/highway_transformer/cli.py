@@ -1,0 +1,167 @@
+"""The ``highway`` command line.
+
+    highway train --preset ht-table1/t-l3+sigmoid data.path=DIR --out runs/sigmoid
+    highway train --config my.yaml train.max_steps=2000 --out runs/mine --resume
+    highway eval runs/sigmoid --split test
+    highway presets
+    highway demo
+
+Errors caused by input (unknown names, bad values, missing data, incompatible checkpoints,
+a diverged loss) are printed as one line and exit with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from .errors import HighwayError
+
+
+def _train(args: argparse.Namespace) -> int:
+    from .config import Config, build_config
+    from .presets import get_preset
+    from .train.trainer import train
+
+    base = get_preset(args.preset) if args.preset else Config()
+    config = build_config(base, args.config, args.overrides)
+    out = Path(args.out or Path("runs") / config.name)
+    results = train(config, out, resume=args.resume, progress=not args.no_progress, log=_log)
+    _print_results(results, out)
+    return 0
+
+
+def _eval(args: argparse.Namespace) -> int:
+    from .config import build_config
+    from .data.corpora import load_corpus
+    from .evaluate import evaluate
+    from .train.checkpoint import load_pretrained
+    from .train.trainer import resolve_device
+
+    device = resolve_device(args.device)
+    model, config, vocab = load_pretrained(args.checkpoint, device)
+    overrides = list(args.overrides)
+    if args.data_path:
+        overrides.append(f"data.path={args.data_path}")
+    config = build_config(config, None, overrides)
+    model.config.memory = config.model.memory
+    corpus = load_corpus(config.data, vocab=vocab, download=False)
+    splits = ["valid", "test"] if args.split == "both" else [args.split]
+    out = {}
+    for split in splits:
+        result = evaluate(model, corpus.split(split), config.data, device, config.train.precision)
+        out[split] = result.as_dict()
+        if not args.json:
+            print(
+                f"{split}: loss {result.loss:.4f} nats | {result.bits:.4f} bits/token | "
+                f"ppl {result.perplexity:.2f} | {result.tokens} tokens"
+            )
+    if args.json:
+        print(json.dumps(out, indent=2))
+    return 0
+
+
+def _presets(args: argparse.Namespace) -> int:
+    from .presets import PRESETS, get_preset
+
+    if args.name:
+        config = get_preset(args.name)
+        import yaml
+
+        print(f"# {PRESETS[args.name].description}\n# source: {config.source}")
+        print(yaml.safe_dump(json.loads(config.to_json()), sort_keys=False), end="")
+        return 0
+    width = max(len(n) for n in PRESETS)
+    for name, preset in PRESETS.items():
+        print(f"{name:<{width}}  {preset.description}")
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from .demo import run_demo
+
+    summary = run_demo(args.out, steps=args.steps, progress=not args.no_progress, log=_log)
+    print((Path(args.out) / "report.md").read_text(encoding="utf-8"))
+    print(f"report written to {Path(args.out) / 'report.md'} and {summary['plot']}")
+    return 0
+
+
+def _download(args: argparse.Namespace) -> int:
+    from .config import DataConfig
+    from .data.corpora import load_corpus
+
+    corpus = {"ptb": "ptb-word"}.get(args.corpus, args.corpus)
+    loaded = load_corpus(DataConfig(corpus=corpus), download=True)
+    print(f"{args.corpus}: {loaded.train.numel():,} training tokens, {len(loaded.vocab)} symbols")
+    return 0
+
+
+def _log(message: str) -> None:
+    print(message, file=sys.stderr)
+
+
+def _print_results(results: dict, out: Path) -> None:
+    for split in ("valid", "test"):
+        r = results[split]
+        print(f"{split}: loss {r['loss']:.4f} | {r['bpc']:.4f} bits/token | ppl {r['ppl']:.2f}")
+    print(f"run folder: {out}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="highway", description="Self-gated Transformer sequence models (Highway Transformer)."
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("train", help="train a model from a preset and/or a config file")
+    p.add_argument("--preset", help="preset name (see `highway presets`)")
+    p.add_argument("--config", help="YAML or TOML file applied on top of the preset")
+    p.add_argument("--out", help="run folder (default runs/NAME)")
+    p.add_argument("--resume", action="store_true", help="continue the run folder's checkpoint")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="e.g. train.lr=0.5")
+    p.set_defaults(func=_train)
+
+    p = sub.add_parser("eval", help="evaluate a checkpoint (or run folder) on a split")
+    p.add_argument("checkpoint")
+    p.add_argument("--split", default="test", choices=["valid", "test", "both"])
+    p.add_argument("--data-path", help="where the corpus lives, if not where it was trained")
+    p.add_argument("--device", default="auto")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="e.g. data.eval_seq_len=80")
+    p.set_defaults(func=_eval)
+
+    p = sub.add_parser("presets", help="list presets, or print one as YAML")
+    p.add_argument("name", nargs="?")
+    p.set_defaults(func=_presets)
+
+    p = sub.add_parser("demo", help="plain vs σ-SDU vs tanh-SDU on the embedded corpus")
+    p.add_argument("--out", default="runs/demo")
+    p.add_argument("--steps", type=int, default=400)
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(func=_demo)
+
+    p = sub.add_parser("download", help="download a corpus into the cache (checksum-checked)")
+    p.add_argument("corpus", choices=["ptb", "enwik8", "text8", "wikitext-103"])
+    p.set_defaults(func=_download)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except HighwayError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted; continue with `highway train ... --resume`", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,86 @@
+"""Language-model batching: contiguous streams, windows with an "effective history".
+
+A split is laid out as ``B`` contiguous rows (``inputs[b, t]`` predicts ``targets[b, t]``, the
+next token). Windows of ``seq_len`` slide along the rows with stride ``seq_len - context``;
+the first ``context`` positions of each window after the first are history only, so every
+target is counted exactly once (HT A.1: sequence length 400, loss on the last 320).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from ..errors import DataError
+
+IGNORE = -100
+
+
+@dataclass
+class Window:
+    inputs: Tensor  # [B, L]
+    targets: Tensor  # [B, L], IGNORE where padded
+    loss_start: int  # positions >= loss_start count in the loss
+    index: int  # window number within the pass
+
+
+def train_rows(ids: Tensor, batch_size: int, seq_len: int) -> tuple[Tensor, Tensor]:
+    """Split a stream into ``batch_size`` rows (remainder dropped); inputs and next tokens."""
+    n = (ids.numel() - 1) // batch_size
+    if n < 1 or n < min(seq_len, 2):
+        raise DataError(
+            f"the training split has {ids.numel()} tokens, too few for batch_size={batch_size} "
+            f"rows of at least {min(seq_len, 2) + 1} tokens; use a larger corpus or smaller "
+            "data.batch_size / data.seq_len"
+        )
+    rows = ids[: n * batch_size + 1]
+    inputs = rows[:-1].view(batch_size, n)
+    targets = rows[1:].view(batch_size, n)
+    return inputs, targets
+
+
+def eval_rows(ids: Tensor, batch_size: int) -> tuple[Tensor, Tensor]:
+    """Rows covering every target of ``ids`` exactly once; the short tail is padded.
+
+    Row ``r`` predicts targets ``ids[1 + r*n : 1 + (r+1)*n]``; padded targets are ``IGNORE``.
+    """
+    n_targets = ids.numel() - 1
+    if n_targets < 1:
+        raise DataError("an evaluation split needs at least 2 tokens")
+    rows = min(batch_size, n_targets)
+    n = math.ceil(n_targets / rows)
+    inputs = torch.zeros(rows * n, dtype=ids.dtype)
+    targets = torch.full((rows * n,), IGNORE, dtype=ids.dtype)
+    inputs[:n_targets] = ids[:-1]
+    targets[:n_targets] = ids[1:]
+    return inputs.view(rows, n), targets.view(rows, n)
+
+
+def window_bounds(length: int, seq_len: int, context: int) -> list[tuple[int, int, int]]:
+    """``(start, end, loss_start)`` of each window over ``length`` positions.
+
+    The first window counts all its positions; each later one ends ``seq_len - context``
+    further on and counts only the positions not counted before.
+    """
+    if not 0 <= context < seq_len:
+        raise DataError(f"context={context} must be in [0, seq_len={seq_len})")
+    stride = seq_len - context
+    bounds = []
+    end = min(seq_len, length)
+    bounds.append((0, end, 0))
+    while end < length:
+        new_end = min(end + stride, length)
+        start = max(0, new_end - seq_len)
+        bounds.append((start, new_end, end - start))
+        end = new_end
+    return bounds
+
+
+def windows(inputs: Tensor, targets: Tensor, seq_len: int, context: int) -> Iterator[Window]:
+    """Iterate the windows of a ``[B, N]`` layout in stream order."""
+    for i, (start, end, loss_start) in enumerate(window_bounds(inputs.shape[1], seq_len, context)):
+        yield Window(inputs[:, start:end], targets[:, start:end], loss_start, i)

@@ -1,0 +1,342 @@
+"""Language-modelling corpora.
+
+==================  =====================================================================
+name                what
+==================  =====================================================================
+``pydoc``           embedded default, no download: the English text of CPython's
+                    documentation topics (``pydoc_data.topics``, ~465k characters),
+                    character level, fixed 90/5/5 split
+``ptb-word``        Penn Treebank, Mikolov's LM version: 10k words, ``<eos>`` at line ends
+``ptb-char``        its character-level derivative (50 symbols counting the line end)
+``enwik8``          first 10^8 bytes of Wikipedia, byte level, 90M/5M/5M split
+``text8``           cleaned Wikipedia, 27 characters, 90M/5M/5M split
+``wikitext-103``    WikiText-103 word level (use with adaptive softmax)
+``file``            any text file (split 90/5/5) or folder with train/valid/test.txt, at
+                    ``char``, ``word`` or ``byte`` level
+==================  =====================================================================
+"""
+
+from __future__ import annotations
+
+import hashlib
+import tarfile
+import zipfile
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from ..config import DataConfig
+from ..errors import DataError, unknown_choice
+from .download import cache_dir, fetch, sha256_of
+from .vocab import EOS, UNK, Vocabulary
+
+SPLITS = ("train", "valid", "test")
+
+PTB_URL = "http://www.fit.vutbr.cz/~imikolov/rnnlm/simple-examples.tgz"
+#: SHA-256 of the PTB files (Mikolov's simple-examples/data), checked after extraction.
+PTB_SHA256 = {
+    "ptb.train.txt": "fcea919f6cf83f35d4d00c6cbf08040d13d4155226340912e2fef9c9c4102cbf",
+    "ptb.valid.txt": "c9fe6985fe0d4ccb578183407d7668fc6066c20700cb4cf87d8ff1cc34df1bf2",
+    "ptb.test.txt": "dd65dff31e70846b2a6030a87482edcd5d199130cdcfa1f3dccbb033728deee0",
+    "ptb.char.train.txt": "4204600bf26e26a5a446900efa17e8f2e5a6ea37e9c0096fd3ed89e657f3c76d",
+    "ptb.char.valid.txt": "8d3e6b4fbc7f1f6bc26cf89f1286212349a5a90d0fd6e97d2e260d2edd602d9e",
+    "ptb.char.test.txt": "04ee2179928640500040c93ea22229b54df38bb04075b84c4afae9e0705f941e",
+}
+
+
+@dataclass(frozen=True)
+class Archive:
+    """A zipped single-file corpus; ``sha256`` of the archive (None: not published)."""
+
+    url: str
+    member: str
+    size: int
+    sha256: str | None = None
+    sha1_of_member: str | None = None
+
+
+# The Hutter-prize files are published with a size and (enwik8) a SHA-1 of the extracted
+# file, not a SHA-256 of the archive: the extracted file is checked against those.
+ENWIK8 = Archive(
+    "http://mattmahoney.net/dc/enwik8.zip",
+    "enwik8",
+    100_000_000,
+    sha1_of_member="57b8363b814821dc9d47aa4d41f58733519076b2",
+)
+TEXT8 = Archive("http://mattmahoney.net/dc/text8.zip", "text8", 100_000_000)
+WIKITEXT103_URL = "https://s3.amazonaws.com/research.metamind.io/wikitext/wikitext-103-v1.zip"
+
+
+@dataclass
+class Corpus:
+    """Token ids of the three splits and the vocabulary that encodes them."""
+
+    name: str
+    vocab: Vocabulary
+    train: Tensor
+    valid: Tensor
+    test: Tensor
+
+    def split(self, name: str) -> Tensor:
+        if name not in SPLITS:
+            raise unknown_choice("split", name, SPLITS)
+        return getattr(self, name)
+
+
+# ------------------------------------------------------------------ tokenisation
+
+
+def line_tokens(text: str, eos: str = EOS) -> list[str]:
+    """Whitespace tokens of each line followed by ``eos`` (PTB word and char formats)."""
+    out: list[str] = []
+    for line in text.splitlines():
+        out.extend(line.split())
+        out.append(eos)
+    return out
+
+
+def byte_vocabulary() -> Vocabulary:
+    """All 256 byte values, symbol ``chr(b)`` (Latin-1), so any byte stream encodes."""
+    return Vocabulary([chr(b) for b in range(256)], "byte")
+
+
+def encode_bytes(data: bytes) -> Tensor:
+    return torch.from_numpy(np.frombuffer(data, dtype=np.uint8).astype(np.int64))
+
+
+def encode_chars(text: str, vocab: Vocabulary) -> Tensor:
+    """Character ids; a lookup table on the raw bytes when the text is ASCII (fast path)."""
+    if text.isascii() and all(len(s) == 1 for s in vocab.symbols if s not in (vocab.unk,)):
+        table = np.full(128, -1, dtype=np.int64)
+        for symbol, idx in vocab.index.items():
+            if len(symbol) == 1 and ord(symbol) < 128:
+                table[ord(symbol)] = idx
+        ids = table[np.frombuffer(text.encode("ascii"), dtype=np.uint8)]
+        if (ids < 0).any():
+            unk = vocab.index.get(vocab.unk) if vocab.unk else None
+            if unk is None:
+                bad = chr(np.frombuffer(text.encode("ascii"), dtype=np.uint8)[ids < 0][0])
+                raise DataError(f"character {bad!r} is not in the vocabulary")
+            ids[ids < 0] = unk
+        return torch.from_numpy(ids)
+    return torch.tensor(vocab.encode(text), dtype=torch.long)
+
+
+def read_text(path: Path) -> str:
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise DataError(f"cannot read {path}: {exc.strerror}") from None
+    if not data.strip():
+        raise DataError(f"{path} is empty; give a text file with some content")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DataError(
+            f"{path} is not UTF-8 text (byte {exc.start}); use data.level=byte for binary files"
+        ) from None
+
+
+def _truncate(corpus: Corpus, config: DataConfig) -> Corpus:
+    if config.max_train_tokens:
+        corpus.train = corpus.train[: config.max_train_tokens]
+    if config.max_eval_tokens:
+        corpus.valid = corpus.valid[: config.max_eval_tokens]
+        corpus.test = corpus.test[: config.max_eval_tokens]
+    return corpus
+
+
+def _split_fractions(n: int) -> tuple[int, int]:
+    """Boundaries of a 90/5/5 split."""
+    return int(n * 0.9), int(n * 0.95)
+
+
+# ------------------------------------------------------------------ corpora
+
+
+def _pydoc(config: DataConfig, vocab: Vocabulary | None) -> Corpus:
+    from pydoc_data.topics import topics
+
+    text = "\n\n".join(topics[key] for key in sorted(topics))
+    a, b = _split_fractions(len(text))
+    parts = {"train": text[:a], "valid": text[a:b], "test": text[b:]}
+    vocab = vocab or Vocabulary.build(parts["train"], "char", unk=UNK)
+    return Corpus("pydoc", vocab, *(encode_chars(parts[s], vocab) for s in SPLITS))
+
+
+def ptb_folder(config: DataConfig, download: bool) -> Path:
+    folder = Path(config.path) if config.path else cache_dir() / "ptb"
+    if not (folder / "ptb.train.txt").is_file():
+        if download and not config.path:
+            download_ptb(folder)
+        else:
+            raise DataError(
+                f"Penn Treebank not found in {folder} (expected ptb.train.txt, ptb.char.train.txt"
+                f" ...); put Mikolov's files there (simple-examples/data from {PTB_URL}) or run"
+                " `highway download ptb`, and pass data.path=FOLDER"
+            )
+    return folder
+
+
+def download_ptb(folder: Path) -> Path:
+    """Fetch Mikolov's archive and extract the six PTB files, each checked by SHA-256."""
+    archive = fetch(PTB_URL, None, cache_dir() / "simple-examples.tgz")
+    folder.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(archive) as tar:
+        for name, digest in PTB_SHA256.items():
+            member = tar.extractfile(f"./simple-examples/data/{name}") or None
+            if member is None:
+                raise DataError(f"{archive} does not contain {name}")
+            data = member.read()
+            if hashlib.sha256(data).hexdigest() != digest:
+                raise DataError(f"{name} from {PTB_URL} fails its SHA-256 check; not used")
+            (folder / name).write_bytes(data)
+    return folder
+
+
+def _ptb(config: DataConfig, vocab: Vocabulary | None, download: bool, char: bool) -> Corpus:
+    folder = ptb_folder(config, download)
+    prefix = "ptb.char." if char else "ptb."
+    texts = {}
+    for split in SPLITS:
+        path = folder / f"{prefix}{split}.txt"
+        if not path.is_file():
+            raise DataError(f"{path} is missing; the PTB folder needs all three splits")
+        texts[split] = read_text(path)
+    tokens = {s: line_tokens(texts[s]) for s in SPLITS}
+    if vocab is None:
+        vocab = Vocabulary.build(
+            tokens["train"], "char" if char else "word", unk=None if char else UNK, eos=EOS
+        )
+    name = "ptb-char" if char else "ptb-word"
+    return Corpus(name, vocab, *(torch.tensor(vocab.encode(tokens[s])) for s in SPLITS))
+
+
+def _hutter(
+    config: DataConfig, vocab: Vocabulary | None, download: bool, archive: Archive
+) -> Corpus:
+    folder = Path(config.path) if config.path else cache_dir()
+    path = folder / archive.member
+    if not path.is_file():
+        if not download or config.path:
+            raise DataError(
+                f"{archive.member} not found at {path}; download {archive.url}, unzip it there"
+                " and pass data.path=FOLDER, or run `highway download "
+                f"{archive.member}`"
+            )
+        extract_archive(archive, folder)
+    data = path.read_bytes()
+    if len(data) != archive.size:
+        raise DataError(f"{path} has {len(data)} bytes, expected {archive.size}; re-download it")
+    a, b = 90_000_000, 95_000_000
+    if archive.member == "enwik8":
+        vocab = vocab or byte_vocabulary()
+        parts = [encode_bytes(data[:a]), encode_bytes(data[a:b]), encode_bytes(data[b:])]
+    else:
+        text = data.decode("ascii")
+        vocab = vocab or Vocabulary.build(text[:a], "char")
+        parts = [encode_chars(text[:a], vocab), encode_chars(text[a:b], vocab)]
+        parts.append(encode_chars(text[b:], vocab))
+    return Corpus(archive.member, vocab, *parts)
+
+
+def extract_archive(archive: Archive, folder: Path) -> Path:
+    """Download (checked) and extract a zipped corpus; verify the extracted file."""
+    zipped = fetch(archive.url, archive.sha256, cache_dir() / Path(archive.url).name)
+    folder.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(zipped) as zf:
+        data = zf.read(archive.member)
+    if len(data) != archive.size:
+        raise DataError(f"{archive.member} from {archive.url} has the wrong size; not used")
+    if archive.sha1_of_member and hashlib.sha1(data).hexdigest() != archive.sha1_of_member:
+        raise DataError(f"{archive.member} from {archive.url} fails its checksum; not used")
+    out = folder / archive.member
+    out.write_bytes(data)
+    return out
+
+
+def _wikitext103(config: DataConfig, vocab: Vocabulary | None, download: bool) -> Corpus:
+    folder = Path(config.path) if config.path else cache_dir() / "wikitext-103"
+    names = {s: folder / f"wiki.{s}.tokens" for s in SPLITS}
+    if not names["train"].is_file():
+        if not download or config.path:
+            raise DataError(
+                f"WikiText-103 not found in {folder} (wiki.train.tokens ...); download "
+                f"{WIKITEXT103_URL}, unzip it and pass data.path=FOLDER"
+            )
+        zipped = fetch(WIKITEXT103_URL, None, cache_dir() / "wikitext-103-v1.zip")
+        with zipfile.ZipFile(zipped) as zf:
+            folder.mkdir(parents=True, exist_ok=True)
+            for split, path in names.items():
+                path.write_bytes(zf.read(f"wikitext-103/wiki.{split}.tokens"))
+    tokens = {s: line_tokens(read_text(names[s])) for s in SPLITS}
+    vocab = vocab or Vocabulary.build(tokens["train"], "word", unk=UNK, eos=EOS)
+    return Corpus("wikitext-103", vocab, *(torch.tensor(vocab.encode(tokens[s])) for s in SPLITS))
+
+
+def _file(config: DataConfig, vocab: Vocabulary | None) -> Corpus:
+    if not config.path:
+        raise DataError("corpus=file needs data.path=FILE (or a folder with train/valid/test.txt)")
+    path = Path(config.path)
+    if path.is_dir():
+        files = {s: path / f"{s}.txt" for s in SPLITS}
+        missing = [str(p) for p in files.values() if not p.is_file()]
+        if missing:
+            raise DataError(f"missing {', '.join(missing)}; a corpus folder needs all three")
+        raw = {s: files[s].read_bytes() for s in SPLITS}
+    elif path.is_file():
+        data = path.read_bytes()
+        a, b = _split_fractions(len(data))
+        raw = {"train": data[:a], "valid": data[a:b], "test": data[b:]}
+    else:
+        raise DataError(f"data.path={path} does not exist")
+    if not raw["train"].strip():
+        raise DataError(f"{path} is empty; give a text file with some content")
+    level = config.level
+    if level == "byte":
+        vocab = vocab or byte_vocabulary()
+        return Corpus("file", vocab, *(encode_bytes(raw[s]) for s in SPLITS))
+    texts = {}
+    for split in SPLITS:
+        try:
+            texts[split] = raw[split].decode("utf-8")
+        except UnicodeDecodeError:
+            raise DataError(
+                f"{path} is not UTF-8 text ({split} part); use data.level=byte for binary files"
+            ) from None
+    if level == "char":
+        vocab = vocab or Vocabulary.build(texts["train"], "char", unk=UNK)
+        return Corpus("file", vocab, *(encode_chars(texts[s], vocab) for s in SPLITS))
+    tokens = {s: line_tokens(texts[s]) for s in SPLITS}
+    vocab = vocab or Vocabulary.build(tokens["train"], "word", unk=UNK, eos=EOS)
+    return Corpus("file", vocab, *(torch.tensor(vocab.encode(tokens[s])) for s in SPLITS))
+
+
+CORPORA: dict[str, Callable[[DataConfig, Vocabulary | None, bool], Corpus]] = {
+    "pydoc": lambda c, v, d: _pydoc(c, v),
+    "ptb-word": lambda c, v, d: _ptb(c, v, d, char=False),
+    "ptb-char": lambda c, v, d: _ptb(c, v, d, char=True),
+    "enwik8": lambda c, v, d: _hutter(c, v, d, ENWIK8),
+    "text8": lambda c, v, d: _hutter(c, v, d, TEXT8),
+    "wikitext-103": _wikitext103,
+    "file": lambda c, v, d: _file(c, v),
+}
+
+
+def load_corpus(
+    config: DataConfig, vocab: Vocabulary | None = None, download: bool = False
+) -> Corpus:
+    """Load and encode a corpus; with ``vocab`` (e.g. from a checkpoint) reuse its ids."""
+    if config.corpus not in CORPORA:
+        raise unknown_choice("corpus", config.corpus, CORPORA)
+    corpus = CORPORA[config.corpus](config, vocab, download)
+    return _truncate(corpus, config)
+
+
+def verify_files(paths: Iterable[Path], expected: dict[str, str]) -> dict[str, bool]:
+    """SHA-256 check of local files against ``expected`` (by file name)."""
+    return {p.name: sha256_of(p) == expected.get(p.name) for p in paths}

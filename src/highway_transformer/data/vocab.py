@@ -1,0 +1,91 @@
+"""Vocabularies: symbol <-> id maps saved beside every checkpoint."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from ..errors import CheckpointError, DataError
+
+UNK = "<unk>"
+EOS = "<eos>"
+
+
+class Vocabulary:
+    """An ordered list of symbols. ``level`` is ``char``, ``word`` or ``byte``.
+
+    ``eos`` is the line-end symbol appended to every line (word and PTB char levels; counted
+    as a symbol in bpc, as the papers do). ``unk`` maps symbols outside the vocabulary.
+    """
+
+    def __init__(
+        self, symbols: Sequence[str], level: str, unk: str | None = None, eos: str | None = None
+    ) -> None:
+        if len(set(symbols)) != len(symbols):
+            raise DataError("vocabulary symbols must be unique")
+        self.symbols = list(symbols)
+        self.level = level
+        self.unk = unk
+        self.eos = eos
+        self.index = {s: i for i, s in enumerate(self.symbols)}
+
+    def __len__(self) -> int:
+        return len(self.symbols)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Vocabulary) and self.to_dict() == other.to_dict()
+
+    @classmethod
+    def build(
+        cls,
+        tokens: Iterable[str],
+        level: str,
+        unk: str | None = None,
+        eos: str | None = None,
+        extra: Iterable[str] = (),
+    ) -> Vocabulary:
+        """Symbols sorted by frequency (ties by symbol), specials first."""
+        counts = Counter(tokens)
+        specials = [s for s in (unk, eos, *extra) if s is not None]
+        for special in specials:
+            counts.pop(special, None)
+        ordered = sorted(counts, key=lambda s: (-counts[s], s))
+        return cls(specials + ordered, level, unk, eos)
+
+    def encode(self, tokens: Iterable[str]) -> list[int]:
+        index, unk_id = self.index, self.index.get(self.unk) if self.unk else None
+        out = []
+        for token in tokens:
+            idx = index.get(token, unk_id)
+            if idx is None:
+                raise DataError(
+                    f"symbol {token!r} is not in the vocabulary of {len(self)} symbols "
+                    "(and the vocabulary has no <unk>)"
+                )
+            out.append(idx)
+        return out
+
+    def decode(self, ids: Iterable[int]) -> list[str]:
+        return [self.symbols[i] for i in ids]
+
+    def to_dict(self) -> dict:
+        return {"level": self.level, "unk": self.unk, "eos": self.eos, "symbols": self.symbols}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Vocabulary:
+        try:
+            return cls(data["symbols"], data["level"], data.get("unk"), data.get("eos"))
+        except (KeyError, TypeError) as exc:
+            raise CheckpointError(f"malformed vocabulary file (missing {exc})") from None
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(self.to_dict(), ensure_ascii=False), encoding="utf-8")
+
+    @classmethod
+    def load(cls, path: str | Path) -> Vocabulary:
+        try:
+            return cls.from_dict(json.loads(Path(path).read_text(encoding="utf-8")))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise CheckpointError(f"cannot read vocabulary {path}: {exc}") from None

@@ -1,0 +1,84 @@
+"""Evaluation: loss in nats, bits per character/byte, perplexity.
+
+Every target token of a split is counted exactly once (see
+:mod:`highway_transformer.data.batching`); Transformer-XL memory is carried along each row.
+"""
+
+from __future__ import annotations
+
+import math
+from contextlib import nullcontext
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from .config import DataConfig
+from .data.batching import IGNORE, eval_rows, windows
+from .models.lm import LanguageModel
+
+
+@dataclass
+class EvalResult:
+    loss: float  # mean NLL per target token, nats
+    tokens: int
+
+    @property
+    def bits(self) -> float:
+        """Bits per token: bpc at character level (line ends count as symbols)."""
+        return self.loss / math.log(2)
+
+    @property
+    def perplexity(self) -> float:
+        return math.exp(min(self.loss, 700.0))
+
+    def as_dict(self, prefix: str = "") -> dict[str, float]:
+        return {
+            f"{prefix}loss": self.loss,
+            f"{prefix}bpc": self.bits,
+            f"{prefix}ppl": self.perplexity,
+            f"{prefix}tokens": self.tokens,
+        }
+
+
+def autocast_context(device: torch.device, precision: str):
+    """``torch.autocast`` for bf16/fp16, a no-op for fp32."""
+    if precision == "fp32":
+        return nullcontext()
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float16
+    return torch.autocast(device_type=device.type, dtype=dtype)
+
+
+@torch.no_grad()
+def evaluate(
+    model: LanguageModel,
+    ids: Tensor,
+    data: DataConfig,
+    device: torch.device | str = "cpu",
+    precision: str = "fp32",
+    max_tokens: int | None = None,
+) -> EvalResult:
+    """Mean NLL of ``ids`` under ``model`` with the evaluation batching of ``data``."""
+    device = torch.device(device)
+    if max_tokens:
+        ids = ids[: max_tokens + 1]
+    seq_len = data.eval_seq_len or data.seq_len
+    context = data.context if data.eval_context is None else data.eval_context
+    inputs, targets = eval_rows(ids, data.eval_batch_size)
+    was_training = model.training
+    model.eval()
+    model.set_memory_options(train=False)
+    total, count, memory = 0.0, 0, None
+    try:
+        for window in windows(inputs, targets, seq_len, context):
+            x = window.inputs.to(device)
+            y = window.targets[:, window.loss_start :].to(device)
+            with autocast_context(device, precision):
+                hidden, memory = model(x, memory=memory)
+            nll = model.token_nll(hidden[:, window.loss_start :], y)
+            total += float(nll.sum())
+            count += int((y != IGNORE).sum())
+    finally:
+        model.set_memory_options(train=True)
+        model.train(was_training)
+    return EvalResult(total / max(count, 1), count)

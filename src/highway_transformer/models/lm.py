@@ -1,0 +1,273 @@
+"""The language model: every model family is a configuration of the same parts.
+
+========================  ====================================  =========================
+family                    block layout                          position information
+========================  ====================================  =========================
+``transformer``           ``[attn, ffn]`` (HT eqs. 4-9)          sinusoidal (or Shaw)
+``rtransformer``          ``[rnn] * n + [attn, ffn]`` (RT §3)    none: the LocalRNN
+``xl``                    ``[attn, ffn]``, relative + memory      relative (HT eqs. 10-17)
+========================  ====================================  =========================
+
+Each sublayer's connection (post-/pre-LN × gate) is chosen per layer from
+:class:`~highway_transformer.config.GateConfig`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from ..config import ModelConfig
+from ..errors import ConfigError
+from ..nn.attention import MultiHeadAttention
+from ..nn.block import AttentionSublayer, Block, FeedForwardSublayer, LocalRNNSublayer
+from ..nn.connections import Connection, build_combiner
+from ..nn.gating import parse_layer_spec
+from ..nn.memory import check_memory, update_memory
+from ..nn.positional import SinusoidalPositionalEncoding
+from .init import initialize
+
+
+@dataclass
+class DecodeState:
+    """Incremental-decoding state: position, per-sublayer caches and (XL) memory."""
+
+    position: int = 0
+    layers: list[list[dict]] = field(default_factory=list)
+    memory: list[Tensor] | None = None
+
+
+def build_attention(config: ModelConfig, causal: bool = True) -> nn.Module:
+    """The attention module named by ``config.attention``."""
+    if config.attention == "dot":
+        return MultiHeadAttention(
+            config.d_model, config.n_heads, config.d_head, config.dropout_attn, causal=causal
+        )
+    if config.attention == "relative":
+        from ..nn.relative import RelativeMultiHeadAttention
+
+        return RelativeMultiHeadAttention(
+            config.d_model, config.n_heads, config.head_dim, config.dropout_attn
+        )
+    if config.attention == "shaw":
+        from ..nn.shaw import ShawAttention
+
+        if config.d_head is not None and config.d_head * config.n_heads != config.d_model:
+            raise ConfigError("Shaw attention needs d_head * n_heads == d_model")
+        return ShawAttention(
+            config.d_model, config.n_heads, config.shaw_clip, config.dropout_attn, causal=causal
+        )
+    raise ConfigError(f"unknown attention {config.attention!r}; choose dot, relative or shaw")
+
+
+def block_layout(config: ModelConfig) -> list[str]:
+    """The sublayer kinds of one block for the configured family."""
+    if config.family == "rtransformer":
+        return ["rnn"] * config.local_rnn.per_block + ["attn", "ffn"]
+    return ["attn", "ffn"]
+
+
+def build_sublayer(kind: str, config: ModelConfig, causal: bool = True) -> nn.Module:
+    if kind == "attn":
+        return AttentionSublayer(build_attention(config, causal))
+    if kind == "ffn":
+        return FeedForwardSublayer(config.d_model, config.d_inner, config.dropout)
+    if kind == "rnn":
+        from ..nn.local_rnn import LocalRNN
+
+        rnn = LocalRNN(config.d_model, config.local_rnn.window, config.local_rnn.cell)
+        return LocalRNNSublayer(rnn, config.d_model, config.local_rnn.linear_relu)
+    raise ConfigError(f"unknown sublayer kind {kind!r}")
+
+
+def build_block(config: ModelConfig, layer: int, causal: bool = True) -> Block:
+    """Block ``layer`` (0-based): sublayers plus connections, gated where the spec says."""
+    spec = parse_layer_spec(config.gate.layers, config.n_layers)
+    kinds = block_layout(config)
+    sublayers, connections = [], []
+    for kind in kinds:
+        gated = spec.gated(layer, kind, tuple(config.gate.sublayers))
+        combiner = build_combiner(
+            config.gate.kind if gated else "none",
+            config.d_model,
+            config.gate.activation,
+            config.gate.bias,
+        )
+        sublayers.append(build_sublayer(kind, config, causal))
+        connections.append(Connection(config.d_model, combiner, config.norm, config.dropout))
+    return Block(kinds, sublayers, connections)
+
+
+class LanguageModel(nn.Module):
+    """Decoder-only LM: embedding, position information, N blocks, (final norm), output layer."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        if config.vocab_size <= 0:
+            raise ConfigError(
+                "model.vocab_size must be set (it is taken from the corpus vocabulary)"
+            )
+        self.config = config
+        d = config.d_model
+        self.embedding = nn.Embedding(config.vocab_size, d)
+        uses_absolute = (
+            config.positional == "sinusoidal"
+            and config.attention == "dot"
+            and config.family != "rtransformer"
+        )
+        self.positional = SinusoidalPositionalEncoding(d) if uses_absolute else None
+        self.embedding_dropout = nn.Dropout(config.embedding_dropout)
+        self.blocks = nn.ModuleList(build_block(config, i) for i in range(config.n_layers))
+        self.final_norm = nn.LayerNorm(d) if config.norm == "pre" else nn.Identity()
+        self.output = nn.Linear(d, config.vocab_size)
+        initialize(self, config.init, config.init_range, config.init_std)
+        if config.tie_weights:
+            self.output.weight = self.embedding.weight
+        self.memory_options: dict[str, Any] = {}
+        self.mem_len = config.memory.mem_len
+        self.set_memory_options(train=True)
+
+    # ------------------------------------------------------------------ memory settings
+
+    @property
+    def uses_memory(self) -> bool:
+        return self.config.attention == "relative"
+
+    def set_memory_options(self, train: bool) -> None:
+        """Switch between the training and the evaluation memory settings (XL §3; HT A.3)."""
+        mem = self.config.memory
+        pick = (lambda a, b: a) if train else (lambda a, b: a if b is None else b)
+        self.mem_len = pick(mem.mem_len, mem.eval_mem_len)
+        if self.uses_memory:
+            self.memory_options = {
+                "clamp_len": pick(mem.clamp_len, mem.eval_clamp_len),
+                "same_length": pick(mem.same_length, mem.eval_same_length),
+            }
+
+    # ------------------------------------------------------------------ forward
+
+    @property
+    def supports_cache(self) -> bool:
+        return self.uses_memory or all(
+            s.supports_cache
+            for b in self.blocks
+            for s in b.sublayers
+            if isinstance(s, AttentionSublayer)
+        )
+
+    def new_state(self) -> DecodeState:
+        return DecodeState(layers=[[{} for _ in block.kinds] for block in self.blocks])
+
+    def forward(
+        self,
+        tokens: Tensor,
+        memory: list[Tensor] | None = None,
+        state: DecodeState | None = None,
+    ) -> tuple[Tensor, list[Tensor] | None]:
+        """``tokens [B, L]`` -> (hidden states ``[B, L, D]``, new memory or None).
+
+        ``memory`` (Transformer-XL) is the list of per-layer memories returned by the previous
+        call; ``state`` carries caches for incremental decoding (one call per new chunk).
+        """
+        if state is not None and self.uses_memory:
+            memory = state.memory
+        if memory is not None:
+            if not self.uses_memory:
+                raise ConfigError(
+                    "segment memory needs relative attention (model.attention=relative)"
+                )
+            check_memory(memory, len(self.blocks), tokens.shape[0], self.config.d_model)
+        start = state.position if state is not None else 0
+        x = self.embedding(tokens)
+        if self.positional is not None:
+            x = self.positional(x, start=start)
+        x = self.embedding_dropout(x)
+        layer_inputs = []
+        for i, block in enumerate(self.blocks):
+            layer_inputs.append(x)
+            layer_state = None if state is None or self.uses_memory else state.layers[i]
+            x = block(
+                x,
+                memory=None if memory is None else memory[i],
+                state=layer_state,
+                **self.memory_options,
+            )
+        hidden = self.final_norm(x)
+        new_memory = update_memory(memory, layer_inputs, self.mem_len) if self.uses_memory else None
+        if state is not None:
+            state.position += tokens.shape[1]
+            if self.uses_memory:
+                state.memory = new_memory
+        return hidden, new_memory
+
+    def logits(self, hidden: Tensor) -> Tensor:
+        return self.output(hidden)
+
+    def token_nll(self, hidden: Tensor, targets: Tensor) -> Tensor:
+        """Per-token negative log-likelihood in nats; targets of -100 are ignored (give 0)."""
+        logits = self.logits(hidden)
+        return F.cross_entropy(
+            logits.reshape(-1, logits.shape[-1]).float(),
+            targets.reshape(-1),
+            reduction="none",
+            ignore_index=-100,
+        ).view(targets.shape)
+
+    # ------------------------------------------------------------------ inspection
+
+    def gate_biases(self) -> dict[str, Tensor]:
+        """Learned gate biases b1 by stable name ``layer{N}.{attn|ffn|rnn}`` (1-based layers)."""
+        out: dict[str, Tensor] = {}
+        for i, block in enumerate(self.blocks):
+            seen: dict[str, int] = {}
+            for kind, connection in zip(block.kinds, block.connections, strict=True):
+                seen[kind] = seen.get(kind, 0) + 1
+                bias = connection.combiner.gate_bias()
+                if bias is None:
+                    continue
+                suffix = "" if block.kinds.count(kind) == 1 else str(seen[kind])
+                out[f"layer{i + 1}.{kind}{suffix}"] = bias
+        return out
+
+    def num_parameters(self, trainable_only: bool = True) -> int:
+        return sum(p.numel() for p in self.parameters() if p.requires_grad or not trainable_only)
+
+
+def build_model(config: ModelConfig) -> LanguageModel:
+    """Build a language model from a validated model config."""
+    return LanguageModel(config)
+
+
+def count_flops_per_token(config: ModelConfig, seq_len: int) -> float:
+    """Training FLOPs per token (forward + backward = 3 × forward) of the matmuls.
+
+    Counts every Linear layer (2 FLOPs per multiply-add), the attention products
+    (``QKᵀ`` and ``AV``: ``2 · 2 · L_keys · d`` per query, halved for the causal mask) and
+    the LocalRNN recurrences; embeddings, norms and element-wise work are ignored.
+    """
+    d, inner = config.d_model, config.n_heads * config.head_dim
+    per_layer = 0.0
+    for kind in block_layout(config):
+        if kind == "attn":
+            per_layer += 2 * d * 3 * inner + 2 * inner * d
+            keys = seq_len + (config.memory.mem_len if config.attention == "relative" else 0)
+            per_layer += 2 * 2 * inner * keys / (2 if config.attention != "relative" else 1)
+            if config.attention == "relative":
+                per_layer += 2 * d * inner + 2 * inner * keys  # W_kR R and the BD term
+        elif kind == "ffn":
+            per_layer += 2 * 2 * d * config.d_inner
+        elif kind == "rnn":
+            gates = {"rnn": 1, "gru": 3, "lstm": 4}[config.local_rnn.cell]
+            per_layer += 2 * gates * d * d * (1 + config.local_rnn.window)
+    gate_flops = 0.0
+    if config.gate.kind != "none":
+        spec = parse_layer_spec(config.gate.layers, config.n_layers)
+        for layer in range(config.n_layers):
+            for kind in block_layout(config):
+                if spec.gated(layer, kind, tuple(config.gate.sublayers)):
+                    gate_flops += 2 * d * 2 * d
+    forward = config.n_layers * per_layer + gate_flops + 2 * d * config.vocab_size
+    return 3.0 * forward

@@ -1,0 +1,84 @@
+"""Multi-head scaled dot-product attention (HT eqs. 1-3; Vaswani et al. 2017).
+
+``head = softmax(Q Kᵀ / √d_head) V`` per head, heads concatenated and projected by ``Wo``.
+The product runs through :func:`torch.nn.functional.scaled_dot_product_attention`, which
+picks a fused kernel per device and handles masking safely in bf16/fp16.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+
+class KVCache:
+    """Keys and values of the positions seen so far, for one attention sublayer."""
+
+    def __init__(self) -> None:
+        self.keys: Tensor | None = None
+        self.values: Tensor | None = None
+
+    @property
+    def length(self) -> int:
+        return 0 if self.keys is None else self.keys.shape[2]
+
+    def extend(self, keys: Tensor, values: Tensor) -> tuple[Tensor, Tensor]:
+        """Append ``[B, H, L, d]`` keys/values; return all cached keys/values."""
+        if self.keys is not None and self.values is not None:
+            keys = torch.cat([self.keys, keys], dim=2)
+            values = torch.cat([self.values, values], dim=2)
+        self.keys, self.values = keys, values
+        return keys, values
+
+
+def causal_mask(n_queries: int, n_keys: int, device: torch.device) -> Tensor:
+    """Boolean ``[Lq, Lk]`` mask, True where query i (the last ``Lq`` of ``Lk``) may attend."""
+    offset = n_keys - n_queries
+    queries = torch.arange(n_queries, device=device)[:, None] + offset
+    return torch.arange(n_keys, device=device)[None, :] <= queries
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head dot-product self-attention, causal by default, with an optional KV cache."""
+
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        d_head: int | None = None,
+        dropout_attn: float = 0.0,
+        causal: bool = True,
+    ) -> None:
+        super().__init__()
+        self.n_heads = n_heads
+        self.d_head = d_head if d_head is not None else d_model // n_heads
+        self.causal = causal
+        self.dropout_attn = dropout_attn
+        inner = n_heads * self.d_head
+        self.qkv = nn.Linear(d_model, 3 * inner)
+        self.out = nn.Linear(inner, d_model)
+
+    def forward(self, h: Tensor, cache: KVCache | None = None) -> Tensor:
+        batch, length, _ = h.shape
+        # [B, L, 3*H*dh] -> 3 x [B, H, L, dh]
+        q, k, v = (
+            self.qkv(h).view(batch, length, 3, self.n_heads, self.d_head).permute(2, 0, 3, 1, 4)
+        )
+        if cache is not None:
+            k, v = cache.extend(k, v)
+        mask, is_causal = None, False
+        if self.causal:
+            if k.shape[2] == length:
+                is_causal = True
+            else:
+                mask = causal_mask(length, k.shape[2], h.device)
+        out = F.scaled_dot_product_attention(
+            q,
+            k,
+            v,
+            attn_mask=mask,
+            dropout_p=self.dropout_attn if self.training else 0.0,
+            is_causal=is_causal,
+        )
+        return self.out(out.transpose(1, 2).reshape(batch, length, self.n_heads * self.d_head))

@@ -1,0 +1,111 @@
+"""A block is an ordered list of (sublayer, connection) pairs.
+
+Vanilla Transformer: ``[attn, ffn]`` (HT eqs. 7-9); R-Transformer: ``[rnn] * n + [attn, ffn]``
+(RT eqs. 2-8); Transformer-XL: ``[attn (relative, with memory), ffn]``. Every sublayer rejoins
+the stream through its :class:`~highway_transformer.nn.connections.Connection`, so the gate
+of each sublayer is chosen independently when the model is built.
+
+Sublayers share one call signature, ``sublayer(h, context=None, *, state=None, **options)``:
+``context`` is the Transformer-XL memory (attention only), ``state`` a per-sublayer dict for
+incremental decoding (KV cache, LocalRNN window), ``options`` run-time attention knobs.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+from torch import Tensor, nn
+
+from ..errors import ConfigError
+from .attention import KVCache, MultiHeadAttention
+from .connections import Connection
+from .feedforward import FeedForward
+
+
+class AttentionSublayer(nn.Module):
+    """Adapts an attention module (dot, relative or Shaw) to the sublayer signature."""
+
+    def __init__(self, attention: nn.Module) -> None:
+        super().__init__()
+        self.attention = attention
+        self.kind = type(attention).__name__
+
+    @property
+    def supports_cache(self) -> bool:
+        return isinstance(self.attention, MultiHeadAttention)
+
+    @property
+    def uses_memory(self) -> bool:
+        return not isinstance(self.attention, MultiHeadAttention) and hasattr(
+            self.attention, "r_net"
+        )
+
+    def forward(
+        self, h: Tensor, context: Tensor | None = None, *, state: dict | None = None, **options: Any
+    ) -> Tensor:
+        if isinstance(self.attention, MultiHeadAttention):
+            if context is not None:
+                raise ConfigError(
+                    "segment memory needs relative attention (model.attention=relative)"
+                )
+            cache = None if state is None else state.setdefault("kv", KVCache())
+            return self.attention(h, cache=cache)
+        if self.uses_memory:
+            return self.attention(h, context, **options)
+        if state is not None:
+            raise ConfigError(f"{self.kind} has no incremental cache; decode by recomputation")
+        return self.attention(h)
+
+
+class FeedForwardSublayer(FeedForward):
+    """The position-wise FFN with the sublayer signature (context and state are unused)."""
+
+    def forward(  # type: ignore[override]
+        self, h: Tensor, context: Tensor | None = None, *, state: dict | None = None, **options: Any
+    ) -> Tensor:
+        return super().forward(h)
+
+
+class LocalRNNSublayer(nn.Module):
+    """The R-Transformer LocalRNN (RT §3.1), optionally followed by Linear+ReLU (RT code)."""
+
+    def __init__(self, local_rnn: nn.Module, d_model: int, linear_relu: bool = False) -> None:
+        super().__init__()
+        self.local_rnn = local_rnn
+        self.output = nn.Sequential(nn.Linear(d_model, d_model), nn.ReLU()) if linear_relu else None
+
+    def forward(
+        self, h: Tensor, context: Tensor | None = None, *, state: dict | None = None, **options: Any
+    ) -> Tensor:
+        if state is None:
+            y = self.local_rnn(h)
+        else:
+            y, state["window"] = self.local_rnn.step(h, state.get("window"))
+        return y if self.output is None else self.output(y)
+
+
+class Block(nn.Module):
+    """Applies its sublayers in order, each through its own connection."""
+
+    def __init__(self, kinds: list[str], sublayers: list[nn.Module], connections: list[Connection]):
+        super().__init__()
+        if not len(kinds) == len(sublayers) == len(connections):
+            raise ValueError("kinds, sublayers and connections must have the same length")
+        self.kinds = list(kinds)
+        self.sublayers = nn.ModuleList(sublayers)
+        self.connections = nn.ModuleList(connections)
+
+    def forward(
+        self,
+        x: Tensor,
+        memory: Tensor | None = None,
+        state: list[dict] | None = None,
+        **options: Any,
+    ) -> Tensor:
+        for i, (kind, sublayer, connection) in enumerate(
+            zip(self.kinds, self.sublayers, self.connections, strict=True)
+        ):
+            call = partial(sublayer, state=None if state is None else state[i], **options)
+            x = connection(x, call, context=memory if kind == "attn" else None)
+        return x

@@ -1,0 +1,378 @@
+"""LocalRNN of the R-Transformer (Wang et al., "R-Transformer", §3.1, eqs. 2-3).
+
+For every position ``t`` a shared recurrent cell reads the window of the ``k`` positions
+ending at ``t``, ``x_{t-k+1} … x_t`` (positions before the start are zero padding), from a
+zero initial state; its last hidden state is the output ``h_t`` (eq. 2). Applied at every
+position this gives ``h_1 … h_N = LocalRNN(x_1 … x_N)`` (eq. 3). Windows are independent and
+the layer is causal.
+
+Fast path. The input-to-hidden projection ``x W_ih^T + b_ih`` of a position is the same in
+every window that contains it, so it is computed once for the whole (left-padded) sequence;
+padded positions are zero inputs, so their projection is just ``b_ih``. Step ``j`` of the
+recurrence, run for all ``B·L`` windows at once, reads the projection of position
+``t - k + 1 + j``: a shifted slice (a view) of the padded projection, never ``k`` copies of
+the inputs. The first step skips the recurrent product (``h_0 = 0``). The cell maths (PyTorch
+gate orders: GRU ``r, z, n``; LSTM ``i, f, g, o``) is written out by hand from the parameters
+of the module's own ``nn.RNN`` / ``nn.GRU`` / ``nn.LSTM`` (``self.rnn``), which remain the
+single source of truth.
+
+``tanh(u)`` is evaluated as ``2·sigmoid(2u) − 1`` (several times cheaper than ``tanh`` on
+CPU, equal to it within ~2e-7): the weight and bias rows that feed a ``tanh`` are doubled
+(exactly, and differentiably) before use, so a single ``sigmoid`` covers all gates.
+
+Memory. The ``k`` steps run inside one autograd function with a hand-written backward pass
+that keeps per step only what it needs (vanilla RNN: the hidden state; GRU: ``r``, ``z``,
+``W_hn h + b_hn``, the candidate ``n`` and the step's input state; LSTM: the four gates, the
+cell and the input state) and none of the pointwise temporaries autograd would keep. The
+padded projection itself is freed after the forward pass.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from ..errors import ConfigError, unknown_choice
+
+CELLS: dict[str, type[nn.RNNBase]] = {"rnn": nn.RNN, "gru": nn.GRU, "lstm": nn.LSTM}
+_GATES = {"rnn": 1, "gru": 3, "lstm": 4}
+_TANH_GATE = {"rnn": 0, "gru": 2, "lstm": 2}  # which d-wide block of the rows feeds a tanh
+
+
+def _slot(store: Tensor | None, index: int, like: Tensor, shape: tuple[int, ...]) -> Tensor:
+    """Slot ``index`` of a preallocated activation store, or a fresh tensor without one."""
+    return store[index] if store is not None else like.new_empty(shape)
+
+
+def _store(like: Tensor, count: int, shape: tuple[int, ...], save: bool) -> Tensor | None:
+    return like.new_empty((count, *shape)) if save and count > 0 else None
+
+
+def _dims(proj: Tensor, length: int, gates: int) -> tuple[int, int, int, int, int]:
+    batch, padded, width = proj.shape
+    return batch, width // gates, padded - length + 1, batch * length, width
+
+
+# --- forward passes: proj [B, L+k-1, G·d] (tanh rows doubled) -> h [B, L, d] ---------------
+
+
+def _rnn_forward(
+    proj: Tensor, w_hh: Tensor, b_hh: Tensor, length: int, save: bool
+) -> tuple[Tensor, list[Tensor | None]]:
+    """Vanilla RNN: ``h' = tanh(W_ih x + b_ih + W_hh h + b_hh)``."""
+    batch, d, k, rows, _ = _dims(proj, length, 1)
+    shape = (batch, length, d)
+    states = _store(proj, k - 1, shape, save)  # outputs of steps 0 … k-2
+    h: Tensor | None = None
+    for j in range(k):
+        gi = proj[:, j : j + length]
+        a = _slot(states, j, proj, shape) if j < k - 1 else proj.new_empty(shape)
+        if h is None:
+            torch.add(gi, b_hh, out=a)
+        else:
+            torch.addmm(b_hh, h.view(rows, d), w_hh.t(), out=a.view(rows, d))
+            a.add_(gi)
+        h = a.sigmoid_().mul_(2.0).sub_(1.0)
+    assert h is not None
+    return h, [states]
+
+
+def _gru_forward(
+    proj: Tensor, w_hh: Tensor, b_hh: Tensor, length: int, save: bool
+) -> tuple[Tensor, list[Tensor | None]]:
+    """GRU: ``r, z = σ(..)``, ``n = tanh(W_in x + b_in + r ⊙ (W_hn h + b_hn))``,
+    ``h' = (1 − z) ⊙ n + z ⊙ h``."""
+    batch, d, k, rows, width = _dims(proj, length, 3)
+    full, half = (batch, length, width), (batch, length, d)
+    gates = _store(proj, k, full, save)  # [r, z, W_hn h + b_hn]
+    cands = _store(proj, k, half, save)  # n
+    states = _store(proj, k - 1, half, save)  # input state of steps 1 … k-1
+    h: Tensor | None = None
+    for j in range(k):
+        gi = proj[:, j : j + length]
+        a = _slot(gates, j, proj, full)
+        if h is None:  # h_0 = 0: no recurrent product, the hidden bias stays
+            torch.add(gi[..., : 2 * d], b_hh[: 2 * d], out=a[..., : 2 * d])
+            a[..., 2 * d :].copy_(b_hh[2 * d :])
+        else:
+            torch.addmm(b_hh, h.view(rows, d), w_hh.t(), out=a.view(rows, width))
+            a[..., : 2 * d].add_(gi[..., : 2 * d])
+        a[..., : 2 * d].sigmoid_()
+        r, z, ghn = a[..., :d], a[..., d : 2 * d], a[..., 2 * d :]
+        n = torch.addcmul(gi[..., 2 * d :], r, ghn, out=_slot(cands, j, proj, half))
+        n.sigmoid_().mul_(2.0).sub_(1.0)
+        out = _slot(states, j, proj, half) if j < k - 1 else proj.new_empty(half)
+        if h is None:
+            h = torch.addcmul(n, z, n, value=-1.0, out=out)
+        else:
+            h = torch.lerp(n, h, z, out=out)
+    assert h is not None
+    return h, [gates, cands, states]
+
+
+def _lstm_forward(
+    proj: Tensor, w_hh: Tensor, b_hh: Tensor, length: int, save: bool
+) -> tuple[Tensor, list[Tensor | None]]:
+    """LSTM: ``i, f, o = σ(..)``, ``g = tanh(..)``, ``c' = f ⊙ c + i ⊙ g``,
+    ``h' = o ⊙ tanh(c')``."""
+    batch, d, k, rows, width = _dims(proj, length, 4)
+    full, half = (batch, length, width), (batch, length, d)
+    gates = _store(proj, k, full, save)  # [i, f, g, o]
+    cells = _store(proj, k, half, save)  # c
+    states = _store(proj, k - 1, half, save)  # input state of steps 1 … k-1
+    h: Tensor | None = None
+    c: Tensor | None = None
+    for j in range(k):
+        gi = proj[:, j : j + length]
+        a = _slot(gates, j, proj, full)
+        if h is None:
+            torch.add(gi, b_hh, out=a)
+        else:
+            torch.addmm(b_hh, h.view(rows, d), w_hh.t(), out=a.view(rows, width))
+            a.add_(gi)
+        a.sigmoid_()
+        i, f, g, o = a[..., :d], a[..., d : 2 * d], a[..., 2 * d : 3 * d], a[..., 3 * d :]
+        g.mul_(2.0).sub_(1.0)
+        c_new = torch.mul(i, g, out=_slot(cells, j, proj, half))
+        if c is not None:
+            c_new.addcmul_(f, c)
+        c = c_new
+        out = _slot(states, j, proj, half) if j < k - 1 else proj.new_empty(half)
+        h = torch.mul(c, 2.0, out=out).sigmoid_().mul_(2.0).sub_(1.0).mul_(o)
+    assert h is not None
+    return h, [gates, cells, states]
+
+
+_FORWARD = {"rnn": _rnn_forward, "gru": _gru_forward, "lstm": _lstm_forward}
+
+
+# --- backward passes: gradients w.r.t. proj, w_hh, b_hh ------------------------------------
+
+
+def _rnn_backward(
+    grad_h: Tensor, saved: list[Tensor], w_hh: Tensor, shape: torch.Size, length: int
+) -> tuple[Tensor, Tensor, Tensor]:
+    states, last = saved
+    grad_proj = grad_h.new_zeros(shape)
+    batch, d, k, rows, _ = _dims(grad_proj, length, 1)
+    grad_w = torch.zeros_like(w_hh)
+    half = grad_h.new_tensor(0.5)
+    dh = grad_h
+    for j in reversed(range(k)):
+        h = last if j == k - 1 else states[j]
+        da = torch.addcmul(half, h, h, value=-0.5).mul_(dh)  # d/d(2u) of tanh(u): (1 − h²)/2
+        grad_proj[:, j : j + length].add_(da)
+        if j == 0:
+            break
+        flat = da.view(rows, d)
+        grad_w.addmm_(flat.t(), states[j - 1].view(rows, d))
+        dh = torch.mm(flat, w_hh).view(batch, length, d)
+    return grad_proj, grad_w, grad_proj.sum(dim=(0, 1))
+
+
+def _gru_backward(
+    grad_h: Tensor, saved: list[Tensor], w_hh: Tensor, shape: torch.Size, length: int
+) -> tuple[Tensor, Tensor, Tensor]:
+    gates, cands, states = saved
+    grad_proj = grad_h.new_zeros(shape)
+    batch, d, k, rows, width = _dims(grad_proj, length, 3)
+    grad_w = torch.zeros_like(w_hh)
+    grad_bn = grad_h.new_zeros(d)
+    half = grad_h.new_tensor(0.5)
+    da = grad_h.new_empty((batch, length, width))  # d(pre-activations) of one step
+    dr, dz, dn = da[..., :d], da[..., d : 2 * d], da[..., 2 * d :]
+    dh, owned = grad_h, False
+    for j in reversed(range(k)):
+        a, n = gates[j], cands[j]
+        r, z, ghn = a[..., :d], a[..., d : 2 * d], a[..., 2 * d :]
+        h_prev = states[j - 1] if j > 0 else None
+        if h_prev is None:  # dz = dh ⊙ (h − n) ⊙ z(1 − z), h = 0
+            torch.mul(n, dh, out=dz).neg_()
+        else:
+            torch.sub(h_prev, n, out=dz).mul_(dh)
+        dz.mul_(z)
+        dz.addcmul_(dz, z, value=-1.0)
+        dh_prev = torch.mul(dh, z) if h_prev is not None else None
+        # candidate pre-activation (doubled): dv = dh ⊙ (1 − z) ⊙ (1 − n²)/2
+        dv = dh.addcmul_(dh, z, value=-1.0) if owned else torch.addcmul(dh, dh, z, value=-1.0)
+        dv.mul_(torch.addcmul(half, n, n, value=-0.5, out=dn))
+        torch.mul(dv, ghn, out=dr).mul_(r)  # dr = dv ⊙ (W_hn h + b_hn) ⊙ r(1 − r)
+        dr.addcmul_(dr, r, value=-1.0)
+        torch.mul(dv, r, out=dn)  # gradient of W_hn h + b_hn
+        gp = grad_proj[:, j : j + length]
+        gp[..., : 2 * d].add_(da[..., : 2 * d])
+        gp[..., 2 * d :].add_(dv)
+        grad_bn.add_(dn.sum(dim=(0, 1)))
+        if h_prev is None or dh_prev is None:
+            break
+        flat = da.view(rows, width)
+        grad_w.addmm_(flat.t(), h_prev.view(rows, d))
+        dh, owned = dh_prev.view(rows, d).addmm_(flat, w_hh).view(batch, length, d), True
+    grad_b = torch.cat([grad_proj[..., : 2 * d].sum(dim=(0, 1)), grad_bn])
+    return grad_proj, grad_w, grad_b
+
+
+def _lstm_backward(
+    grad_h: Tensor, saved: list[Tensor], w_hh: Tensor, shape: torch.Size, length: int
+) -> tuple[Tensor, Tensor, Tensor]:
+    gates, cells, states = saved
+    grad_proj = grad_h.new_zeros(shape)
+    batch, d, k, rows, width = _dims(grad_proj, length, 4)
+    grad_w = torch.zeros_like(w_hh)
+    one, half = grad_h.new_tensor(1.0), grad_h.new_tensor(0.5)
+    da = grad_h.new_empty((batch, length, width))
+    di, df, dg, do = da[..., :d], da[..., d : 2 * d], da[..., 2 * d : 3 * d], da[..., 3 * d :]
+    dh = grad_h
+    dc: Tensor | None = None
+    for j in reversed(range(k)):
+        a, c = gates[j], cells[j]
+        i, f, g, o = a[..., :d], a[..., d : 2 * d], a[..., 2 * d : 3 * d], a[..., 3 * d :]
+        tc = torch.mul(c, 2.0).sigmoid_().mul_(2.0).sub_(1.0)  # tanh(c)
+        torch.mul(dh, tc, out=do).mul_(o)  # do = dh ⊙ tanh(c) ⊙ o(1 − o)
+        do.addcmul_(do, o, value=-1.0)
+        torch.addcmul(one, tc, tc, value=-1.0, out=dg)  # scratch: 1 − tanh²(c)
+        dc_h = torch.mul(dg, o, out=tc).mul_(dh)
+        dc = dc_h if dc is None else dc.add_(dc_h)
+        torch.mul(dc, g, out=di).mul_(i)  # di = dc ⊙ g ⊙ i(1 − i)
+        di.addcmul_(di, i, value=-1.0)
+        if j == 0:
+            df.zero_()
+        else:
+            torch.mul(dc, cells[j - 1], out=df).mul_(f)
+            df.addcmul_(df, f, value=-1.0)
+        torch.addcmul(half, g, g, value=-0.5, out=dg).mul_(i).mul_(dc)  # doubled g pre-act
+        dc.mul_(f)
+        grad_proj[:, j : j + length].add_(da)
+        if j == 0:
+            break
+        flat = da.view(rows, width)
+        grad_w.addmm_(flat.t(), states[j - 1].view(rows, d))
+        dh = torch.mm(flat, w_hh).view(batch, length, d)
+    return grad_proj, grad_w, grad_proj.sum(dim=(0, 1))
+
+
+_BACKWARD = {"rnn": _rnn_backward, "gru": _gru_backward, "lstm": _lstm_backward}
+
+
+class _LocalRecurrence(torch.autograd.Function):
+    """The ``k`` recurrent steps of all windows, with a hand-written backward pass."""
+
+    @staticmethod
+    def forward(
+        ctx: Any, proj: Tensor, w_hh: Tensor, b_hh: Tensor, cell: str, length: int
+    ) -> Tensor:
+        h, saved = _FORWARD[cell](proj, w_hh, b_hh, length, True)
+        if cell == "rnn":
+            saved.append(h)
+        ctx.cell, ctx.length, ctx.shape = cell, length, proj.shape
+        ctx.present = [t is not None for t in saved]
+        ctx.save_for_backward(w_hh, *(t for t in saved if t is not None))
+        return h
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx: Any, grad_h: Tensor) -> tuple[Tensor | None, ...]:
+        w_hh, *kept = ctx.saved_tensors
+        saved = [kept.pop(0) if present else None for present in ctx.present]
+        grad_proj, grad_w, grad_b = _BACKWARD[ctx.cell](grad_h, saved, w_hh, ctx.shape, ctx.length)
+        return grad_proj, grad_w, grad_b, None, None
+
+
+def _autocast_off(device_type: str) -> contextlib.AbstractContextManager[Any]:
+    """Disable autocast inside the fused recurrence (its dtype is set by the projection)."""
+    try:
+        enabled = torch.is_autocast_enabled(device_type)
+    except (TypeError, RuntimeError):
+        enabled = torch.is_autocast_enabled()
+    return torch.autocast(device_type, enabled=False) if enabled else contextlib.nullcontext()
+
+
+class LocalRNN(nn.Module):
+    """R-Transformer LocalRNN (Wang et al., §3.1, eqs. 2-3): a shared RNN over each window.
+
+    ``h_t = RNN(x_{t-k+1}, …, x_t)`` from a zero state, with zero padding before the start;
+    ``[B, L, D] -> [B, L, D]`` for any length ``L``. ``cell`` is ``rnn`` (tanh), ``gru`` or
+    ``lstm``; the hidden size is ``d_model``. The parameters are those of ``self.rnn``, a
+    standard one-layer batch-first ``nn.RNN`` / ``nn.GRU`` / ``nn.LSTM``.
+    """
+
+    def __init__(self, d_model: int, window: int, cell: str = "gru") -> None:
+        super().__init__()
+        if not isinstance(cell, str) or cell.lower() not in CELLS:
+            raise unknown_choice("LocalRNN cell", cell, CELLS)
+        if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+            raise ConfigError(f"LocalRNN window must be an integer >= 1, got {window!r}")
+        if isinstance(d_model, bool) or not isinstance(d_model, int) or d_model < 1:
+            raise ConfigError(f"LocalRNN d_model must be an integer >= 1, got {d_model!r}")
+        self.d_model = d_model
+        self.window = window
+        self.cell = cell.lower()
+        self.rnn: nn.RNNBase = CELLS[self.cell](d_model, d_model, num_layers=1, batch_first=True)
+
+    def extra_repr(self) -> str:
+        return f"d_model={self.d_model}, window={self.window}, cell={self.cell}"
+
+    def _check_input(self, x: Tensor) -> None:
+        if x.dim() != 3 or x.shape[-1] != self.d_model:
+            raise ConfigError(f"LocalRNN expects input [B, T, {self.d_model}], got {list(x.shape)}")
+
+    def _weights(self) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """``W_ih, b_ih, W_hh, b_hh`` with the rows that feed a ``tanh`` doubled."""
+        rnn, d = self.rnn, self.d_model
+        w_ih = rnn.weight_ih_l0
+        scale = torch.ones(w_ih.shape[0], device=w_ih.device, dtype=w_ih.dtype)
+        block = _TANH_GATE[self.cell]
+        scale[block * d : (block + 1) * d] = 2.0
+        params = (rnn.weight_ih_l0, rnn.bias_ih_l0, rnn.weight_hh_l0, rnn.bias_hh_l0)
+        w_ih, b_ih, w_hh, b_hh = (p * (scale[:, None] if p.dim() == 2 else scale) for p in params)
+        return w_ih, b_ih, w_hh, b_hh
+
+    def _run(self, x: Tensor, pad: Tensor | None, length: int) -> Tensor:
+        """Windows of the last ``length`` positions of ``[pad, x]`` (``pad`` None = zeros)."""
+        w_ih, b_ih, w_hh, b_hh = self._weights()
+        proj = nn.functional.linear(x, w_ih, b_ih)
+        k = self.window
+        if k > 1 and pad is None:  # zero inputs project to the input bias alone
+            head = b_ih.to(proj.dtype).expand(x.shape[0], k - 1, -1)
+            proj = torch.cat([head, proj], dim=1)
+        elif k > 1 and pad is not None:
+            proj = torch.cat([nn.functional.linear(pad, w_ih, b_ih).to(proj.dtype), proj], 1)
+        w_hh, b_hh = w_hh.to(proj.dtype), b_hh.to(proj.dtype)
+        with _autocast_off(proj.device.type):
+            if torch.is_grad_enabled() and (
+                proj.requires_grad or w_hh.requires_grad or b_hh.requires_grad
+            ):
+                return _LocalRecurrence.apply(proj, w_hh, b_hh, self.cell, length)
+            return _FORWARD[self.cell](proj, w_hh, b_hh, length, False)[0]
+
+    def forward(self, x: Tensor) -> Tensor:
+        """``[B, L, D] -> [B, L, D]``: the last hidden state of each position's window."""
+        self._check_input(x)
+        return self._run(x, None, x.shape[1])
+
+    def step(self, x: Tensor, state: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """Incremental decoding: outputs for ``T_new`` new positions and the next state.
+
+        ``x`` is ``[B, T_new, D]``; ``state`` holds the previous ``window - 1`` inputs,
+        ``[B, window - 1, D]`` (``None`` = sequence start, i.e. zero padding). Chunked calls
+        give exactly the outputs of one :meth:`forward` over the whole sequence.
+        """
+        self._check_input(x)
+        batch, t_new, _ = x.shape
+        if t_new < 1:
+            raise ConfigError("LocalRNN.step needs at least one new position (T_new >= 1)")
+        k = self.window
+        expected = (batch, k - 1, self.d_model)
+        if state is None:
+            state = x.new_zeros(expected)
+        elif tuple(state.shape) != expected:
+            raise ConfigError(
+                f"LocalRNN state must be [B, window - 1, D] = {list(expected)}, "
+                f"got {list(state.shape)}"
+            )
+        out = self._run(x, state if k > 1 else None, t_new)
+        new_state = torch.cat([state, x], dim=1)[:, t_new:] if k > 1 else state
+        return out, new_state

@@ -1,0 +1,121 @@
+"""Presets for the Highway Transformer paper's tables (Chai et al., ACL 2020).
+
+Hyper-parameters come from the paper's Appendix A and the authors' / R-Transformer code,
+as digested in the project's reference notes; each preset's ``source`` says which.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..config import Config, DataConfig, GateConfig, LocalRNNConfig, ModelConfig, TrainConfig
+
+# Char PTB: 5,059,550 training symbols / (16 rows * 320 counted positions) = 989 steps/epoch.
+CHAR_PTB_STEPS_PER_EPOCH = 989
+# Word PTB: 929,589 training tokens / (16 rows * 40 counted positions) = 1,453 steps/epoch.
+WORD_PTB_STEPS_PER_EPOCH = 1453
+
+GATE_VARIANTS: dict[str, GateConfig] = {
+    "": GateConfig(kind="none"),
+    "+sigmoid": GateConfig(kind="sdu", activation="sigmoid"),
+    "+tanh": GateConfig(kind="sdu", activation="tanh"),
+}
+
+
+def char_ptb(family: str, gate: GateConfig) -> Config:
+    """T-L3 / RT-L3 on char PTB (HT A.1; RT code language_char defaults)."""
+    model = ModelConfig(
+        family=family,
+        d_model=512,
+        n_layers=3,
+        n_heads=8,
+        d_inner=2048,  # RT code: d_ff = 4 * d_model
+        dropout=0.15,
+        init="uniform",
+        init_range=0.1,
+        tie_weights=False,
+        positional="none" if family == "rtransformer" else "sinusoidal",
+        gate=gate,
+        local_rnn=LocalRNNConfig(cell="gru", window=7, per_block=1),
+    )
+    data = DataConfig(corpus="ptb-char", batch_size=16, seq_len=400, context=80, eval_batch_size=16)
+    train = TrainConfig(
+        optimizer="sgd",
+        lr=2.0,
+        schedule="linear",
+        clip=0.15,
+        max_steps=100 * CHAR_PTB_STEPS_PER_EPOCH,
+        eval_interval=CHAR_PTB_STEPS_PER_EPOCH,
+        log_interval=100,
+        seed=1111,
+    )
+    return Config(
+        source="HT Appendix A.1 (batch 16, clip 0.15, 3 layers, d 512, 8 heads, len 400 with the "
+        "loss on the last 320, dropout 0.15, SGD lr 2 linear decay, U(-0.1, 0.1), 100 epochs); "
+        "RT code: d_ff = 4 d, GRU window 7",
+        model=model,
+        data=data,
+        train=train,
+    )
+
+
+def word_ptb(family: str, gate: GateConfig) -> Config:
+    """T-L3 / RT-L3 on word PTB (HT A.2; RT code language_word defaults)."""
+    model = ModelConfig(
+        family=family,
+        d_model=128,
+        n_layers=3,
+        n_heads=8,
+        d_inner=512,  # RT code: d_ff = 4 * d_model
+        dropout=0.35,
+        dropout_emb=0.15,
+        init="uniform",
+        init_range=0.01,
+        tie_weights=True,
+        positional="none" if family == "rtransformer" else "sinusoidal",
+        gate=gate,
+        local_rnn=LocalRNNConfig(cell="lstm", window=9, per_block=1),
+    )
+    data = DataConfig(corpus="ptb-word", batch_size=16, seq_len=80, context=40, eval_batch_size=16)
+    train = TrainConfig(
+        optimizer="sgd",
+        lr=2.0,
+        schedule="anneal",
+        anneal_factor=0.1,  # RT code: lr / 10 when validation does not improve
+        anneal_patience=0,
+        clip=0.35,
+        max_steps=100 * WORD_PTB_STEPS_PER_EPOCH,
+        eval_interval=WORD_PTB_STEPS_PER_EPOCH,
+        log_interval=100,
+        seed=1111,
+    )
+    return Config(
+        source="HT Appendix A.2 (dropout 0.35 sublayers / 0.15 embeddings, SGD lr 2 annealed, "
+        "clip 0.35, d 128, 8 heads, len 80 with the loss on the last 40, U(-0.01, 0.01), tied "
+        "embeddings, 100 epochs); RT code: d_ff = 4 d, LSTM window 9, lr / 10 on stall",
+        model=model,
+        data=data,
+        train=train,
+    )
+
+
+def _table(
+    prefix: str, family: str, builder: Callable[[str, GateConfig], Config], what: str
+) -> dict[str, tuple[str, Callable[[], Config]]]:
+    out: dict[str, tuple[str, Callable[[], Config]]] = {}
+    base = "t-l3" if family == "transformer" else "rt-l3"
+    for suffix, gate in GATE_VARIANTS.items():
+        label = {"": "plain", "+sigmoid": "σ-gate SDU", "+tanh": "tanh-gate SDU"}[suffix]
+        out[f"{prefix}/{base}{suffix}"] = (
+            f"{what}, {label}",
+            lambda g=gate: builder(family, GateConfig(**g.__dict__)),
+        )
+    return out
+
+
+PRESETS: dict[str, tuple[str, Callable[[], Config]]] = {
+    **_table("ht-table1", "transformer", char_ptb, "HT Table 1: 3-layer Transformer, char PTB"),
+    **_table("ht-table2", "rtransformer", char_ptb, "HT Table 2: 3-layer R-Transformer, char PTB"),
+    **_table("ht-table3", "transformer", word_ptb, "HT Table 3: 3-layer Transformer, word PTB"),
+    **_table("ht-table4", "rtransformer", word_ptb, "HT Table 4: 3-layer R-Transformer, word PTB"),
+}

@@ -1,0 +1,84 @@
+"""Optimisers and learning-rate schedules of the papers.
+
+* SGD with linear decay (HT A.1, char PTB), SGD annealed when validation stalls (HT A.2 and
+  the RT code: lr / 10 after an evaluation without improvement), Adam with optional
+  linear warm-up and cosine decay (Transformer-XL, HT A.3).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+import torch
+from torch import nn
+
+from ..config import TrainConfig
+
+
+def build_optimizer(params: Iterable[nn.Parameter], config: TrainConfig) -> torch.optim.Optimizer:
+    params = [p for p in params if p.requires_grad]
+    if config.optimizer == "sgd":
+        return torch.optim.SGD(
+            params, lr=config.lr, momentum=config.momentum, weight_decay=config.weight_decay
+        )
+    if config.optimizer == "adam":
+        return torch.optim.Adam(
+            params, lr=config.lr, betas=config.betas, weight_decay=config.weight_decay
+        )
+    return torch.optim.AdamW(
+        params, lr=config.lr, betas=config.betas, weight_decay=config.weight_decay
+    )
+
+
+class LRSchedule:
+    """Learning rate at each step; ``anneal`` also reacts to validation losses.
+
+    State (``anneal_scale``, ``best``, ``bad_evals``) is saved in checkpoints for exact resume.
+    """
+
+    def __init__(self, config: TrainConfig) -> None:
+        self.config = config
+        self.anneal_scale = 1.0
+        self.best = math.inf
+        self.bad_evals = 0
+
+    def lr(self, step: int) -> float:
+        """The learning rate for 0-based ``step``."""
+        c = self.config
+        if c.warmup_steps and step < c.warmup_steps:
+            return c.lr * (step + 1) / c.warmup_steps
+        progress = (step - c.warmup_steps) / max(1, c.max_steps - c.warmup_steps)
+        progress = min(max(progress, 0.0), 1.0)
+        if c.schedule == "linear":
+            return c.min_lr + (c.lr - c.min_lr) * (1.0 - progress)
+        if c.schedule == "cosine":
+            return c.min_lr + 0.5 * (c.lr - c.min_lr) * (1.0 + math.cos(math.pi * progress))
+        if c.schedule == "anneal":
+            return max(c.lr * self.anneal_scale, c.min_lr)
+        return c.lr
+
+    def observe_validation(self, loss: float) -> bool:
+        """Record a validation loss; return True when the rate was annealed."""
+        if loss < self.best:
+            self.best, self.bad_evals = loss, 0
+            return False
+        self.bad_evals += 1
+        if self.config.schedule == "anneal" and self.bad_evals > self.config.anneal_patience:
+            self.anneal_scale *= self.config.anneal_factor
+            self.bad_evals = 0
+            return True
+        return False
+
+    def state_dict(self) -> dict[str, float]:
+        return {"anneal_scale": self.anneal_scale, "best": self.best, "bad_evals": self.bad_evals}
+
+    def load_state_dict(self, state: dict[str, float]) -> None:
+        self.anneal_scale = float(state["anneal_scale"])
+        self.best = float(state["best"])
+        self.bad_evals = int(state["bad_evals"])
+
+
+def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
+    for group in optimizer.param_groups:
+        group["lr"] = lr

@@ -1,0 +1,227 @@
+"""Transformer-XL relative attention (Dai et al., 2019; HT eqs. 10-17) against a brute force.
+
+The oracle computes every score ``A_ij = q_iᵀk_j + q_iᵀW_kR R_{M+i-j} + uᵀk_j + vᵀW_kR R_{M+i-j}``
+one ``(i, j)`` pair at a time from the module's own weights, in float64, with the mask written
+from its definition (causal; ``same_length``: only the ``M`` most recent keys).
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from highway_transformer.errors import ConfigError
+from highway_transformer.nn.positional import sinusoid
+from highway_transformer.nn.relative import RelativeMultiHeadAttention, relative_attention_mask
+
+D_MODEL, N_HEADS, D_HEAD = 12, 3, 4
+
+
+def oracle(
+    m: RelativeMultiHeadAttention,
+    h: torch.Tensor,
+    memory: torch.Tensor | None,
+    clamp_len: int = -1,
+    same_length: bool = False,
+) -> torch.Tensor:
+    """Per-(i, j) brute force of the module's forward (float64, differentiable)."""
+    dt = torch.float64
+    n_h, d_h, d = m.n_heads, m.d_head, m.d_model
+    w_q, w_k, w_v = m.qkv.weight.to(dt).split(n_h * d_h, dim=0)
+    w_r, w_o = m.r_net.weight.to(dt), m.out.weight.to(dt)
+    u, v = m.r_w_bias.to(dt), m.r_r_bias.to(dt)
+    ctx = h if memory is None else torch.cat([memory, h], dim=1)
+    ctx, hd = ctx.to(dt), h.to(dt)
+    bsz, q_len, k_len = h.shape[0], h.shape[1], ctx.shape[1]
+    mem_len = k_len - q_len
+    outs = []
+    for b in range(bsz):
+        heads = []
+        for head in range(n_h):
+            sl = slice(head * d_h, (head + 1) * d_h)
+            rows = []
+            for i in range(q_len):
+                q_i = w_q[sl] @ hd[b, i]
+                scores, values = [], []
+                for j in range(k_len):
+                    dist = mem_len + i - j
+                    visible = dist >= 0 and (not same_length or mem_len == 0 or dist < mem_len)
+                    if not visible:
+                        continue
+                    k_j = w_k[sl] @ ctx[b, j]
+                    pos = dist if clamp_len < 0 else min(dist, clamp_len)
+                    r = sinusoid(torch.tensor([float(pos)]), d)[0].to(dt)
+                    wr = w_r[sl] @ r
+                    a_ij = q_i @ k_j + q_i @ wr + u[head] @ k_j + v[head] @ wr
+                    scores.append(a_ij / math.sqrt(d_h))
+                    values.append(w_v[sl] @ ctx[b, j])
+                p = torch.softmax(torch.stack(scores), dim=0)
+                rows.append((p[:, None] * torch.stack(values)).sum(0))
+            heads.append(torch.stack(rows))  # [L, dh]
+        outs.append(torch.cat(heads, dim=-1) @ w_o.T)
+    return torch.stack(outs).to(h.dtype)
+
+
+def make(seed: int = 0, n_heads: int = N_HEADS, **kw: float) -> RelativeMultiHeadAttention:
+    torch.manual_seed(seed)
+    m = RelativeMultiHeadAttention(D_MODEL, n_heads, D_HEAD, **kw)
+    # Larger biases than the 0.02 init so the u / v terms matter in the comparison.
+    with torch.no_grad():
+        m.r_w_bias.normal_(std=0.5)
+        m.r_r_bias.normal_(std=0.5)
+    return m
+
+
+def inputs(bsz: int, q_len: int, mem_len: int | None, seed: int = 1):
+    g = torch.Generator().manual_seed(seed)
+    h = torch.randn(bsz, q_len, D_MODEL, generator=g, requires_grad=True)
+    mem = None
+    if mem_len is not None:
+        mem = torch.randn(bsz, mem_len, D_MODEL, generator=g, requires_grad=True)
+    return h, mem
+
+
+CASES = [
+    # (L, M, clamp_len, same_length, n_heads)
+    (5, None, -1, False, 3),
+    (5, 3, -1, False, 3),  # M < L
+    (4, 7, -1, False, 2),  # M > L
+    (5, 0, -1, False, 3),  # empty memory
+    (5, 3, 2, False, 3),  # clamp_len
+    (4, 6, 0, False, 1),  # clamp_len 0: every distance uses R_0
+    (5, 3, -1, True, 3),  # same_length, M < L
+    (3, 5, 4, True, 2),  # same_length, M > L, clamp_len
+    (4, 0, -1, True, 3),  # same_length with no memory falls back to causal
+]
+
+
+@pytest.mark.parametrize(("q_len", "mem_len", "clamp_len", "same_length", "n_heads"), CASES)
+def test_matches_bruteforce_outputs_and_gradients(q_len, mem_len, clamp_len, same_length, n_heads):
+    m = make(n_heads=n_heads)
+    h, mem = inputs(2, q_len, mem_len)
+    fast = m(h, mem, clamp_len=clamp_len, same_length=same_length)
+    slow = oracle(m, h, mem, clamp_len=clamp_len, same_length=same_length)
+    assert fast.shape == (2, q_len, D_MODEL)
+    torch.testing.assert_close(fast, slow, atol=1e-5, rtol=0)
+
+    upstream = torch.randn(fast.shape, generator=torch.Generator().manual_seed(7))
+    has_mem = mem is not None and mem.shape[1] > 0
+    wrt = [h] + ([mem] if has_mem else []) + list(m.parameters())
+    g_fast = torch.autograd.grad((fast * upstream).sum(), wrt)
+    g_slow = torch.autograd.grad((slow * upstream).sum(), wrt)
+    names = ["h"] + (["memory"] if has_mem else []) + [n for n, _ in m.named_parameters()]
+    for name, a, b in zip(names, g_fast, g_slow, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=0, msg=lambda s, n=name: f"{n}: {s}")
+        assert b.abs().max() > 0, name  # the gradient is really exercised
+
+
+def test_large_clamp_len_is_no_clamp():
+    m = make()
+    h, mem = inputs(2, 4, 3)
+    torch.testing.assert_close(m(h, mem, clamp_len=50), m(h, mem))
+    assert not torch.allclose(m(h, mem, clamp_len=1), m(h, mem))
+
+
+@pytest.mark.parametrize("same_length", [False, True])
+def test_causal(same_length):
+    m = make()
+    h, mem = inputs(2, 6, 4)
+    base = m(h, mem, same_length=same_length).detach()
+    for t in range(5):
+        h2 = h.detach().clone()
+        h2[:, t + 1 :] += torch.randn_like(h2[:, t + 1 :])
+        out = m(h2, mem, same_length=same_length).detach()
+        torch.testing.assert_close(out[:, : t + 1], base[:, : t + 1], atol=0, rtol=0)
+        assert not torch.allclose(out[:, t + 1], base[:, t + 1])
+
+
+def test_memory_is_attended():
+    m = make()
+    h, mem = inputs(2, 4, 3)
+    assert not torch.allclose(m(h, mem), m(h, mem + 1.0))
+
+
+def test_none_memory_equals_empty_memory():
+    m = make()
+    h, _ = inputs(2, 5, None)
+    empty = h.new_zeros(2, 0, D_MODEL)
+    torch.testing.assert_close(m(h, None), m(h, empty), atol=0, rtol=0)
+    torch.testing.assert_close(m(h, None, same_length=True), m(h, empty), atol=0, rtol=0)
+
+
+def test_same_length_window():
+    """Every query sees exactly its M most recent keys, as in the reference code's mask."""
+    for q_len, mem_len in [(4, 3), (3, 5), (5, 5)]:
+        mask = relative_attention_mask(q_len, mem_len, same_length=True)
+        k_len = q_len + mem_len
+        ones = torch.ones(q_len, k_len)
+        mask_len = k_len - mem_len
+        shift = q_len - mask_len if mask_len > 0 else q_len
+        ref = (torch.triu(ones, 1 + mem_len) + torch.tril(ones, -shift)).bool()
+        assert torch.equal(mask, ref)
+        assert torch.equal((~mask).sum(1), torch.full((q_len,), mem_len))
+
+
+def test_dropout_only_in_training():
+    m = make(dropout_attn=0.5)
+    ref = make(dropout_attn=0.0)
+    h, mem = inputs(2, 5, 3)
+    m.eval()
+    torch.testing.assert_close(m(h, mem), ref(h, mem))
+    m.train()
+    torch.manual_seed(3)
+    assert not torch.allclose(m(h, mem), ref(h, mem))
+
+
+@pytest.mark.parametrize(
+    ("shape", "message"),
+    [
+        ((2, 3, 8), "memory has width 8 but the model's d_model is 12"),
+        ((3, 3, D_MODEL), "memory has batch size 3 but h has 2"),
+        ((3, D_MODEL), r"memory must have shape \[batch, mem_len, 12\]"),
+    ],
+)
+def test_bad_memory(shape, message):
+    m = make()
+    h, _ = inputs(2, 4, None)
+    with pytest.raises(ConfigError, match=message):
+        m(h, torch.zeros(shape))
+
+
+@pytest.mark.parametrize("clamp_len", [-2, 1.5, True])
+def test_bad_clamp_len(clamp_len):
+    m = make()
+    h, _ = inputs(2, 4, None)
+    with pytest.raises(ConfigError, match="clamp_len"):
+        m(h, clamp_len=clamp_len)
+
+
+def test_bad_h_and_config():
+    m = make()
+    with pytest.raises(ConfigError, match="h must have shape"):
+        m(torch.zeros(2, 4, 5))
+    with pytest.raises(ConfigError, match="n_heads"):
+        RelativeMultiHeadAttention(8, 0, 4)
+    with pytest.raises(ConfigError, match="dropout_attn"):
+        RelativeMultiHeadAttention(8, 2, 4, dropout_attn=1.0)
+
+
+@pytest.mark.parametrize("same_length", [False, True])
+def test_bf16_runs_without_nan(same_length):
+    m = make()
+    h, mem = inputs(2, 6, 5)
+    ref = m(h, mem, clamp_len=3, same_length=same_length).detach()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = m(h.detach(), mem.detach(), clamp_len=3, same_length=same_length)
+    assert out.dtype == torch.bfloat16
+    assert torch.isfinite(out).all()
+    torch.testing.assert_close(out.float(), ref, atol=0.1, rtol=0.1)
+
+    m_bf = make().to(torch.bfloat16)
+    h_bf = h.detach().to(torch.bfloat16).requires_grad_()
+    out_bf = m_bf(h_bf, mem.detach().to(torch.bfloat16), same_length=same_length)
+    out_bf.float().sum().backward()
+    assert out_bf.dtype == torch.bfloat16
+    assert torch.isfinite(out_bf).all() and torch.isfinite(h_bf.grad).all()
