@@ -22,7 +22,12 @@ be used, the growth of ``ru_maxrss`` over the same baseline is reported instead;
 under-count when an earlier peak, e.g. at import, was higher.) On CUDA it reports
 ``torch.cuda.max_memory_allocated() - memory_allocated()`` around the same pass.
 
-Run: ``python benchmarks/bench_local_rnn.py [--repeats 3] [--device cpu]``.
+Threads: ``--threads`` (default 1) sets ``torch.set_num_threads`` in every process. One thread
+is the default because on a CPU shared with other jobs every multi-threaded op waits at an
+OpenMP barrier for a descheduled worker, which adds milliseconds per op and swamps the
+measurement; pass ``--threads 0`` to keep PyTorch's default.
+
+Run: ``python benchmarks/bench_local_rnn.py [--repeats 5] [--threads 1] [--device cpu]``.
 """
 
 from __future__ import annotations
@@ -139,8 +144,9 @@ def child(variant: str, setting: str, device: torch.device) -> None:
     print(json.dumps({"peak_mib": peak}))
 
 
-def peak_memory(variant: str, setting: str, device: str) -> float:
-    cmd = [sys.executable, __file__, "--child", variant, setting, "--device", device]
+def peak_memory(variant: str, setting: str, device: str, threads: int) -> float:
+    cmd = [sys.executable, __file__, "--child", variant, setting]
+    cmd += ["--device", device, "--threads", str(threads)]
     done = subprocess.run(cmd, check=True, capture_output=True, text=True)
     return float(json.loads(done.stdout.strip().splitlines()[-1])["peak_mib"])
 
@@ -163,12 +169,15 @@ def time_both(setting: str, device: torch.device, warmup: int, repeats: int) -> 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--warmup", type=int, default=1)
+    parser.add_argument("--threads", type=int, default=1, help="0 = PyTorch's default")
     parser.add_argument("--settings", nargs="+", choices=sorted(SETTINGS), default=list(SETTINGS))
     parser.add_argument("--child", nargs=2, metavar=("VARIANT", "SETTING"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     device = torch.device(args.device)
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
     if args.child:
         child(args.child[0], args.child[1], device)
         return
@@ -186,7 +195,7 @@ def main(argv: list[str] | None = None) -> None:
     for setting in args.settings:
         d, cell, window, length, batch = SETTINGS[setting]
         ms = time_both(setting, device, args.warmup, args.repeats)
-        mem = {v: peak_memory(v, setting, args.device) for v in VARIANTS}
+        mem = {v: peak_memory(v, setting, args.device, args.threads) for v in VARIANTS}
         print(
             f"| {setting} | {d} | {cell} | {window} | {length} | {batch} "
             f"| {ms['fast']:.1f} | {ms['oracle']:.1f} | {ms['oracle'] / ms['fast']:.2f}x "

@@ -99,6 +99,27 @@ def _download(args: argparse.Namespace) -> int:
     return 0
 
 
+def _generate(args: argparse.Namespace) -> int:
+    from .generate import generate_text
+    from .train.checkpoint import load_pretrained
+    from .train.trainer import resolve_device
+
+    model, _, vocab = load_pretrained(args.checkpoint, resolve_device(args.device))
+    text = generate_text(
+        model,
+        vocab,
+        args.prompt,
+        args.tokens,
+        temperature=args.temperature,
+        top_k=args.top_k,
+        top_p=args.top_p,
+        seed=args.seed,
+        use_cache=not args.no_cache,
+    )
+    print(args.prompt + text)
+    return 0
+
+
 def _log(message: str) -> None:
     print(message, file=sys.stderr)
 
@@ -133,6 +154,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="e.g. data.eval_seq_len=80")
     p.set_defaults(func=_eval)
+
+    p = sub.add_parser("generate", help="continue a prompt with a trained model")
+    p.add_argument("checkpoint")
+    p.add_argument("--prompt", required=True)
+    p.add_argument("--tokens", type=int, default=200)
+    p.add_argument("--temperature", type=float, default=1.0, help="0 means greedy")
+    p.add_argument("--top-k", type=int, default=0)
+    p.add_argument("--top-p", type=float, default=1.0)
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--device", default="auto")
+    p.add_argument("--no-cache", action="store_true", help="recompute the context every step")
+    p.set_defaults(func=_generate)
 
     p = sub.add_parser("presets", help="list presets, or print one as YAML")
     p.add_argument("name", nargs="?")

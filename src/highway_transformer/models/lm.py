@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
@@ -112,7 +113,15 @@ class LanguageModel(nn.Module):
             )
         self.config = config
         d = config.d_model
-        self.embedding = nn.Embedding(config.vocab_size, d)
+        adaptive = bool(config.adaptive_cutoffs)
+        if adaptive:
+            from ..nn.adaptive import AdaptiveInput
+
+            self.embedding: nn.Module = AdaptiveInput(
+                config.vocab_size, d, config.adaptive_cutoffs, config.adaptive_div
+            )
+        else:
+            self.embedding = nn.Embedding(config.vocab_size, d)
         uses_absolute = (
             config.positional == "sinusoidal"
             and config.attention == "dot"
@@ -122,9 +131,15 @@ class LanguageModel(nn.Module):
         self.embedding_dropout = nn.Dropout(config.embedding_dropout)
         self.blocks = nn.ModuleList(build_block(config, i) for i in range(config.n_layers))
         self.final_norm = nn.LayerNorm(d) if config.norm == "pre" else nn.Identity()
-        self.output = nn.Linear(d, config.vocab_size)
+        self.output: nn.Module
+        if adaptive:
+            self.output = nn.AdaptiveLogSoftmaxWithLoss(
+                d, config.vocab_size, list(config.adaptive_cutoffs), config.adaptive_div
+            )
+        else:
+            self.output = nn.Linear(d, config.vocab_size)
         initialize(self, config.init, config.init_range, config.init_std)
-        if config.tie_weights:
+        if config.tie_weights and not adaptive:
             self.output.weight = self.embedding.weight
         self.memory_options: dict[str, Any] = {}
         self.mem_len = config.memory.mem_len
@@ -204,10 +219,22 @@ class LanguageModel(nn.Module):
         return hidden, new_memory
 
     def logits(self, hidden: Tensor) -> Tensor:
+        """Unnormalised scores (log-probabilities for the adaptive softmax) ``[..., V]``."""
+        if isinstance(self.output, nn.AdaptiveLogSoftmaxWithLoss):
+            flat = hidden.reshape(-1, hidden.shape[-1]).float()
+            return self.output.log_prob(flat).view(*hidden.shape[:-1], -1)
         return self.output(hidden)
 
     def token_nll(self, hidden: Tensor, targets: Tensor) -> Tensor:
         """Per-token negative log-likelihood in nats; targets of -100 are ignored (give 0)."""
+        if isinstance(self.output, nn.AdaptiveLogSoftmaxWithLoss):
+            flat = targets.reshape(-1)
+            keep = flat != -100
+            nll = hidden.new_zeros(flat.shape, dtype=torch.float32)
+            if keep.any():
+                chosen = hidden.reshape(-1, hidden.shape[-1])[keep].float()
+                nll[keep] = -self.output(chosen, flat[keep]).output
+            return nll.view(targets.shape)
         logits = self.logits(hidden)
         return F.cross_entropy(
             logits.reshape(-1, logits.shape[-1]).float(),

@@ -60,7 +60,7 @@ def _dims(proj: Tensor, length: int, gates: int) -> tuple[int, int, int, int, in
 
 
 def _rnn_forward(
-    proj: Tensor, w_hh: Tensor, b_hh: Tensor, length: int, save: bool
+    proj: Tensor, w_hh: Tensor, b_hn: Tensor | None, length: int, save: bool
 ) -> tuple[Tensor, list[Tensor | None]]:
     """Vanilla RNN: ``h' = tanh(W_ih x + b_ih + W_hh h + b_hh)``."""
     batch, d, k, rows, _ = _dims(proj, length, 1)
@@ -71,17 +71,17 @@ def _rnn_forward(
         gi = proj[:, j : j + length]
         a = _slot(states, j, proj, shape) if j < k - 1 else proj.new_empty(shape)
         if h is None:
-            torch.add(gi, b_hh, out=a)
+            torch.sigmoid(gi, out=a)
         else:
-            torch.addmm(b_hh, h.view(rows, d), w_hh.t(), out=a.view(rows, d))
-            a.add_(gi)
-        h = a.sigmoid_().mul_(2.0).sub_(1.0)
+            torch.mm(h.view(rows, d), w_hh.t(), out=a.view(rows, d))
+            a.add_(gi).sigmoid_()
+        h = a.mul_(2.0).sub_(1.0)
     assert h is not None
     return h, [states]
 
 
 def _gru_forward(
-    proj: Tensor, w_hh: Tensor, b_hh: Tensor, length: int, save: bool
+    proj: Tensor, w_hh: Tensor, b_hn: Tensor | None, length: int, save: bool
 ) -> tuple[Tensor, list[Tensor | None]]:
     """GRU: ``r, z = σ(..)``, ``n = tanh(W_in x + b_in + r ⊙ (W_hn h + b_hn))``,
     ``h' = (1 − z) ⊙ n + z ⊙ h``."""
@@ -95,12 +95,12 @@ def _gru_forward(
         gi = proj[:, j : j + length]
         a = _slot(gates, j, proj, full)
         if h is None:  # h_0 = 0: no recurrent product, the hidden bias stays
-            torch.add(gi[..., : 2 * d], b_hh[: 2 * d], out=a[..., : 2 * d])
-            a[..., 2 * d :].copy_(b_hh[2 * d :])
+            torch.sigmoid(gi[..., : 2 * d], out=a[..., : 2 * d])
+            a[..., 2 * d :].copy_(b_hn)
         else:
-            torch.addmm(b_hh, h.view(rows, d), w_hh.t(), out=a.view(rows, width))
-            a[..., : 2 * d].add_(gi[..., : 2 * d])
-        a[..., : 2 * d].sigmoid_()
+            torch.mm(h.view(rows, d), w_hh.t(), out=a.view(rows, width))
+            a[..., : 2 * d].add_(gi[..., : 2 * d]).sigmoid_()
+            a[..., 2 * d :].add_(b_hn)
         r, z, ghn = a[..., :d], a[..., d : 2 * d], a[..., 2 * d :]
         n = torch.addcmul(gi[..., 2 * d :], r, ghn, out=_slot(cands, j, proj, half))
         n.sigmoid_().mul_(2.0).sub_(1.0)
@@ -114,7 +114,7 @@ def _gru_forward(
 
 
 def _lstm_forward(
-    proj: Tensor, w_hh: Tensor, b_hh: Tensor, length: int, save: bool
+    proj: Tensor, w_hh: Tensor, b_hn: Tensor | None, length: int, save: bool
 ) -> tuple[Tensor, list[Tensor | None]]:
     """LSTM: ``i, f, o = σ(..)``, ``g = tanh(..)``, ``c' = f ⊙ c + i ⊙ g``,
     ``h' = o ⊙ tanh(c')``."""
@@ -129,11 +129,10 @@ def _lstm_forward(
         gi = proj[:, j : j + length]
         a = _slot(gates, j, proj, full)
         if h is None:
-            torch.add(gi, b_hh, out=a)
+            torch.sigmoid(gi, out=a)
         else:
-            torch.addmm(b_hh, h.view(rows, d), w_hh.t(), out=a.view(rows, width))
-            a.add_(gi)
-        a.sigmoid_()
+            torch.mm(h.view(rows, d), w_hh.t(), out=a.view(rows, width))
+            a.add_(gi).sigmoid_()
         i, f, g, o = a[..., :d], a[..., d : 2 * d], a[..., 2 * d : 3 * d], a[..., 3 * d :]
         g.mul_(2.0).sub_(1.0)
         c_new = torch.mul(i, g, out=_slot(cells, j, proj, half))
@@ -149,12 +148,12 @@ def _lstm_forward(
 _FORWARD = {"rnn": _rnn_forward, "gru": _gru_forward, "lstm": _lstm_forward}
 
 
-# --- backward passes: gradients w.r.t. proj, w_hh, b_hh ------------------------------------
+# --- backward passes: gradients w.r.t. proj, w_hh and (GRU) b_hn ---------------------------
 
 
 def _rnn_backward(
     grad_h: Tensor, saved: list[Tensor], w_hh: Tensor, shape: torch.Size, length: int
-) -> tuple[Tensor, Tensor, Tensor]:
+) -> tuple[Tensor, Tensor, Tensor | None]:
     states, last = saved
     grad_proj = grad_h.new_zeros(shape)
     batch, d, k, rows, _ = _dims(grad_proj, length, 1)
@@ -170,12 +169,12 @@ def _rnn_backward(
         flat = da.view(rows, d)
         grad_w.addmm_(flat.t(), states[j - 1].view(rows, d))
         dh = torch.mm(flat, w_hh).view(batch, length, d)
-    return grad_proj, grad_w, grad_proj.sum(dim=(0, 1))
+    return grad_proj, grad_w, None
 
 
 def _gru_backward(
     grad_h: Tensor, saved: list[Tensor], w_hh: Tensor, shape: torch.Size, length: int
-) -> tuple[Tensor, Tensor, Tensor]:
+) -> tuple[Tensor, Tensor, Tensor | None]:
     gates, cands, states = saved
     grad_proj = grad_h.new_zeros(shape)
     batch, d, k, rows, width = _dims(grad_proj, length, 3)
@@ -184,7 +183,7 @@ def _gru_backward(
     half = grad_h.new_tensor(0.5)
     da = grad_h.new_empty((batch, length, width))  # d(pre-activations) of one step
     dr, dz, dn = da[..., :d], da[..., d : 2 * d], da[..., 2 * d :]
-    dh, owned = grad_h, False
+    dh = grad_h
     for j in reversed(range(k)):
         a, n = gates[j], cands[j]
         r, z, ghn = a[..., :d], a[..., d : 2 * d], a[..., 2 * d :]
@@ -195,29 +194,26 @@ def _gru_backward(
             torch.sub(h_prev, n, out=dz).mul_(dh)
         dz.mul_(z)
         dz.addcmul_(dz, z, value=-1.0)
-        dh_prev = torch.mul(dh, z) if h_prev is not None else None
-        # candidate pre-activation (doubled): dv = dh ⊙ (1 − z) ⊙ (1 − n²)/2
-        dv = dh.addcmul_(dh, z, value=-1.0) if owned else torch.addcmul(dh, dh, z, value=-1.0)
-        dv.mul_(torch.addcmul(half, n, n, value=-0.5, out=dn))
-        torch.mul(dv, ghn, out=dr).mul_(r)  # dr = dv ⊙ (W_hn h + b_hn) ⊙ r(1 − r)
+        # candidate pre-activation (doubled), in dn: dv = dh ⊙ (1 − z) ⊙ (1 − n²)/2
+        torch.addcmul(dh, dh, z, value=-1.0, out=dn)
+        dn.mul_(torch.addcmul(half, n, n, value=-0.5, out=dr))  # dr as scratch
+        torch.mul(dn, ghn, out=dr).mul_(r)  # dr = dv ⊙ (W_hn h + b_hn) ⊙ r(1 − r)
         dr.addcmul_(dr, r, value=-1.0)
-        torch.mul(dv, r, out=dn)  # gradient of W_hn h + b_hn
         gp = grad_proj[:, j : j + length]
-        gp[..., : 2 * d].add_(da[..., : 2 * d])
-        gp[..., 2 * d :].add_(dv)
+        gp.add_(da)  # gradient of the projection: [dr, dz, dv]
+        dn.mul_(r)  # gradient of W_hn h + b_hn: dv ⊙ r
         grad_bn.add_(dn.sum(dim=(0, 1)))
-        if h_prev is None or dh_prev is None:
+        if h_prev is None:
             break
         flat = da.view(rows, width)
         grad_w.addmm_(flat.t(), h_prev.view(rows, d))
-        dh, owned = dh_prev.view(rows, d).addmm_(flat, w_hh).view(batch, length, d), True
-    grad_b = torch.cat([grad_proj[..., : 2 * d].sum(dim=(0, 1)), grad_bn])
-    return grad_proj, grad_w, grad_b
+        dh = torch.mul(dh, z).view(rows, d).addmm_(flat, w_hh).view(batch, length, d)
+    return grad_proj, grad_w, grad_bn
 
 
 def _lstm_backward(
     grad_h: Tensor, saved: list[Tensor], w_hh: Tensor, shape: torch.Size, length: int
-) -> tuple[Tensor, Tensor, Tensor]:
+) -> tuple[Tensor, Tensor, Tensor | None]:
     gates, cells, states = saved
     grad_proj = grad_h.new_zeros(shape)
     batch, d, k, rows, width = _dims(grad_proj, length, 4)
@@ -251,7 +247,7 @@ def _lstm_backward(
         flat = da.view(rows, width)
         grad_w.addmm_(flat.t(), states[j - 1].view(rows, d))
         dh = torch.mm(flat, w_hh).view(batch, length, d)
-    return grad_proj, grad_w, grad_proj.sum(dim=(0, 1))
+    return grad_proj, grad_w, None
 
 
 _BACKWARD = {"rnn": _rnn_backward, "gru": _gru_backward, "lstm": _lstm_backward}
@@ -262,9 +258,9 @@ class _LocalRecurrence(torch.autograd.Function):
 
     @staticmethod
     def forward(
-        ctx: Any, proj: Tensor, w_hh: Tensor, b_hh: Tensor, cell: str, length: int
+        ctx: Any, proj: Tensor, w_hh: Tensor, b_hn: Tensor | None, cell: str, length: int
     ) -> Tensor:
-        h, saved = _FORWARD[cell](proj, w_hh, b_hh, length, True)
+        h, saved = _FORWARD[cell](proj, w_hh, b_hn, length, True)
         if cell == "rnn":
             saved.append(h)
         ctx.cell, ctx.length, ctx.shape = cell, length, proj.shape
@@ -319,8 +315,12 @@ class LocalRNN(nn.Module):
         if x.dim() != 3 or x.shape[-1] != self.d_model:
             raise ConfigError(f"LocalRNN expects input [B, T, {self.d_model}], got {list(x.shape)}")
 
-    def _weights(self) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-        """``W_ih, b_ih, W_hh, b_hh`` with the rows that feed a ``tanh`` doubled."""
+    def _weights(self) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
+        """``W_ih``, the projection bias, ``W_hh`` and (GRU) ``b_hn``, ``tanh`` rows doubled.
+
+        The hidden bias is folded into the projection bias (``b_ih + b_hh``), except GRU's
+        ``b_hn``, which sits inside ``r ⊙ (W_hn h + b_hn)``.
+        """
         rnn, d = self.rnn, self.d_model
         w_ih = rnn.weight_ih_l0
         scale = torch.ones(w_ih.shape[0], device=w_ih.device, dtype=w_ih.dtype)
@@ -328,11 +328,18 @@ class LocalRNN(nn.Module):
         scale[block * d : (block + 1) * d] = 2.0
         params = (rnn.weight_ih_l0, rnn.bias_ih_l0, rnn.weight_hh_l0, rnn.bias_hh_l0)
         w_ih, b_ih, w_hh, b_hh = (p * (scale[:, None] if p.dim() == 2 else scale) for p in params)
-        return w_ih, b_ih, w_hh, b_hh
+        if self.cell == "gru":
+            return (
+                w_ih,
+                torch.cat([b_ih[: 2 * d] + b_hh[: 2 * d], b_ih[2 * d :]]),
+                w_hh,
+                b_hh[2 * d :],
+            )
+        return w_ih, b_ih + b_hh, w_hh, None
 
     def _run(self, x: Tensor, pad: Tensor | None, length: int) -> Tensor:
         """Windows of the last ``length`` positions of ``[pad, x]`` (``pad`` None = zeros)."""
-        w_ih, b_ih, w_hh, b_hh = self._weights()
+        w_ih, b_ih, w_hh, b_hn = self._weights()
         proj = nn.functional.linear(x, w_ih, b_ih)
         k = self.window
         if k > 1 and pad is None:  # zero inputs project to the input bias alone
@@ -340,13 +347,16 @@ class LocalRNN(nn.Module):
             proj = torch.cat([head, proj], dim=1)
         elif k > 1 and pad is not None:
             proj = torch.cat([nn.functional.linear(pad, w_ih, b_ih).to(proj.dtype), proj], 1)
-        w_hh, b_hh = w_hh.to(proj.dtype), b_hh.to(proj.dtype)
+        w_hh = w_hh.to(proj.dtype)
+        b_hn = b_hn.to(proj.dtype) if b_hn is not None else None
         with _autocast_off(proj.device.type):
             if torch.is_grad_enabled() and (
-                proj.requires_grad or w_hh.requires_grad or b_hh.requires_grad
+                proj.requires_grad
+                or w_hh.requires_grad
+                or (b_hn is not None and b_hn.requires_grad)
             ):
-                return _LocalRecurrence.apply(proj, w_hh, b_hh, self.cell, length)
-            return _FORWARD[self.cell](proj, w_hh, b_hh, length, False)[0]
+                return _LocalRecurrence.apply(proj, w_hh, b_hn, self.cell, length)
+            return _FORWARD[self.cell](proj, w_hh, b_hn, length, False)[0]
 
     def forward(self, x: Tensor) -> Tensor:
         """``[B, L, D] -> [B, L, D]``: the last hidden state of each position's window."""

@@ -1,0 +1,124 @@
+"""Transformer-XL presets: HT Tables 5-6 (L6-XL, L12-XL on enwik8) and the XL paper's bases.
+
+HT A.3 / the authors' script: 6 layers, 8 heads × 64, d_model 512, d_inner 2048, dropout 0.1,
+dropatt 0, Adam lr 2.5e-4 without warm-up, cosine decay, clip 0.25, tgt_len 512, mem_len 512,
+batch 22, 40k steps; evaluation tgt_len 80, mem_len 2100, clamp_len 820, same_length. The
+paper says N(0, 1) initialisation; the code's default (used here) is normal std 0.02.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..config import Config, DataConfig, GateConfig, MemoryConfig, ModelConfig, TrainConfig
+
+SOURCE_L6 = (
+    "HT Appendix A.3 and the authors' enwik8 script (6 layers, 8x64 heads, d 512, d_inner 2048,"
+    " dropout 0.1, Adam 2.5e-4 cosine, no warm-up, clip 0.25, tgt_len/mem_len 512, batch 22,"
+    " 40k steps; eval tgt_len 80, mem_len 2100, clamp_len 820, same_length)"
+)
+
+
+def xl_enwik8(n_layers: int, gate: GateConfig, steps: int) -> Config:
+    model = ModelConfig(
+        family="xl",
+        attention="relative",
+        d_model=512,
+        n_layers=n_layers,
+        n_heads=8,
+        d_head=64,
+        d_inner=2048,
+        dropout=0.1,
+        dropout_attn=0.0,
+        norm="post",
+        tie_weights=True,
+        init="normal",
+        init_std=0.02,
+        gate=gate,
+        memory=MemoryConfig(
+            mem_len=512, eval_mem_len=2100, eval_clamp_len=820, eval_same_length=True
+        ),
+    )
+    data = DataConfig(
+        corpus="enwik8", batch_size=22, seq_len=512, context=0, eval_batch_size=10, eval_seq_len=80
+    )
+    train = TrainConfig(
+        optimizer="adam",
+        lr=2.5e-4,
+        schedule="cosine",
+        warmup_steps=0,
+        clip=0.25,
+        max_steps=steps,
+        eval_interval=4000,
+        eval_max_tokens=500_000,
+        log_interval=200,
+    )
+    source = SOURCE_L6 if n_layers == 6 else SOURCE_L6 + "; HT §4.3.2: 12 layers, 400k steps"
+    return Config(source=source, model=model, data=data, train=train)
+
+
+def _gate(spec: str) -> GateConfig:
+    """``sigmoid-l1-3`` -> σ-SDU on layers 1-3; ``highway`` / ``gated``; ``tanh-l1-6-noffn``."""
+    if spec in ("highway", "gated"):
+        return GateConfig(kind=spec)
+    activation, _, layers = spec.partition("-")
+    layers = layers.removeprefix("l") or "all"
+    if layers.endswith("-noffn"):
+        layers = layers.removesuffix("-noffn") + "\\FFN"
+    return GateConfig(kind="sdu", activation=activation, layers=layers)
+
+
+L6_ROWS = ["", "tanh", "sigmoid", "highway", "gated", "tanh-l1-6-noffn", "tanh-l1-3", "tanh-l3-6",
+           "sigmoid-l1-6-noffn", "sigmoid-l1-3", "sigmoid-l3-6"]  # fmt: skip
+L12_ROWS = ["", "tanh-l1-2", "tanh-l1", "tanh-l1-3", "tanh-l1-12", "sigmoid-l1-2", "highway",
+            "gated"]  # fmt: skip
+
+
+def _rows(table: str, base: str, n_layers: int, rows: list[str], steps: int):
+    out: dict[str, tuple[str, Callable[[], Config]]] = {}
+    for row in rows:
+        name = f"{table}/{base}" + (f"+{row}" if row else "")
+        what = "plain" if not row else row.replace("-noffn", "\\FFN")
+        out[name] = (
+            f"HT Table {table.removeprefix('ht-table')}: {n_layers}-layer Transformer-XL, enwik8, {what}",
+            lambda r=row: xl_enwik8(n_layers, _gate(r) if r else GateConfig(), steps),
+        )
+    return out
+
+
+def xl_paper_base(corpus: str) -> Config:
+    """Transformer-XL paper base settings (Dai et al. 2019, reference scripts)."""
+    if corpus == "wikitext-103":
+        config = xl_enwik8(16, GateConfig(), 200_000)
+        config.model.d_model, config.model.d_head, config.model.n_heads = 410, 41, 10
+        config.model.d_inner, config.model.adaptive_cutoffs = 2100, (20000, 40000, 200000)
+        config.model.tie_weights = False
+        config.model.memory = MemoryConfig(mem_len=150, eval_mem_len=1600, eval_clamp_len=1000,
+                                           eval_same_length=True)  # fmt: skip
+        config.data = DataConfig(corpus="wikitext-103", batch_size=60, seq_len=150,
+                                 eval_batch_size=10, eval_seq_len=64)  # fmt: skip
+        config.train.warmup_steps = 0
+        config.source = (
+            "Transformer-XL base WT103 script: 16L, d 410, 10x41 heads, d_inner 2100, "
+            "adaptive softmax/input cutoffs 20k/40k/200k, tgt/mem 150, batch 60, 200k steps"
+        )
+        return config
+    config = xl_enwik8(12, GateConfig(), 400_000)
+    config.data.corpus = corpus
+    config.source = (
+        f"Transformer-XL base {corpus} script: 12L, d 512, 8x64 heads, d_inner 2048, "
+        "tgt/mem 512, batch 22, 400k steps, Adam 2.5e-4 cosine"
+    )
+    return config
+
+
+PRESETS: dict[str, tuple[str, Callable[[], Config]]] = {
+    **_rows("ht-table5", "l6-xl", 6, L6_ROWS, 40_000),
+    **_rows("ht-table6", "l12-xl", 12, L12_ROWS, 400_000),
+    "xl-paper/enwik8-base": ("Transformer-XL paper, enwik8 base", lambda: xl_paper_base("enwik8")),
+    "xl-paper/text8-base": ("Transformer-XL paper, text8 base", lambda: xl_paper_base("text8")),
+    "xl-paper/wt103-base": (
+        "Transformer-XL paper, WikiText-103 base (adaptive softmax/input)",
+        lambda: xl_paper_base("wikitext-103"),
+    ),
+}
