@@ -155,6 +155,23 @@ class TrainConfig:
     threads: int = 0  # torch CPU threads; 0: leave as is
 
 
+TASKS = ("lm", "music", "pixels", "copy", "adding", "seq2seq")
+
+
+@dataclass
+class TaskConfig:
+    """The task beyond language modelling (RT §4: pixel MNIST, polyphonic music; TCN tasks)."""
+
+    name: str = "lm"  # lm | music | pixels | copy | adding | seq2seq
+    dataset: str = ""  # music: nottingham | jsb | piano-midi | musedata; pixels: digits | mnist
+    permute: bool = False  # pixels: one fixed random permutation of the pixel order
+    length: int = 100  # copy: delay; adding: sequence length
+    max_len: int = 0  # longest accepted input sequence (0: no limit)
+    pooling: str = "last"  # pixels: last | mean
+    score: str = "scaled_dot"  # seq2seq attention score function
+    beam_size: int = 1  # seq2seq decoding
+
+
 @dataclass
 class Config:
     name: str = "custom"
@@ -162,6 +179,7 @@ class Config:
     model: ModelConfig = field(default_factory=ModelConfig)
     data: DataConfig = field(default_factory=DataConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
+    task: TaskConfig = field(default_factory=TaskConfig)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -406,6 +424,7 @@ def validate(config: Config) -> Config:
         length = getattr(d, len_name) or d.seq_len
         if ctx is not None and not 0 <= ctx < length:
             raise ConfigError(f"data.{ctx_name}={ctx} must be in [0, {len_name}={length})")
+    _choice("task", config.task.name, TASKS)
     _choice("optimizer", t.optimizer, OPTIMIZERS)
     _choice("learning-rate schedule", t.schedule, SCHEDULES)
     _choice("precision", t.precision, PRECISIONS)

@@ -8,13 +8,14 @@ the layer is causal.
 
 Fast path. The input-to-hidden projection ``x W_ih^T + b_ih`` of a position is the same in
 every window that contains it, so it is computed once for the whole (left-padded) sequence;
-padded positions are zero inputs, so their projection is just ``b_ih``. Step ``j`` of the
-recurrence, run for all ``B·L`` windows at once, reads the projection of position
-``t - k + 1 + j``: a shifted slice (a view) of the padded projection, never ``k`` copies of
-the inputs. The first step skips the recurrent product (``h_0 = 0``). The cell maths (PyTorch
-gate orders: GRU ``r, z, n``; LSTM ``i, f, g, o``) is written out by hand from the parameters
-of the module's own ``nn.RNN`` / ``nn.GRU`` / ``nn.LSTM`` (``self.rnn``), which remain the
-single source of truth.
+padded positions are zero inputs, so their projection is just the bias. (The hidden bias
+``b_hh`` is folded into it, except GRU's ``b_hn``, which sits inside ``r ⊙ (W_hn h + b_hn)``.)
+Step ``j`` of the recurrence, run for all ``B·L`` windows at once, reads the projection of
+position ``t - k + 1 + j``: a shifted slice (a view) of the padded projection, never ``k``
+copies of the inputs. The first step skips the recurrent product (``h_0 = 0``). The cell
+maths (PyTorch gate orders: GRU ``r, z, n``; LSTM ``i, f, g, o``) is written out by hand from
+the parameters of the module's own ``nn.RNN`` / ``nn.GRU`` / ``nn.LSTM`` (``self.rnn``),
+which remain the single source of truth.
 
 ``tanh(u)`` is evaluated as ``2·sigmoid(2u) − 1`` (several times cheaper than ``tanh`` on
 CPU, equal to it within ~2e-7): the weight and bias rows that feed a ``tanh`` are doubled
