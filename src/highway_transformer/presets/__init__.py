@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from ..config import Config
 from ..errors import unknown_choice
-from . import ht_tables, xl_tables
+from . import gtrxl_shaw, ht_tables, xl_tables
 
 
 @dataclass(frozen=True)
@@ -23,7 +23,11 @@ class Preset:
 
 def _registry() -> dict[str, Preset]:
     presets: dict[str, Preset] = {}
-    for name, (description, build) in {**ht_tables.PRESETS, **xl_tables.PRESETS}.items():
+    for name, (description, build) in {
+        **ht_tables.PRESETS,
+        **xl_tables.PRESETS,
+        **gtrxl_shaw.PRESETS,
+    }.items():
         presets[name] = Preset(name, description, build)
     return presets
 

@@ -80,7 +80,8 @@ def _rows(table: str, base: str, n_layers: int, rows: list[str], steps: int):
         name = f"{table}/{base}" + (f"+{row}" if row else "")
         what = "plain" if not row else row.replace("-noffn", "\\FFN")
         out[name] = (
-            f"HT Table {table.removeprefix('ht-table')}: {n_layers}-layer Transformer-XL, enwik8, {what}",
+            f"HT Table {table.removeprefix('ht-table')}: {n_layers}-layer Transformer-XL, "
+            f"enwik8, {what}",
             lambda r=row: xl_enwik8(n_layers, _gate(r) if r else GateConfig(), steps),
         )
     return out

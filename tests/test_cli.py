@@ -1,0 +1,331 @@
+"""The ``highway`` command line, end to end on a tiny corpus, and its one-line errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from highway_transformer import cli, demo
+from highway_transformer.config import Config, DataConfig, ModelConfig, TrainConfig
+from highway_transformer.train.trainer import read_metrics
+
+PATTERN = "the cat sat on the mat. the dog sat on the log. " * 25
+
+TINY_YAML = """\
+name: tiny-cli
+model:
+  d_model: 16
+  n_layers: 1
+  n_heads: 2
+  d_inner: 32
+  dropout: 0.1
+  gate:
+    kind: sdu
+    activation: tanh
+data:
+  corpus: file
+  level: char
+  batch_size: 4
+  seq_len: 16
+  context: 4
+  eval_batch_size: 4
+train:
+  optimizer: adam
+  lr: 0.01
+  schedule: cosine
+  max_steps: 100
+  eval_interval: 3
+  log_interval: 1
+"""
+
+TINY_TOML = """\
+name = "tiny-toml"
+
+[model]
+d_model = 16
+n_layers = 2
+n_heads = 2
+d_inner = 32
+norm = "pre"
+
+[model.gate]
+kind = "highway"
+layers = "1"
+
+[data]
+corpus = "file"
+level = "word"
+batch_size = 2
+seq_len = 8
+eval_batch_size = 2
+
+[train]
+optimizer = "adam"
+lr = 0.01
+max_steps = 2
+eval_interval = 2
+log_interval = 1
+"""
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """Tiny tensors: one intra-op thread avoids thread-pool overhead on a shared CPU."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
+@pytest.fixture
+def text_file(tmp_path: Path) -> Path:
+    path = tmp_path / "corpus.txt"
+    path.write_text(PATTERN, encoding="utf-8")
+    return path
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = cli.main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_train_then_eval_json(
+    tmp_path: Path, text_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config_file = tmp_path / "tiny.yaml"
+    config_file.write_text(TINY_YAML, encoding="utf-8")
+    out = tmp_path / "run"
+    code, stdout, _ = _run(
+        capsys,
+        "train",
+        "--config",
+        str(config_file),
+        f"data.path={text_file}",
+        "train.max_steps=3",
+        "model.gate.layers=all",
+        "--out",
+        str(out),
+        "--no-progress",
+    )
+    assert code == 0
+    assert "valid: loss" in stdout and "test: loss" in stdout and str(out) in stdout
+    saved = yaml.safe_load((out / "config.yaml").read_text(encoding="utf-8"))
+    assert saved["train"]["max_steps"] == 3  # the override beat the file
+    assert saved["model"]["gate"] == {
+        "kind": "sdu",
+        "activation": "tanh",
+        "layers": "all",
+        "sublayers": ["attn", "ffn"],
+        "bias": None,
+    }
+    assert saved["name"] == "tiny-cli"
+    results = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    assert results["steps"] == 3 and results["best_step"] == 3
+    assert [r["step"] for r in read_metrics(out) if r["split"] == "train"] == [1, 2, 3]
+
+    code, stdout, _ = _run(capsys, "eval", str(out), "--split", "test", "--json")
+    assert code == 0
+    report = json.loads(stdout)
+    assert set(report) == {"test"}
+    assert set(report["test"]) == {"loss", "bpc", "ppl", "tokens"}
+    # one evaluation, at the last step: the last checkpoint is the best one
+    assert report["test"]["loss"] == pytest.approx(results["test"]["loss"], rel=1e-6)
+    assert report["test"]["tokens"] == results["test"]["tokens"]
+
+    code, stdout, _ = _run(capsys, "eval", str(out / "best"), "--split", "both")
+    assert code == 0
+    lines = stdout.strip().splitlines()
+    assert lines[0].startswith("valid: loss") and lines[1].startswith("test: loss")
+
+    # the same command again refuses to overwrite; --resume continues to a later step
+    code, _, err = _run(
+        capsys, "train", "--config", str(config_file), f"data.path={text_file}",
+        "train.max_steps=3", "--out", str(out), "--no-progress",
+    )  # fmt: skip
+    assert code == 2 and "--resume" in err
+    code, _, _ = _run(
+        capsys, "train", "--config", str(config_file), f"data.path={text_file}",
+        "train.max_steps=4", "--out", str(out), "--no-progress", "--resume",
+    )  # fmt: skip
+    assert code == 0
+    assert json.loads((out / "results.json").read_text())["steps"] == 4
+
+
+def test_toml_config(tmp_path: Path, text_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config_file = tmp_path / "tiny.toml"
+    config_file.write_text(TINY_TOML, encoding="utf-8")
+    out = tmp_path / "toml-run"
+    code, stdout, _ = _run(
+        capsys, "train", "--config", str(config_file), f"data.path={text_file}",
+        "--out", str(out), "--no-progress",
+    )  # fmt: skip
+    assert code == 0 and "valid: loss" in stdout
+    saved = yaml.safe_load((out / "config.yaml").read_text(encoding="utf-8"))
+    assert saved["name"] == "tiny-toml"
+    assert saved["model"]["norm"] == "pre" and saved["model"]["n_layers"] == 2
+    assert saved["model"]["gate"]["kind"] == "highway" and saved["model"]["gate"]["layers"] == "1"
+    assert saved["data"]["level"] == "word"
+    assert json.loads((out / "results.json").read_text())["steps"] == 2
+
+
+def test_presets_list_and_show(capsys: pytest.CaptureFixture[str]) -> None:
+    code, stdout, _ = _run(capsys, "presets")
+    assert code == 0
+    names = [line.split()[0] for line in stdout.strip().splitlines()]
+    assert "ht-table1/t-l3" in names and "ht-table1/t-l3+sigmoid" in names
+    code, stdout, _ = _run(capsys, "presets", "ht-table1/t-l3")
+    assert code == 0
+    assert stdout.startswith("# ")
+    shown = yaml.safe_load(stdout)
+    assert shown["name"] == "ht-table1_t-l3"
+    assert shown["model"]["n_layers"] == 3 and shown["model"]["gate"]["kind"] == "none"
+    assert shown["model"]["d_model"] == 512 and shown["data"]["corpus"] == "ptb-char"
+
+
+def _assert_one_line_error(code: int, err: str, *needles: str) -> None:
+    assert code == 2
+    assert "Traceback" not in err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("error: ")
+    for needle in needles:
+        assert needle in lines[0]
+
+
+@pytest.mark.parametrize(
+    ("argv", "needles"),
+    [
+        (["train", "--preset", "ht-table9/nope"], ["unknown preset", "ht-table1/t-l3"]),
+        (["presets", "nope"], ["unknown preset"]),
+        (["train", "model.gate.kind=sdv"], ["unknown gate", "Did you mean 'sdu'"]),
+        (["train", "model.gate.layers=1-9"], ["outside 1..3"]),
+        (["train", "model.gate.layers=abc"], ["cannot read gate layer spec"]),
+        (["train", "train.lr"], ["key=value"]),
+        (["train", "model.d_modl=16"], ["d_modl", "d_model"]),
+        (["train", "modle.d_model=16"], ["modle"]),
+        (["train", "train.max_steps=many"], ["train.max_steps must be an integer"]),
+    ],
+)
+def test_config_errors_are_one_line(
+    capsys: pytest.CaptureFixture[str], argv: list[str], needles: list[str]
+) -> None:
+    code, _, err = _run(capsys, *argv)
+    _assert_one_line_error(code, err, *needles)
+
+
+def test_config_file_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad_key = tmp_path / "bad.yaml"
+    bad_key.write_text("model:\n  d_modle: 8\n", encoding="utf-8")
+    code, _, err = _run(capsys, "train", "--config", str(bad_key))
+    _assert_one_line_error(code, err, "d_modle")
+    code, _, err = _run(capsys, "train", "--config", str(tmp_path / "absent.yaml"))
+    _assert_one_line_error(code, err, "does not exist")
+    broken = tmp_path / "broken.toml"
+    broken.write_text("[model\n", encoding="utf-8")
+    code, _, err = _run(capsys, "train", "--config", str(broken))
+    _assert_one_line_error(code, err, "cannot parse")
+
+
+def test_missing_data_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = _run(
+        capsys, "train", "data.corpus=file", f"data.path={tmp_path / 'absent.txt'}",
+        "model.d_model=16", "model.n_heads=2", "--out", str(tmp_path / "run"), "--no-progress",
+    )  # fmt: skip
+    _assert_one_line_error(code, err, "absent.txt", "does not exist")
+    assert not (tmp_path / "run" / "checkpoint").exists()
+
+
+def test_eval_without_checkpoint(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    code, stdout, err = _run(capsys, "eval", str(empty), "--json")
+    _assert_one_line_error(code, err, "no checkpoint")
+    assert stdout == ""
+
+
+# ------------------------------------------------------------------ demo
+
+
+def _tiny_demo_config(text_file: Path):
+    def build(variant: str, steps: int = 400) -> Config:
+        return Config(
+            name=f"demo-{variant}",
+            model=ModelConfig(
+                d_model=16, n_layers=1, n_heads=2, d_inner=32, gate=demo.VARIANTS[variant]
+            ),
+            data=DataConfig(
+                corpus="file", path=str(text_file), batch_size=4, seq_len=16, eval_batch_size=4
+            ),
+            train=TrainConfig(
+                optimizer="adam", lr=1e-2, max_steps=steps, eval_interval=2, log_interval=2
+            ),
+        )
+
+    return build
+
+
+def test_demo_command_with_a_tiny_model(
+    tmp_path: Path,
+    text_file: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert demo.demo_config("sdu-tanh").model.gate.activation == "tanh"  # the real one
+    monkeypatch.setattr(demo, "demo_config", _tiny_demo_config(text_file))
+    out = tmp_path / "demo"
+    code, stdout, err = _run(capsys, "demo", "--out", str(out), "--steps", "4", "--no-progress")
+    assert code == 0
+    for variant in demo.VARIANTS:
+        assert f"| {variant} |" in stdout
+        assert (out / variant / "results.json").is_file()
+    assert (out / "convergence.png").stat().st_size > 0
+    summary = json.loads((out / "report.json").read_text(encoding="utf-8"))
+    assert [r["model"] for r in summary["rows"]] == ["plain", "sdu-sigmoid", "sdu-tanh"]
+    plain = summary["rows"][0]
+    assert plain["steps_to_plain_best"] is not None  # the plain model reaches its own best
+    # a second run reuses the trained variants
+    code, _, err = _run(capsys, "demo", "--out", str(out), "--steps", "4", "--no-progress")
+    assert code == 0 and err.count("already trained, skipped") == 3
+
+
+def _write_metrics(folder: Path, valid: list[float]) -> None:
+    folder.mkdir(parents=True)
+    records = []
+    for i, loss in enumerate(valid, start=1):
+        records.append({"step": 10 * i, "split": "train", "loss": loss + 0.1})
+        records.append({"step": 10 * i, "split": "valid", "loss": loss})
+    text = "".join(json.dumps(r) + "\n" for r in records)
+    (folder / "metrics.jsonl").write_text(text, encoding="utf-8")
+
+
+def test_write_demo_report_on_synthetic_metrics(tmp_path: Path) -> None:
+    curves = {
+        "plain": [2.0, 1.5, 1.2, 1.1],
+        "sdu-sigmoid": [1.8, 1.1, 1.0, 0.9],
+        "sdu-tanh": [2.2, 1.9, 1.7, 1.6],
+    }
+    results = {}
+    for variant, losses in curves.items():
+        _write_metrics(tmp_path / variant, losses)
+        results[variant] = {
+            "parameters": 1000,
+            "valid": {"bpc": losses[-1] / 0.693},
+            "test": {"bpc": losses[-1] / 0.69},
+            "train_seconds": 8.0,
+            "steps": 40,
+        }
+    summary = demo.write_demo_report(tmp_path, results)
+    rows = {r["model"]: r for r in summary["rows"]}
+    assert summary["plain_best_valid_loss"] == 1.1
+    assert rows["plain"]["steps_to_plain_best"] == 40
+    assert rows["sdu-sigmoid"]["steps_to_plain_best"] == 20  # 1.1 <= 1.1 at step 20
+    assert rows["sdu-tanh"]["steps_to_plain_best"] is None
+    assert rows["plain"]["seconds_per_step"] == pytest.approx(0.2)
+    report = (tmp_path / "report.md").read_text(encoding="utf-8")
+    assert "| sdu-tanh | 1,000 |" in report and "not reached" in report
+    assert Path(summary["plot"]).is_file()
