@@ -80,9 +80,7 @@ def tiny_config(path: Path, **overrides) -> Config:
 
 def _comparable(records: list[dict]) -> list[tuple]:
     """Metric records without wall-clock fields."""
-    return [
-        (r["step"], r["split"], r["loss"], r.get("lr"), r.get("tokens")) for r in records
-    ]
+    return [(r["step"], r["split"], r["loss"], r.get("lr"), r.get("tokens")) for r in records]
 
 
 # ------------------------------------------------------------------ learning
@@ -296,9 +294,7 @@ def test_linear_schedule() -> None:
 
 
 def test_cosine_schedule_with_warmup() -> None:
-    s = LRSchedule(
-        TrainConfig(lr=1.0, schedule="cosine", warmup_steps=4, max_steps=14, min_lr=0.1)
-    )
+    s = LRSchedule(TrainConfig(lr=1.0, schedule="cosine", warmup_steps=4, max_steps=14, min_lr=0.1))
     assert [s.lr(i) for i in range(4)] == pytest.approx([0.25, 0.5, 0.75, 1.0])
     assert s.lr(4) == pytest.approx(1.0)
     assert s.lr(9) == pytest.approx(0.55)  # halfway: (lr + min_lr) / 2
