@@ -113,7 +113,17 @@ def _table(
     return out
 
 
+def rt_paper(builder: Callable[[str, GateConfig], Config]) -> Config:
+    """The R-Transformer paper's PTB rows (RT Tables 3-4) as its code runs them: pre-LN."""
+    config = builder("rtransformer", GateConfig())
+    config.model.norm = "pre"
+    config.source += "; RT code: pre-LN sublayer connections (x + Dropout(f(LN(x))))"
+    return config
+
+
 PRESETS: dict[str, tuple[str, Callable[[], Config]]] = {
+    "rt-paper/char-ptb": ("R-Transformer paper Table 3: char PTB", lambda: rt_paper(char_ptb)),
+    "rt-paper/word-ptb": ("R-Transformer paper Table 4: word PTB", lambda: rt_paper(word_ptb)),
     **_table("ht-table1", "transformer", char_ptb, "HT Table 1: 3-layer Transformer, char PTB"),
     **_table("ht-table2", "rtransformer", char_ptb, "HT Table 2: 3-layer R-Transformer, char PTB"),
     **_table("ht-table3", "transformer", word_ptb, "HT Table 3: 3-layer Transformer, word PTB"),
