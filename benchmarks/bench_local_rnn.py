@@ -9,8 +9,10 @@ Both are measured for one forward + backward pass (``out.sum().backward()``) at 
 language-modelling settings (HT A.1-A.2, RT code): word PTB (d 128, LSTM, k 9, length 80,
 batch 16) and char PTB (d 512, GRU, k 7, length 400, batch 16).
 
-Time: median over ``--repeats`` runs after ``--warmup`` runs, the two variants interleaved
-in this process so that load from other processes affects both alike.
+Time: median over ``--repeats`` rounds. In each round each variant runs ``--warmup`` untimed
+times and then once timed, so that it is measured in its steady state (its own allocations
+and caches, not those the other variant left behind), while the rounds interleave the two
+variants so that varying load from other processes affects both alike.
 
 Peak memory: each (variant, setting) runs in a fresh subprocess (``--child VARIANT SETTING``).
 On CPU the child first runs the variant once on a tiny input (so one-off library set-up is not
@@ -155,14 +157,15 @@ def time_both(setting: str, device: torch.device, warmup: int, repeats: int) -> 
     module, x = build(setting, device)
     runs = {v: runner(v, module, x) for v in VARIANTS}
     times: dict[str, list[float]] = {v: [] for v in VARIANTS}
-    for i in range(warmup + repeats):
-        for v in VARIANTS:  # interleaved
+    for _ in range(repeats):
+        for v in VARIANTS:  # rounds interleave the variants
+            for _ in range(warmup):
+                runs[v]()
             synchronize(device)
             start = time.perf_counter()
             runs[v]()
             synchronize(device)
-            if i >= warmup:
-                times[v].append(time.perf_counter() - start)
+            times[v].append(time.perf_counter() - start)
     return {v: statistics.median(t) * 1000 for v, t in times.items()}
 
 
@@ -184,7 +187,8 @@ def main(argv: list[str] | None = None) -> None:
 
     print(
         f"LocalRNN forward+backward, device {device}, torch {torch.__version__}, "
-        f"{torch.get_num_threads()} threads, median of {args.repeats} after {args.warmup} warm-up"
+        f"{torch.get_num_threads()} threads, median of {args.repeats} rounds "
+        f"({args.warmup} untimed + 1 timed run per variant and round)"
     )
     print()
     print(

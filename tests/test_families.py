@@ -1,0 +1,216 @@
+"""Model families as configurations: XL memory, caches, GTrXL identity path, adaptive softmax."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from highway_transformer.config import GateConfig, LocalRNNConfig, MemoryConfig, ModelConfig
+from highway_transformer.errors import ConfigError
+from highway_transformer.generate import generate_ids, tokenize_prompt
+from highway_transformer.models.lm import LanguageModel
+
+V = 23
+
+
+def tiny(**kwargs) -> ModelConfig:
+    base = dict(
+        vocab_size=V,
+        d_model=16,
+        n_layers=2,
+        n_heads=2,
+        d_inner=32,
+        dropout=0.0,
+        init="normal",
+        init_std=0.2,
+    )
+    base.update(kwargs)
+    return ModelConfig(**base)
+
+
+def xl(mem_len: int, **kwargs) -> ModelConfig:
+    return tiny(family="xl", attention="relative", memory=MemoryConfig(mem_len=mem_len), **kwargs)
+
+
+FAMILIES = {
+    "transformer": tiny(),
+    "transformer-pre": tiny(norm="pre"),
+    "rtransformer": tiny(
+        family="rtransformer",
+        positional="none",
+        local_rnn=LocalRNNConfig(cell="gru", window=3, per_block=2),
+    ),
+    "xl": xl(6),
+    "shaw": tiny(attention="shaw", shaw_clip=3, positional="none"),
+    "gtrxl": xl(6, norm="pre", gate=GateConfig(kind="gtrxl-gru", bias=2.0)),
+}
+GATES = [
+    GateConfig(kind="none"),
+    GateConfig(kind="sdu", activation="sigmoid"),
+    GateConfig(kind="sdu", activation="tanh"),
+    GateConfig(kind="highway"),
+    GateConfig(kind="gated"),
+]
+
+
+def build(config: ModelConfig, seed: int = 0) -> LanguageModel:
+    torch.manual_seed(seed)
+    return LanguageModel(config).eval()
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_causality_every_family(family: str) -> None:
+    model = build(FAMILIES[family])
+    tokens = torch.randint(0, V, (2, 10))
+    hidden, _ = model(tokens)
+    for t in (0, 4, 8):
+        changed = tokens.clone()
+        changed[:, t + 1] = (changed[:, t + 1] + 1) % V
+        other, _ = model(changed)
+        torch.testing.assert_close(other[:, : t + 1], hidden[:, : t + 1], rtol=0, atol=0)
+        assert not torch.allclose(other[:, t + 1], hidden[:, t + 1])
+
+
+@pytest.mark.parametrize("family", ["transformer", "rtransformer", "xl", "shaw"])
+@pytest.mark.parametrize("gate", GATES, ids=lambda g: f"{g.kind}-{g.activation}")
+def test_every_family_takes_every_gate(family: str, gate: GateConfig) -> None:
+    config = FAMILIES[family]
+    config = ModelConfig(**{**config.__dict__, "gate": gate})
+    model = build(config)
+    tokens = torch.randint(0, V, (2, 7))
+    hidden, _ = model(tokens)
+    loss = model.token_nll(hidden, tokens).mean()
+    loss.backward()
+    assert torch.isfinite(loss)
+    n_gates = len(model.gate_biases())
+    expected = 0 if gate.kind == "none" else 2 * config.n_layers
+    assert n_gates == expected
+
+
+@pytest.mark.parametrize("family", ["xl", "gtrxl"])
+def test_gates_none_equals_plain_and_layer_none(family: str) -> None:
+    plain = build(xl(4))
+    no_layers = build(xl(4, gate=GateConfig(kind="sdu", layers="none")))
+    tokens = torch.randint(0, V, (2, 6))
+    torch.testing.assert_close(plain(tokens)[0], no_layers(tokens)[0], rtol=0, atol=0)
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        xl(8),
+        xl(8, norm="pre", gate=GateConfig(kind="gtrxl-gru")),
+        xl(8, gate=GateConfig(kind="sdu", layers="1")),
+    ],
+    ids=["xl", "gtrxl", "xl-sdu"],
+)
+def test_memory_equivalence(config: ModelConfig) -> None:
+    """Segments run with memory equal the same positions run as one sequence (same span)."""
+    model = build(config)
+    tokens = torch.randint(0, V, (2, 12))
+    full, _ = model(tokens)
+    memory = None
+    outputs = []
+    for start in range(0, 12, 4):
+        hidden, memory = model(tokens[:, start : start + 4], memory=memory)
+        outputs.append(hidden)
+    torch.testing.assert_close(torch.cat(outputs, dim=1), full, rtol=1e-5, atol=1e-5)
+
+
+def test_memory_shorter_than_segment_and_no_memory_equals_empty() -> None:
+    model = build(xl(3))
+    tokens = torch.randint(0, V, (2, 5))
+    hidden, memory = model(tokens)
+    assert memory is not None and all(m.shape == (2, 3, 16) for m in memory)
+    assert all(not m.requires_grad for m in memory)
+    empty = [torch.zeros(2, 0, 16) for _ in range(2)]
+    torch.testing.assert_close(model(tokens, memory=empty)[0], hidden, rtol=0, atol=1e-6)
+
+
+def test_memory_of_wrong_width_or_layers_is_rejected() -> None:
+    model = build(xl(3))
+    tokens = torch.randint(0, V, (2, 5))
+    with pytest.raises(ConfigError, match="d_model=16"):
+        model(tokens, memory=[torch.zeros(2, 3, 8)] * 2)
+    with pytest.raises(ConfigError, match="2"):
+        model(tokens, memory=[torch.zeros(2, 3, 16)])
+    plain = build(tiny())
+    with pytest.raises(ConfigError, match="relative"):
+        plain(tokens, memory=[torch.zeros(2, 3, 16)] * 2)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_cached_generation_equals_full_recomputation(family: str) -> None:
+    model = build(FAMILIES[family])
+    cached = generate_ids(model, [1, 2, 3, 4], 10, temperature=0)
+    recomputed = generate_ids(model, [1, 2, 3, 4], 10, temperature=0, use_cache=False)
+    assert cached == recomputed
+
+
+def test_incremental_hidden_states_equal_full_pass() -> None:
+    for name in ("transformer", "rtransformer"):
+        model = build(FAMILIES[name])
+        tokens = torch.randint(0, V, (2, 9))
+        full, _ = model(tokens)
+        state = model.new_state()
+        parts = [model(tokens[:, a:b], state=state)[0] for a, b in ((0, 4), (4, 5), (5, 9))]
+        torch.testing.assert_close(torch.cat(parts, dim=1), full, rtol=1e-5, atol=1e-5)
+
+
+def test_sampling_is_seeded() -> None:
+    model = build(tiny())
+    a = generate_ids(model, [1], 15, temperature=1.0, top_k=5, seed=3)
+    b = generate_ids(model, [1], 15, temperature=1.0, top_k=5, seed=3)
+    c = generate_ids(model, [1], 15, temperature=1.0, top_p=0.5, seed=4)
+    assert a == b and len(c) == 15
+
+
+def test_gtrxl_identity_path() -> None:
+    """With every sublayer output zeroed, the output gate passes the stream through untouched."""
+    model = build(xl(4, norm="pre", gate=GateConfig(kind="gtrxl-output")))
+    with torch.no_grad():
+        for block in model.blocks:
+            block.sublayers[0].attention.out.weight.zero_()
+            block.sublayers[1].fc2.weight.zero_()
+            block.sublayers[1].fc2.bias.zero_()
+    tokens = torch.randint(0, V, (2, 6))
+    hidden, _ = model(tokens)
+    expected = model.final_norm(model.embedding(tokens))
+    torch.testing.assert_close(hidden, expected, rtol=1e-6, atol=1e-6)
+
+
+def test_gtrxl_with_post_ln_is_an_error() -> None:
+    with pytest.raises(ConfigError, match="pre"):
+        LanguageModel(xl(4, norm="post", gate=GateConfig(kind="gtrxl-gru")))
+
+
+def test_adaptive_softmax_nll_matches_log_prob() -> None:
+    model = build(tiny(adaptive_cutoffs=(5, 12), tie_weights=False))
+    tokens = torch.randint(0, V, (2, 6))
+    hidden, _ = model(tokens)
+    nll = model.token_nll(hidden, tokens)
+    log_probs = model.logits(hidden)
+    expected = -log_probs.gather(-1, tokens[..., None]).squeeze(-1)
+    torch.testing.assert_close(nll, expected, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(log_probs.exp().sum(-1), torch.ones(2, 6), rtol=1e-5, atol=1e-5)
+    ignored = tokens.clone()
+    ignored[0, 0] = -100
+    assert model.token_nll(hidden, ignored)[0, 0] == 0
+
+
+def test_prompt_outside_vocabulary_is_a_clear_error() -> None:
+    from highway_transformer.data.vocab import Vocabulary
+    from highway_transformer.errors import DataError
+
+    vocab = Vocabulary(list("abc"), "char")
+    assert tokenize_prompt(vocab, "cab") == [2, 0, 1]
+    with pytest.raises(DataError, match="outside"):
+        tokenize_prompt(vocab, "abz")
+    with_unk = Vocabulary(["<unk>", *"abc"], "char", unk="<unk>")
+    assert tokenize_prompt(with_unk, "az") == [1, 0]
+
+
+def test_shaw_has_no_cache_but_generates() -> None:
+    model = build(FAMILIES["shaw"])
+    assert not model.supports_cache
+    assert len(generate_ids(model, [1, 2], 5, temperature=0)) == 5
