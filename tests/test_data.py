@@ -213,11 +213,6 @@ def test_file_corpus_folder(tmp_path: Path) -> None:
         load_corpus(DataConfig(corpus="file", path=str(tmp_path)))
 
 
-@pytest.mark.xfail(
-    reason="corpus=file splits a single file 90/5/5 by bytes before decoding, so a UTF-8 "
-    "character straddling a split point is reported as 'not UTF-8 text'",
-    strict=True,
-)
 def test_file_corpus_utf8_text_with_multibyte_characters(tmp_path: Path) -> None:
     path = tmp_path / "accents.txt"
     text = "a" + "é" * 100  # 201 bytes: the 90% cut (byte 180) falls inside an 'é'

@@ -226,3 +226,18 @@ def test_token_nll_ignores_padding() -> None:
         nll = model.token_nll(hidden, targets)
     assert nll.shape == tokens.shape
     assert torch.all(nll[:, -3:] == 0) and torch.all(nll[:, :-3] > 0)
+
+
+def test_gate_bias_option_sets_initial_b1() -> None:
+    config = ModelConfig(
+        vocab_size=11,
+        d_model=8,
+        n_layers=2,
+        n_heads=2,
+        d_inner=16,
+        gate=GateConfig(kind="sdu", bias=-1.5),
+    )
+    model = LanguageModel(config)
+    biases = model.gate_biases()
+    assert len(biases) == 4
+    assert all(torch.all(b == -1.5) for b in biases.values())

@@ -49,7 +49,7 @@ class GateConfig:
     activation: str = "sigmoid"  # sdu: sigmoid | tanh
     layers: str = "all"
     sublayers: tuple[str, ...] = ("attn", "ffn")  # sublayer kinds that may be gated
-    bias: float | None = None  # initial gate bias b_g where a gate has one (None: its default)
+    bias: float | None = None  # initial gate bias (HT gates: b1, default 0; GTrXL: b_g, default 2)
 
 
 @dataclass

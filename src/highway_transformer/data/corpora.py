@@ -289,9 +289,15 @@ def _file(config: DataConfig, vocab: Vocabulary | None) -> Corpus:
             raise DataError(f"missing {', '.join(missing)}; a corpus folder needs all three")
         raw = {s: files[s].read_bytes() for s in SPLITS}
     elif path.is_file():
-        data = path.read_bytes()
-        a, b = _split_fractions(len(data))
-        raw = {"train": data[:a], "valid": data[a:b], "test": data[b:]}
+        if config.level != "byte":  # split decoded text: a cut never falls inside a character
+            text = read_text(path)
+            a, b = _split_fractions(len(text))
+            parts = {"train": text[:a], "valid": text[a:b], "test": text[b:]}
+            raw = {k: v.encode("utf-8") for k, v in parts.items()}
+        else:
+            data = path.read_bytes()
+            a, b = _split_fractions(len(data))
+            raw = {"train": data[:a], "valid": data[a:b], "test": data[b:]}
     else:
         raise DataError(f"data.path={path} does not exist")
     if not raw["train"].strip():

@@ -139,6 +139,10 @@ class LanguageModel(nn.Module):
         else:
             self.output = nn.Linear(d, config.vocab_size)
         initialize(self, config.init, config.init_range, config.init_std)
+        if config.gate.bias is not None:  # HT gates: a non-zero initial b1 where asked for
+            with torch.no_grad():
+                for bias in self.gate_biases().values():
+                    bias.fill_(config.gate.bias)
         if config.tie_weights and not adaptive:
             self.output.weight = self.embedding.weight
         self.memory_options: dict[str, Any] = {}

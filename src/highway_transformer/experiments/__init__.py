@@ -1,0 +1,39 @@
+"""The papers' experiments: named table rows, scaled-down budgets and a resumable runner.
+
+from highway_transformer.experiments import run_experiments
+run_dirs = run_experiments("ht-table1", "runs", scale="small", data_path="data/ptb")
+"""
+
+from __future__ import annotations
+
+from .registry import (
+    EXPERIMENTS,
+    TABLES,
+    Experiment,
+    get_experiment,
+    list_experiments,
+    resolve_experiments,
+    table_experiments,
+)
+from .runner import ExperimentFailed, experiment_config, plan_runs, run_dir_for, run_experiments
+from .scale import SCALES, Scale, describe_scale, get_scale, scale_config
+
+__all__ = [
+    "EXPERIMENTS",
+    "SCALES",
+    "TABLES",
+    "Experiment",
+    "ExperimentFailed",
+    "Scale",
+    "describe_scale",
+    "experiment_config",
+    "get_experiment",
+    "get_scale",
+    "list_experiments",
+    "plan_runs",
+    "resolve_experiments",
+    "run_dir_for",
+    "run_experiments",
+    "scale_config",
+    "table_experiments",
+]

@@ -1,0 +1,216 @@
+"""Named experiments: every model row of HT Tables 1-7 and R-Transformer Tables 3-4.
+
+Each :class:`Experiment` names the preset that trains it, the table it belongs to, the row
+it is compared with (its baseline) and the published figures. Row names reuse the preset
+names (``ht-table1/t-l3+sigmoid``, ``ht-table5/l6-xl+sigmoid-l1-3``). HT Table 7 (training
+hours of the 6-layer XL variants) has no runs of its own: its figures are attached to the
+Table 5 rows (``published["train_hours"]``) and ``table_experiments("ht-table7")`` returns
+those rows. R-Transformer Tables 3-4 (char / word PTB) are the plain T-L3 and RT-L3 rows of
+HT Tables 1-4, which use the R-Transformer code's settings.
+
+Published keys: ``eval_bpc`` / ``test_bpc`` (bits per character; HT Tables 1-2 call them
+"ppl"), ``eval_ppl`` / ``test_ppl`` (word perplexity), ``train_hours`` (HT Table 7).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from ..config import Config
+from ..errors import ConfigError, unknown_choice
+from ..presets import PRESETS, get_preset
+
+METRICS = ("bpc", "ppl")
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """One model row of a paper table, trainable from ``preset``."""
+
+    name: str
+    table: str
+    preset: str
+    published: dict[str, float]
+    metric: str  # bpc | ppl
+    baseline: str
+    description: str = ""
+    also_in: tuple[str, ...] = field(default=())  # other tables quoting this row
+
+    @property
+    def row(self) -> str:
+        """The row part of the name (``t-l3+sigmoid``), used as a folder name."""
+        return self.name.split("/", 1)[1]
+
+    @property
+    def is_baseline(self) -> bool:
+        return self.name == self.baseline
+
+    def config(self) -> Config:
+        """A fresh paper-scale Config for this row (named after the experiment)."""
+        config = get_preset(self.preset)
+        config.name = self.name.replace("/", "_")
+        return config
+
+
+#: Table -> (what it reports, the metric of its "ppl" / bpc columns).
+TABLES: dict[str, tuple[str, str]] = {
+    "ht-table1": ("HT Table 1: 3-layer Transformer, char PTB (bpc)", "bpc"),
+    "ht-table2": ("HT Table 2: 3-layer R-Transformer, char PTB (bpc)", "bpc"),
+    "ht-table3": ("HT Table 3: 3-layer Transformer, word PTB (perplexity)", "ppl"),
+    "ht-table4": ("HT Table 4: 3-layer R-Transformer, word PTB (perplexity)", "ppl"),
+    "ht-table5": ("HT Table 5: 6-layer Transformer-XL, enwik8 (bpc)", "bpc"),
+    "ht-table6": ("HT Table 6: 12-layer Transformer-XL, enwik8 (test bpc)", "bpc"),
+    "ht-table7": ("HT Table 7: training hours of the 6-layer XL variants (Table 5 runs)", "bpc"),
+    "rt-table3": ("RT Table 3: char PTB NLL (bpc), Transformer vs R-Transformer", "bpc"),
+    "rt-table4": ("RT Table 4: word PTB perplexity, Transformer vs R-Transformer", "ppl"),
+}
+
+# (row suffix, eval, test) of HT Tables 1-4; the first row is the baseline.
+_SMALL_TABLES: dict[str, tuple[str, str, list[tuple[str, float, float]]]] = {
+    "ht-table1": ("t-l3", "bpc", [("", 1.541, 1.495), ("+sigmoid", 1.410, 1.371),
+                                  ("+tanh", 1.401, 1.364)]),
+    "ht-table2": ("rt-l3", "bpc", [("", 1.283, 1.250), ("+tanh", 1.312, 1.274),
+                                   ("+sigmoid", 1.279, 1.245)]),
+    "ht-table3": ("t-l3", "ppl", [("", 139.4, 130.43), ("+sigmoid", 138.9, 130.30),
+                                  ("+tanh", 148.5, 139.53)]),
+    "ht-table4": ("rt-l3", "ppl", [("", 97.63, 92.31), ("+sigmoid", 92.91, 87.88),
+                                   ("+tanh", 89.97, 84.92)]),
+}  # fmt: skip
+
+# HT Table 5: row suffix -> (eval bpc or None, test bpc); Table 7 hours where published.
+_TABLE5: dict[str, tuple[float | None, float]] = {
+    "": (1.276, 1.243),
+    "+tanh": (1.241, 1.214),
+    "+sigmoid": (1.237, 1.211),
+    "+highway": (1.254, 1.222),
+    "+gated": (1.253, 1.224),
+    "+tanh-l1-6-noffn": (None, 1.229),
+    "+tanh-l1-3": (None, 1.220),
+    "+tanh-l3-6": (None, 1.244),
+    "+sigmoid-l1-6-noffn": (None, 1.233),
+    "+sigmoid-l1-3": (None, 1.236),
+    "+sigmoid-l3-6": (None, 1.243),
+}
+_TABLE7_HOURS: dict[str, float] = {
+    "": 21.16,
+    "+tanh": 21.45,
+    "+sigmoid": 21.87,
+    "+highway": 21.93,
+    "+gated": 21.10,
+}
+_TABLE6: dict[str, float] = {
+    "": 1.0716,
+    "+tanh-l1-2": 1.0690,
+    "+tanh-l1": 1.0696,
+    "+tanh-l1-3": 1.0714,
+    "+tanh-l1-12": 1.1280,
+    "+sigmoid-l1-2": 1.0715,
+    "+highway": 1.1092,
+    "+gated": 1.1029,
+}
+# RT Tables 3-4: row -> (preset, published test figure).
+_RT_TABLES: dict[str, tuple[str, dict[str, tuple[str, float]]]] = {
+    "rt-table3": ("bpc", {"transformer": ("ht-table1/t-l3", 1.45),
+                          "rtransformer": ("ht-table2/rt-l3", 1.24)}),
+    "rt-table4": ("ppl", {"transformer": ("ht-table3/t-l3", 122.37),
+                          "rtransformer": ("ht-table4/rt-l3", 84.38)}),
+}  # fmt: skip
+
+
+def _description(preset: str) -> str:
+    return PRESETS[preset].description if preset in PRESETS else preset
+
+
+def _ht_small() -> list[Experiment]:
+    out = []
+    for table, (base, metric, rows) in _SMALL_TABLES.items():
+        baseline = f"{table}/{base}"
+        for suffix, eval_value, test_value in rows:
+            name = f"{baseline}{suffix}"
+            published = {f"eval_{metric}": eval_value, f"test_{metric}": test_value}
+            out.append(
+                Experiment(name, table, name, published, metric, baseline, _description(name))
+            )
+    return out
+
+
+def _xl_rows(table: str, base: str, rows: dict[str, tuple[float | None, float]]):
+    baseline = f"{table}/{base}"
+    out = []
+    for suffix, (eval_value, test_value) in rows.items():
+        name = f"{baseline}{suffix}"
+        published = {"test_bpc": test_value}
+        if eval_value is not None:
+            published = {"eval_bpc": eval_value, **published}
+        also: tuple[str, ...] = ()
+        if table == "ht-table5" and suffix in _TABLE7_HOURS:
+            published["train_hours"] = _TABLE7_HOURS[suffix]
+            also = ("ht-table7",)
+        out.append(
+            Experiment(name, table, name, published, "bpc", baseline, _description(name), also)
+        )
+    return out
+
+
+def _rt_rows() -> list[Experiment]:
+    out = []
+    for table, (metric, rows) in _RT_TABLES.items():
+        baseline = f"{table}/transformer"
+        for row, (preset, value) in rows.items():
+            what = TABLES[table][0].split(": ", 1)[1].split(",")[0]
+            description = f"RT Table {table[-1]}: {what}, {row} (trained as {preset})"
+            published = {f"test_{metric}": value}
+            out.append(
+                Experiment(
+                    f"{table}/{row}", table, preset, published, metric, baseline, description
+                )  # fmt: skip
+            )
+    return out
+
+
+def _build() -> dict[str, Experiment]:
+    rows = _ht_small()
+    rows += _xl_rows("ht-table5", "l6-xl", _TABLE5)
+    rows += _xl_rows("ht-table6", "l12-xl", {k: (None, v) for k, v in _TABLE6.items()})
+    rows += _rt_rows()
+    return {e.name: e for e in rows}
+
+
+EXPERIMENTS: dict[str, Experiment] = _build()
+
+
+def list_experiments() -> list[Experiment]:
+    """Every registered row, table by table."""
+    return list(EXPERIMENTS.values())
+
+
+def get_experiment(name: str) -> Experiment:
+    """The row called ``name``; an unknown name raises ConfigError naming the closest."""
+    if name not in EXPERIMENTS:
+        raise unknown_choice("experiment", name, EXPERIMENTS)
+    return EXPERIMENTS[name]
+
+
+def table_experiments(table: str) -> list[Experiment]:
+    """The rows of ``table`` (``ht-table7``: the Table 5 rows with published hours)."""
+    if table not in TABLES:
+        raise unknown_choice("table", table, TABLES)
+    return [e for e in EXPERIMENTS.values() if e.table == table or table in e.also_in]
+
+
+def resolve_experiments(names_or_tables: str | Iterable[str]) -> list[Experiment]:
+    """Experiments named by table names and/or row names, in order, without repeats."""
+    items = [names_or_tables] if isinstance(names_or_tables, str) else list(names_or_tables)
+    out: dict[str, Experiment] = {}
+    for item in items:
+        if item in TABLES:
+            found = table_experiments(item)
+        elif item in EXPERIMENTS:
+            found = [EXPERIMENTS[item]]
+        else:
+            raise unknown_choice("table or experiment", item, [*TABLES, *EXPERIMENTS])
+        out.update((e.name, e) for e in found)
+    if not out:
+        raise ConfigError("name at least one table (e.g. ht-table1) or experiment row")
+    return list(out.values())

@@ -1,0 +1,217 @@
+"""Run named experiments: one run folder per (row, seed), sequential or in parallel, resumable.
+
+Layout: ``OUT/<table>/<scale>/<row>/seed<N>/`` holding the trainer's run folder
+(``config.yaml``, ``metrics.jsonl``, ``checkpoint/``, ``best/``, ``results.json``) and an
+``experiment.json`` (name, table, scale, seed, published figures). Re-running skips finished
+runs (``results.json`` present) and resumes interrupted ones (``checkpoint/`` present).
+Seed ``N`` trains with ``train.seed + N - 1``; every row of a table shares the seed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..config import Config, build_config, save_config
+from ..errors import ConfigError, HighwayError
+from .registry import Experiment, resolve_experiments
+from .scale import describe_scale, get_scale, scale_config
+
+EXPERIMENT_FILE = "experiment.json"
+RESULTS_FILE = "results.json"
+LOG_FILE = "train.log"
+
+
+class ExperimentFailed(HighwayError):
+    """One or more training runs of an experiment ended with an error."""
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One (row, seed) run: its experiment, folder and final configuration."""
+
+    experiment: Experiment
+    seed: int
+    scale: str
+    run_dir: Path
+    config: Config
+
+    @property
+    def finished(self) -> bool:
+        return (self.run_dir / RESULTS_FILE).is_file()
+
+    @property
+    def interrupted(self) -> bool:
+        return not self.finished and (self.run_dir / "checkpoint").exists()
+
+
+def run_dir_for(out_root: str | Path, experiment: Experiment, scale: str, seed: int) -> Path:
+    """``out_root/<table>/<scale>/<row>/seed<N>``."""
+    return Path(out_root) / experiment.table / scale / experiment.row / f"seed{seed}"
+
+
+def experiment_config(
+    experiment: Experiment,
+    scale: str,
+    seed: int = 1,
+    data_path: str | Path | None = None,
+    overrides: Iterable[str] = (),
+) -> Config:
+    """The row's preset scaled to ``scale``, then ``data.path`` and overrides, then the seed."""
+    config = scale_config(experiment.config(), scale)
+    extra = ([f"data.path={data_path}"] if data_path is not None else []) + list(overrides)
+    config = build_config(config, None, extra)
+    config = config.replace(**{"train.seed": config.train.seed + seed - 1})
+    config.name = experiment.name.replace("/", "_") + f"_{scale}_seed{seed}"
+    return config
+
+
+def plan_runs(
+    names_or_table: str | Iterable[str],
+    out_root: str | Path,
+    scale: str,
+    seeds: int = 1,
+    data_path: str | Path | None = None,
+    overrides: Iterable[str] = (),
+) -> list[RunSpec]:
+    """Every (row, seed) run of the request, with its folder and config (nothing is written)."""
+    get_scale(scale)
+    if seeds < 1:
+        raise ConfigError(f"seeds must be >= 1, got {seeds}")
+    overrides = list(overrides)
+    specs = []
+    for experiment in resolve_experiments(names_or_table):
+        for seed in range(1, seeds + 1):
+            config = experiment_config(experiment, scale, seed, data_path, overrides)
+            folder = run_dir_for(out_root, experiment, scale, seed)
+            specs.append(RunSpec(experiment, seed, scale, folder, config))
+    return specs
+
+
+def write_experiment_file(spec: RunSpec) -> Path:
+    """``experiment.json``: what the run reproduces and the published figures."""
+    e = spec.experiment
+    info: dict[str, Any] = {
+        "name": e.name,
+        "table": e.table,
+        "also_in": list(e.also_in),
+        "row": e.row,
+        "preset": e.preset,
+        "scale": spec.scale,
+        "scale_description": describe_scale(spec.scale),
+        "seed": spec.seed,
+        "train_seed": spec.config.train.seed,
+        "metric": e.metric,
+        "baseline": e.baseline,
+        "published": e.published,
+        "description": e.description,
+    }
+    spec.run_dir.mkdir(parents=True, exist_ok=True)
+    path = spec.run_dir / EXPERIMENT_FILE
+    path.write_text(json.dumps(info, indent=2, ensure_ascii=False), encoding="utf-8")
+    return path
+
+
+def _prepare(spec: RunSpec) -> bool:
+    """Write experiment.json; clear the leftovers of a run that died before its first
+    checkpoint. Returns whether the run resumes."""
+    write_experiment_file(spec)
+    if spec.interrupted:
+        return True
+    for name in ("metrics.jsonl", "metrics.csv"):
+        (spec.run_dir / name).unlink(missing_ok=True)
+    shutil.rmtree(spec.run_dir / "best", ignore_errors=True)
+    return False
+
+
+def _run_inline(spec: RunSpec, log: Callable[[str], None], progress: bool) -> None:
+    from ..train.trainer import train
+
+    resume = _prepare(spec)
+    log(f"{spec.experiment.name} seed {spec.seed}: {'resuming' if resume else 'training'}")
+    train(spec.config, spec.run_dir, resume=resume, progress=progress, log=log)
+
+
+def _launch(spec: RunSpec, threads: int) -> subprocess.Popen[bytes]:
+    resume = _prepare(spec)
+    config_file = spec.run_dir / "config.yaml"
+    save_config(spec.config, config_file)
+    command = [sys.executable, "-m", "highway_transformer.cli", "train", "--config",
+               str(config_file), "--out", str(spec.run_dir), "--no-progress"]  # fmt: skip
+    if resume:
+        command.append("--resume")
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+    with open(spec.run_dir / LOG_FILE, "ab") as handle:
+        return subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, env=env)
+
+
+def _run_parallel(specs: list[RunSpec], jobs: int, log: Callable[[str], None]) -> None:
+    threads = max(1, (os.cpu_count() or 1) // jobs)
+    pending = list(specs)
+    running: list[tuple[RunSpec, subprocess.Popen[bytes]]] = []
+    failed: list[RunSpec] = []
+    while pending or running:
+        while pending and len(running) < jobs:
+            spec = pending.pop(0)
+            log(f"{spec.experiment.name} seed {spec.seed}: started ({spec.run_dir / LOG_FILE})")
+            running.append((spec, _launch(spec, threads)))
+        still = []
+        for spec, process in running:
+            code = process.poll()
+            if code is None:
+                still.append((spec, process))
+                continue
+            log(f"{spec.experiment.name} seed {spec.seed}: exit status {code}")
+            if code != 0:
+                failed.append(spec)
+        running = still
+        time.sleep(0.2)
+    if failed:
+        names = ", ".join(f"{s.experiment.name} seed {s.seed}" for s in failed)
+        raise ExperimentFailed(
+            f"{len(failed)} run(s) failed: {names}; see train.log in their run folders"
+        )
+
+
+def run_experiments(
+    names_or_table: str | Iterable[str],
+    out_root: str | Path,
+    scale: str,
+    seeds: int = 1,
+    jobs: int = 1,
+    data_path: str | Path | None = None,
+    overrides: Iterable[str] = (),
+    log: Callable[[str], None] | None = None,
+    progress: bool = False,
+) -> list[Path]:
+    """Train every (row, seed) of the request; return all their run folders.
+
+    Finished runs are skipped, interrupted ones resumed. ``jobs > 1`` trains that many runs
+    at once, each as a ``python -m highway_transformer.cli train`` process logging to
+    ``train.log`` in its folder.
+    """
+    if jobs < 1:
+        raise ConfigError(f"jobs must be >= 1, got {jobs}")
+    log = log or (lambda message: None)
+    specs = plan_runs(names_or_table, out_root, scale, seeds, data_path, overrides)
+    todo = []
+    for spec in specs:
+        if spec.finished:
+            write_experiment_file(spec)
+            log(f"{spec.experiment.name} seed {spec.seed}: finished, skipped")
+        else:
+            todo.append(spec)
+    if jobs == 1:
+        for spec in todo:
+            _run_inline(spec, log, progress)
+    elif todo:
+        _run_parallel(todo, jobs, log)
+    return [spec.run_dir for spec in specs]

@@ -1,0 +1,131 @@
+"""Report figures (PNG and SVG, Agg backend): convergence curves, gate-bias heatmaps, t-SNE."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+#: One curve point: (step, mean training seconds, mean value).
+Point = tuple[int, float, float]
+FORMATS = ("png", "svg")
+
+
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def save_figure(fig: Any, stem: Path) -> list[Path]:
+    """Write ``stem.png`` and ``stem.svg``; close the figure."""
+    plt = _pyplot()
+    paths = []
+    for fmt in FORMATS:
+        path = stem.with_suffix(f".{fmt}")
+        fig.savefig(path, dpi=120 if fmt == "png" else None)
+        paths.append(path)
+    plt.close(fig)
+    return paths
+
+
+def plot_convergence(
+    curves: dict[str, dict[str, dict[str, list[Point]]]],
+    metric: str,
+    x_axis: str,
+    stem: Path,
+    title: str = "",
+) -> list[Path]:
+    """A 2×2 grid: training / validation (rows) × loss / ``metric`` (columns).
+
+    ``curves[variant][split][key]`` holds the mean-over-seeds points; ``x_axis`` is ``step``
+    or ``time`` (training seconds).
+    """
+    plt = _pyplot()
+    fig, axes = plt.subplots(2, 2, figsize=(12, 8), squeeze=False)
+    for row, split in enumerate(("train", "valid")):
+        for col, key in enumerate(("loss", metric)):
+            ax = axes[row][col]
+            for variant, by_split in curves.items():
+                points = by_split.get(split, {}).get(key, [])
+                if not points:
+                    continue
+                xs = [p[0] if x_axis == "step" else p[1] for p in points]
+                ys = [p[2] for p in points]
+                ax.plot(xs, ys, marker="o" if split == "valid" else None, ms=3, label=variant)
+            label = "loss (nats)" if key == "loss" else _metric_label(key)
+            ax.set_title(f"{'training' if split == 'train' else 'validation'} {label}")
+            ax.set_xlabel("step" if x_axis == "step" else "training time (s)")
+            ax.set_ylabel(label)
+            if key == "ppl":
+                ax.set_yscale("log")
+            ax.grid(alpha=0.3)
+            if ax.lines:
+                ax.legend(fontsize=8)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    return save_figure(fig, stem)
+
+
+def _metric_label(metric: str) -> str:
+    return {"bpc": "bits per character", "ppl": "perplexity"}.get(metric, metric)
+
+
+def plot_gate_heatmaps(
+    matrices: dict[str, tuple[list[int], np.ndarray]], stem: Path, title: str = ""
+) -> list[Path]:
+    """One heatmap per sublayer kind: gated layers × dimensions of ``b1`` (HT Figure 13)."""
+    plt = _pyplot()
+    kinds = sorted(matrices)
+    fig, axes = plt.subplots(len(kinds), 1, figsize=(10, 1.2 + 1.6 * len(kinds)), squeeze=False)
+    for ax, kind in zip(axes[:, 0], kinds, strict=True):
+        layers, values = matrices[kind]
+        limit = float(np.abs(values).max()) or 1.0
+        image = ax.imshow(
+            values, aspect="auto", cmap="RdBu_r", vmin=-limit, vmax=limit, interpolation="nearest"
+        )
+        ax.set_yticks(range(len(layers)), [f"L{layer}" for layer in layers])
+        ax.set_xlabel("dimension")
+        ax.set_title(f"{kind} gate bias b1")
+        fig.colorbar(image, ax=ax, fraction=0.03)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    return save_figure(fig, stem)
+
+
+def plot_tsne(
+    coords: np.ndarray,
+    labels: Sequence[str],
+    kinds: Sequence[str],
+    layers: Sequence[int],
+    stem: Path,
+    title: str = "",
+) -> list[Path]:
+    """t-SNE scatter of per-layer, per-sublayer bias vectors (HT Figure 14).
+
+    Colour: the variant/run in ``labels``; marker: the sublayer kind; text: the layer.
+    """
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 6))
+    markers = dict(zip(sorted(set(kinds)), "os^Dvp*", strict=False))
+    colours = {label: f"C{i % 10}" for i, label in enumerate(dict.fromkeys(labels))}
+    seen: set[tuple[str, str]] = set()
+    for (x, y), label, kind, layer in zip(coords, labels, kinds, layers, strict=True):
+        legend = f"{label} {kind}" if (label, kind) not in seen else None
+        seen.add((label, kind))
+        ax.scatter(x, y, c=colours[label], marker=markers.get(kind, "o"), label=legend)
+        ax.annotate(str(layer), (x, y), textcoords="offset points", xytext=(3, 3), fontsize=7)
+    ax.set_xlabel("t-SNE 1")
+    ax.set_ylabel("t-SNE 2")
+    ax.set_title(title or "t-SNE of gate biases b1")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="best")
+    fig.tight_layout()
+    return save_figure(fig, stem)

@@ -1,0 +1,616 @@
+"""``highway report``: one folder of figures and tables from experiment run folders.
+
+Reads the run folders written by :func:`highway_transformer.experiments.run_experiments`
+(``experiment.json``, ``config.yaml``, ``metrics.jsonl``, ``results.json``, ``best/``) of one
+table at one scale and writes:
+
+* ``convergence_steps.{png,svg}`` and ``convergence_time.{png,svg}``: training and
+  validation loss and bpc/perplexity against steps and training seconds, one line per row
+  (the mean over seeds at each logged step);
+* the paper-format table (eval = validation split), improvements over the row's baseline
+  marked ⇓ with the relative change, the published figures and their change side by side,
+  mean ± sample standard deviation over seeds;
+* the convergence-acceleration table: steps and seconds each row needs to reach the
+  baseline's best (mean-curve) validation and training loss, and the ratio to the steps the
+  baseline itself needed;
+* time cost and parameters per row (HT Table 7 style);
+* gate-bias analysis of the learned SDU biases ``b1`` from each run's ``best/`` weights:
+  a layer × dimension heatmap per sublayer kind (HT Figure 13) and a t-SNE scatter of the
+  per-layer, per-sublayer vectors (Figure 14);
+* ``index.md`` tying it together and ``report.json`` with every number and figure.
+
+Runs with missing or truncated files are reported with what they have; what is missing is
+listed in ``index.md`` and ``report.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from ..errors import CheckpointError, ConfigError
+from .convergence import steps_to_reach
+from .figures import plot_convergence, plot_gate_heatmaps, plot_tsne
+from .gates import bias_matrices, load_gate_biases, split_name, tsne_embedding
+
+EXPERIMENT_FILE = "experiment.json"
+DOWN = "⇓"
+
+
+# --------------------------------------------------------------------------- loading
+
+
+@dataclass
+class RunRecord:
+    """What one run folder holds, and what it lacks (``problems``)."""
+
+    run_dir: Path
+    experiment: dict[str, Any]
+    config: dict[str, Any] = field(default_factory=dict)
+    results: dict[str, Any] | None = None
+    records: list[dict[str, Any]] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return str(self.experiment["name"])
+
+    @property
+    def seed(self) -> int:
+        return int(self.experiment.get("seed", 1))
+
+    @property
+    def gated(self) -> bool:
+        return self.config.get("model", {}).get("gate", {}).get("kind", "none") != "none"
+
+
+def find_run_dirs(paths: Iterable[str | Path]) -> list[Path]:
+    """Run folders among ``paths``: each one itself, or every run folder beneath it."""
+    found: dict[Path, None] = {}
+    for item in paths:
+        path = Path(item)
+        if not path.exists():
+            raise ConfigError(f"{path} does not exist; give run folders made by `highway run`")
+        if (path / EXPERIMENT_FILE).is_file():
+            found[path.resolve()] = None
+            continue
+        below = sorted(p.parent.resolve() for p in path.rglob(EXPERIMENT_FILE))
+        if not below:
+            raise ConfigError(
+                f"{path} holds no {EXPERIMENT_FILE}; give run folders made by `highway run`"
+            )
+        found.update(dict.fromkeys(below))
+    if not found:
+        raise ConfigError("give at least one run folder")
+    return list(found)
+
+
+def _read_json(path: Path, problems: list[str]) -> dict[str, Any] | None:
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        problems.append(f"{path.name} is unreadable (truncated?)")
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _read_metrics(path: Path, problems: list[str]) -> list[dict[str, Any]]:
+    if not path.is_file():
+        problems.append("metrics.jsonl missing: no curves")
+        return []
+    records, bad = [], 0
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            bad += 1
+            continue
+        if isinstance(record, dict) and "step" in record and "split" in record:
+            records.append(record)
+        else:
+            bad += 1
+    if bad:
+        problems.append(f"metrics.jsonl: {bad} unreadable line(s) skipped (truncated write?)")
+    return records
+
+
+def _check_complete(run: RunRecord) -> None:
+    max_steps = run.config.get("train", {}).get("max_steps")
+    last = max((int(r["step"]) for r in run.records), default=0)
+    if run.records and max_steps and last < max_steps:
+        run.problems.append(f"metrics.jsonl stops at step {last} of {max_steps}")
+    if run.records and not any(r.get("split") == "valid" for r in run.records):
+        run.problems.append("metrics.jsonl has no validation records")
+    if run.results is None and not any("results.json" in p for p in run.problems):
+        run.problems.append("results.json missing: unfinished run (resume it with `highway run`)")
+
+
+def load_run(run_dir: str | Path) -> RunRecord:
+    """Read one run folder; anything missing or truncated is noted in ``problems``."""
+    run_dir = Path(run_dir)
+    problems: list[str] = []
+    experiment = _read_json(run_dir / EXPERIMENT_FILE, problems)
+    if experiment is None or "name" not in experiment:
+        raise ConfigError(f"{run_dir / EXPERIMENT_FILE} is missing or unreadable")
+    config: dict[str, Any] = {}
+    if (run_dir / "config.yaml").is_file():
+        loaded = yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8"))
+        config = loaded if isinstance(loaded, dict) else {}
+    else:
+        problems.append("config.yaml missing")
+    results = _read_json(run_dir / "results.json", problems)
+    records = _read_metrics(run_dir / "metrics.jsonl", problems)
+    run = RunRecord(run_dir, experiment, config, results, records, problems)
+    _check_complete(run)
+    return run
+
+
+def check_one_table(runs: list[RunRecord]) -> tuple[str, str]:
+    """The (table, scale) all runs share; mixing tables or scales raises ConfigError."""
+    for key, what in (("table", "tables"), ("scale", "scales")):
+        counts = Counter(str(r.experiment.get(key, "?")) for r in runs)
+        if len(counts) > 1:
+            named = ", ".join(f"{k} ({n} run{'s' * (n > 1)})" for k, n in sorted(counts.items()))
+            raise ConfigError(
+                f"the runs mix {what}: {named}; write one report per table and scale"
+            )
+    return str(runs[0].experiment.get("table", "?")), str(runs[0].experiment.get("scale", "?"))
+
+
+def group_runs(runs: list[RunRecord]) -> dict[str, list[RunRecord]]:
+    """Runs by experiment name, rows in registry order, seeds in order."""
+    from ..experiments.registry import EXPERIMENTS
+
+    order = {name: i for i, name in enumerate(EXPERIMENTS)}
+    groups: dict[str, list[RunRecord]] = {}
+    for run in sorted(runs, key=lambda r: (order.get(r.name, len(order)), r.name, r.seed)):
+        groups.setdefault(run.name, []).append(run)
+    return groups
+
+
+# --------------------------------------------------------------------------- numbers
+
+
+def stats(values: Iterable[float]) -> dict[str, float] | None:
+    """Mean, sample standard deviation (0 for one value) and count; None for no values."""
+    data = [float(v) for v in values if v is not None and math.isfinite(float(v))]
+    if not data:
+        return None
+    std = float(np.std(data, ddof=1)) if len(data) > 1 else 0.0
+    return {"mean": float(np.mean(data)), "std": std, "n": len(data)}
+
+
+def relative_change(value: float | None, base: float | None) -> float | None:
+    """``(value - base) / base`` in percent; None when either is unknown."""
+    if value is None or base is None or base == 0:
+        return None
+    return (value - base) / base * 100.0
+
+
+def _mean(s: dict[str, float] | None) -> float | None:
+    return None if s is None else s["mean"]
+
+
+def _result(run: RunRecord, split: str, key: str) -> float | None:
+    value = (run.results or {}).get(split, {}).get(key)
+    return None if value is None else float(value)
+
+
+def mean_curve(runs: list[RunRecord], split: str, key: str) -> list[tuple[int, float, float]]:
+    """``(step, mean seconds, mean value)`` over the seeds that logged each step."""
+    by_step: dict[int, list[tuple[float, float]]] = {}
+    for run in runs:
+        per_run = {
+            int(r["step"]): (float(r.get("time", math.nan)), float(r[key]))
+            for r in run.records
+            if r.get("split") == split and key in r
+        }
+        for step, point in per_run.items():
+            by_step.setdefault(step, []).append(point)
+    return [
+        (step, float(np.mean([p[0] for p in pts])), float(np.mean([p[1] for p in pts])))
+        for step, pts in sorted(by_step.items())
+    ]
+
+
+def paper_rows(groups: dict[str, list[RunRecord]], metric: str) -> list[dict[str, Any]]:
+    """The paper-format table: eval/test loss and metric, change vs baseline, published."""
+    rows = {}
+    for name, runs in groups.items():
+        exp = runs[0].experiment
+        rows[name] = {
+            "name": name,
+            "row": exp.get("row", name),
+            "baseline": exp.get("baseline", name),
+            "is_baseline": exp.get("baseline", name) == name,
+            "seeds": [r.seed for r in runs],
+            "parameters": _mean(stats((r.results or {}).get("parameters") for r in runs)),
+            "eval_loss": stats(_result(r, "valid", "loss") for r in runs),
+            f"eval_{metric}": stats(_result(r, "valid", metric) for r in runs),
+            "test_loss": stats(_result(r, "test", "loss") for r in runs),
+            f"test_{metric}": stats(_result(r, "test", metric) for r in runs),
+            "published": dict(exp.get("published", {})),
+        }
+    for row in rows.values():
+        base = rows.get(row["baseline"])
+        for split in ("eval", "test"):
+            key = f"{split}_{metric}"
+            mine = _mean(row[key])
+            theirs = _mean(base[key]) if base else None
+            change = None if row["is_baseline"] else relative_change(mine, theirs)
+            row[f"{key}_change_pct"] = change
+            row[f"{key}_improved"] = None if change is None else change < 0
+            paper_base = base["published"].get(key) if base else None
+            paper = None if row["is_baseline"] else row["published"].get(key)
+            row[f"published_{key}_change_pct"] = relative_change(paper, paper_base)
+    return list(rows.values())
+
+
+def acceleration_rows(
+    groups: dict[str, list[RunRecord]], split: str, baseline: str | None
+) -> dict[str, Any]:
+    """Steps / seconds to reach the baseline's best ``split`` loss, and ratio to its steps."""
+    if baseline is None or baseline not in groups:
+        return {"skipped": f"the baseline row {baseline} is not among the runs"}
+    base_curve = [(s, v) for s, _, v in mean_curve(groups[baseline], split, "loss")]
+    if not base_curve:
+        return {"skipped": f"the baseline row {baseline} logged no {split} loss"}
+    target = min(v for _, v in base_curve)
+    base_steps = steps_to_reach(base_curve, target)
+    rows = []
+    for name, runs in groups.items():
+        points = mean_curve(runs, split, "loss")
+        reached = steps_to_reach([(s, v) for s, _, v in points], target)
+        seconds = next((t for s, t, _ in points if s == reached), None)
+        rows.append(
+            {
+                "name": name,
+                "best_loss": min((v for _, _, v in points), default=None),
+                "steps_to_target": reached,
+                "seconds_to_target": seconds,
+                "ratio_to_baseline_steps": None
+                if reached is None or not base_steps
+                else reached / base_steps,
+            }
+        )
+    return {"target_loss": target, "baseline": baseline, "baseline_steps": base_steps,
+            "rows": rows}  # fmt: skip
+
+
+def time_rows(groups: dict[str, list[RunRecord]]) -> list[dict[str, Any]]:
+    """Training time, seconds per step and parameters per row (HT Table 7 style)."""
+    rows = {}
+    for name, runs in groups.items():
+        done = [r.results for r in runs if r.results]
+        seconds = stats(r.get("train_seconds") for r in done)
+        exp = runs[0].experiment
+        rows[name] = {
+            "name": name,
+            "baseline": exp.get("baseline", name),
+            "parameters": _mean(stats(r.get("parameters") for r in done)),
+            "steps": _mean(stats(r.get("steps") for r in done)),
+            "train_seconds": seconds,
+            "train_hours": None if seconds is None else seconds["mean"] / 3600,
+            "seconds_per_step": stats(
+                r["train_seconds"] / r["steps"] for r in done if r.get("steps")
+            ),
+            "published_train_hours": exp.get("published", {}).get("train_hours"),
+        }
+    for row in rows.values():
+        base = rows.get(row["baseline"])
+        own = row["baseline"] == row["name"]
+        row["time_change_pct"] = (
+            None if own or base is None
+            else relative_change(_mean(row["train_seconds"]), _mean(base["train_seconds"]))
+        )  # fmt: skip
+        row["published_time_change_pct"] = (
+            None if own or base is None
+            else relative_change(row["published_train_hours"], base["published_train_hours"])
+        )  # fmt: skip
+    return list(rows.values())
+
+
+# --------------------------------------------------------------------------- gates
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "run"
+
+
+def gate_analysis(groups: dict[str, list[RunRecord]], out_dir: Path) -> dict[str, Any]:
+    """Heatmaps per row (first seed with gates) and a t-SNE of every run's bias vectors."""
+    heatmaps: dict[str, list[str]] = {}
+    points: list[tuple[str, str, int, np.ndarray]] = []
+    for name, runs in groups.items():
+        for run in runs:
+            biases = _run_biases(run)
+            if not biases:
+                continue
+            label = runs[0].experiment.get("row", name)
+            label = f"{label} s{run.seed}" if len(runs) > 1 else label
+            points += [(label, split_name(k)[1], split_name(k)[0], v) for k, v in biases.items()]
+            if name not in heatmaps:
+                stem = out_dir / f"gates_{_slug(str(runs[0].experiment.get('row', name)))}"
+                paths = plot_gate_heatmaps(bias_matrices(biases), stem, f"{name}: gate biases b1")
+                heatmaps[name] = [p.name for p in paths]
+    return {"heatmaps": heatmaps, "tsne": _tsne(points, out_dir)}
+
+
+def _run_biases(run: RunRecord) -> dict[str, np.ndarray]:
+    if not run.gated:
+        return {}
+    try:
+        biases = load_gate_biases(run.run_dir)
+    except CheckpointError:
+        run.problems.append("best/ checkpoint missing or unreadable: no gate biases")
+        return {}
+    if not biases:
+        run.problems.append("the gates of this model have no learned bias b1")
+    return biases
+
+
+def _tsne(points: list[tuple[str, str, int, np.ndarray]], out_dir: Path) -> dict[str, Any]:
+    if not points:
+        return {"skipped": "no run with learned gate biases"}
+    size = Counter(len(p[3]) for p in points).most_common(1)[0][0]
+    kept = [p for p in points if len(p[3]) == size]
+    coords = tsne_embedding(np.stack([p[3] for p in kept]))
+    labels, kinds, layers = [p[0] for p in kept], [p[1] for p in kept], [p[2] for p in kept]
+    paths = plot_tsne(coords, labels, kinds, layers, out_dir / "gates_tsne")
+    return {
+        "figure": [p.name for p in paths],
+        "points": [
+            {"run": lab, "sublayer": kind, "layer": layer, "x": float(x), "y": float(y)}
+            for lab, kind, layer, (x, y) in zip(labels, kinds, layers, coords, strict=True)
+        ],
+        "left_out": len(points) - len(kept),
+    }
+
+
+# --------------------------------------------------------------------------- markdown
+
+
+def _fmt(value: float | None, digits: int = 4) -> str:
+    return "—" if value is None else f"{value:.{digits}f}"
+
+
+def _fmt_stats(s: dict[str, float] | None, digits: int) -> str:
+    if s is None:
+        return "—"
+    if s["n"] > 1:
+        return f"{s['mean']:.{digits}f} ± {s['std']:.{digits}f}"
+    return f"{s['mean']:.{digits}f}"
+
+
+def _fmt_change(change: float | None) -> str:
+    if change is None:
+        return "—"
+    return f"{change:+.2f}%" + (f" {DOWN}" if change < 0 else "")
+
+
+def _mark(cell: str, improved: bool | None) -> str:
+    return f"{cell} {DOWN}" if improved else cell
+
+
+def paper_markdown(rows: list[dict[str, Any]], metric: str) -> list[str]:
+    d = 4 if metric == "bpc" else 2
+    m = metric
+    lines = [
+        f"| model | seeds | params | eval loss | eval {m} | Δ eval | test loss | test {m} "
+        f"| Δ test | paper eval {m} | paper test {m} | paper Δ eval | paper Δ test |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for r in rows:
+        pub = r["published"]
+        base = "baseline" if r["is_baseline"] else None
+        cells = [
+            r["name"],
+            str(len(r["seeds"])),
+            "—" if r["parameters"] is None else f"{r['parameters']:,.0f}",
+            _fmt_stats(r["eval_loss"], 4),
+            _mark(_fmt_stats(r[f"eval_{m}"], d), r[f"eval_{m}_improved"]),
+            base or _fmt_change(r[f"eval_{m}_change_pct"]),
+            _fmt_stats(r["test_loss"], 4),
+            _mark(_fmt_stats(r[f"test_{m}"], d), r[f"test_{m}_improved"]),
+            base or _fmt_change(r[f"test_{m}_change_pct"]),
+            _fmt(pub.get(f"eval_{m}"), d),
+            _fmt(pub.get(f"test_{m}"), d),
+            base or _fmt_change(r[f"published_eval_{m}_change_pct"]),
+            base or _fmt_change(r[f"published_test_{m}_change_pct"]),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def acceleration_markdown(table: dict[str, Any], split: str) -> list[str]:
+    what = "validation" if split == "valid" else "training"
+    if "skipped" in table:
+        return [f"*{what} loss: skipped — {table['skipped']}.*"]
+    lines = [
+        f"Target: the baseline ({table['baseline']}) best {what} loss "
+        f"{table['target_loss']:.4f}, first reached at step {table['baseline_steps']}.",
+        "",
+        f"| model | best {what} loss | steps to target | seconds to target | ratio to baseline |",
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]
+    for r in table["rows"]:
+        steps = "not reached" if r["steps_to_target"] is None else str(r["steps_to_target"])
+        ratio = _fmt(r["ratio_to_baseline_steps"], 3)
+        lines.append(
+            f"| {r['name']} | {_fmt(r['best_loss'])} | {steps} | "
+            f"{_fmt(r['seconds_to_target'], 1)} | {ratio} |"
+        )
+    return lines
+
+
+def time_markdown(rows: list[dict[str, Any]]) -> list[str]:
+    lines = [
+        "| model | params | steps | train seconds | hours | s/step | Δ time "
+        "| paper hours | paper Δ time |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for r in rows:
+        own = r["baseline"] == r["name"]
+        cells = [
+            r["name"],
+            "—" if r["parameters"] is None else f"{r['parameters']:,.0f}",
+            "—" if r["steps"] is None else f"{r['steps']:.0f}",
+            _fmt_stats(r["train_seconds"], 1),
+            _fmt(r["train_hours"], 3),
+            _fmt_stats(r["seconds_per_step"], 4),
+            "baseline" if own else _fmt_change(r["time_change_pct"]),
+            _fmt(r["published_train_hours"], 2),
+            "baseline" if own else _fmt_change(r["published_time_change_pct"]),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def _image_lines(names: list[str], alt: str) -> list[str]:
+    png = [n for n in names if n.endswith(".png")]
+    svg = [n for n in names if n.endswith(".svg")]
+    out = [f"![{alt}]({n})" for n in png]
+    if svg:
+        out.append("(" + ", ".join(f"[{n}]({n})" for n in svg) + ")")
+    return out
+
+
+def index_markdown(report: dict[str, Any]) -> str:
+    m = report["metric"]
+    lines = [
+        f"# {report['table_description']} — scale `{report['scale']}`",
+        "",
+        f"Scale: {report['scale_description']}.",
+        "",
+        f"{len(report['runs'])} run(s) of {len(report['paper_table'])} row(s). *eval* is the "
+        "validation split; Δ is the relative change to the row's baseline "
+        f"(negative is better; {DOWN} marks an improvement); values are mean ± sample standard "
+        "deviation over seeds where there are several; *paper* columns are the published "
+        "figures.",
+        "",
+        "## Results (paper format)",
+        "",
+        *paper_markdown(report["paper_table"], m),
+        "",
+        "## Convergence",
+        "",
+        "Mean over seeds at each logged step; training loss is the running mean over each "
+        "log interval.",
+        "",
+        *_image_lines(report["figures"]["convergence_steps"], "convergence vs steps"),
+        "",
+        *_image_lines(report["figures"]["convergence_time"], "convergence vs time"),
+        "",
+        "## Convergence acceleration",
+        "",
+        *acceleration_markdown(report["acceleration"]["valid"], "valid"),
+        "",
+        *acceleration_markdown(report["acceleration"]["train"], "train"),
+        "",
+        "## Time cost and parameters (HT Table 7 style)",
+        "",
+        *time_markdown(report["time"]),
+        "",
+        *_gates_markdown(report["gates"]),
+        "",
+        "## Missing or incomplete",
+        "",
+        *([f"- {item}" for item in report["missing"]] or ["Nothing is missing."]),
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _gates_markdown(gates: dict[str, Any]) -> list[str]:
+    lines = ["## Gate biases b1 (HT Figures 13-14)", ""]
+    for name, files in gates["heatmaps"].items():
+        lines += [f"### {name}", "", *_image_lines(files, f"{name} gate biases"), ""]
+    tsne = gates["tsne"]
+    if "skipped" in tsne:
+        lines.append(f"*t-SNE skipped: {tsne['skipped']}.*")
+    else:
+        lines += ["### t-SNE of the per-layer, per-sublayer bias vectors", ""]
+        lines += _image_lines(tsne["figure"], "t-SNE of gate biases")
+    return lines
+
+
+# --------------------------------------------------------------------------- entry point
+
+
+def _convergence_figures(
+    groups: dict[str, list[RunRecord]], metric: str, out_dir: Path, title: str
+) -> dict[str, list[str]]:
+    curves = {
+        str(runs[0].experiment.get("row", name)): {
+            split: {key: mean_curve(runs, split, key) for key in ("loss", metric)}
+            for split in ("train", "valid")
+        }
+        for name, runs in groups.items()
+    }
+    figures = {}
+    for axis in ("step", "time"):
+        stem = out_dir / f"convergence_{'steps' if axis == 'step' else 'time'}"
+        paths = plot_convergence(curves, metric, axis, stem, title)
+        figures[stem.name] = [p.name for p in paths]
+    return figures
+
+
+def write_report(run_dirs: Iterable[str | Path], out_dir: str | Path) -> dict[str, Any]:
+    """Write the report folder for the runs of one table and scale; return ``report.json``."""
+    from ..experiments.registry import TABLES
+    from ..experiments.scale import SCALES, describe_scale
+
+    runs = [load_run(path) for path in find_run_dirs(run_dirs)]
+    table, scale = check_one_table(runs)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    groups = group_runs(runs)
+    metric = str(runs[0].experiment.get("metric", "bpc"))
+    baseline = runs[0].experiment.get("baseline")
+    description = TABLES.get(table, (table, metric))[0]
+    figures = _convergence_figures(groups, metric, out, f"{description} ({scale})")
+    gates = gate_analysis(groups, out)
+    report: dict[str, Any] = {
+        "table": table,
+        "table_description": description,
+        "also_in": sorted({t for r in runs for t in r.experiment.get("also_in", [])}),
+        "scale": scale,
+        "scale_description": describe_scale(scale) if scale in SCALES else scale,
+        "metric": metric,
+        "runs": [
+            {"run_dir": str(r.run_dir), "name": r.name, "seed": r.seed, "problems": r.problems}
+            for r in runs
+        ],
+        "paper_table": paper_rows(groups, metric),
+        "acceleration": {s: acceleration_rows(groups, s, baseline) for s in ("valid", "train")},
+        "time": time_rows(groups),
+        "gates": gates,
+        "missing": [f"{r.name} seed {r.seed}: {p}" for r in runs for p in r.problems],
+    }
+    report["figures"] = {**figures, **_gate_figures(gates)}
+    report["index"] = "index.md"
+    (out / "index.md").write_text(index_markdown(report), encoding="utf-8")
+    (out / "report.json").write_text(
+        json.dumps(report, indent=2, ensure_ascii=False), encoding="utf-8"
+    )
+    return report
+
+
+def _gate_figures(gates: dict[str, Any]) -> dict[str, list[str]]:
+    figures = {f"gates_{name}": files for name, files in gates["heatmaps"].items()}
+    if "figure" in gates["tsne"]:
+        figures["gates_tsne"] = gates["tsne"]["figure"]
+    return figures
