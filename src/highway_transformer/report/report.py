@@ -164,9 +164,7 @@ def check_one_table(runs: list[RunRecord]) -> tuple[str, str]:
         counts = Counter(str(r.experiment.get(key, "?")) for r in runs)
         if len(counts) > 1:
             named = ", ".join(f"{k} ({n} run{'s' * (n > 1)})" for k, n in sorted(counts.items()))
-            raise ConfigError(
-                f"the runs mix {what}: {named}; write one report per table and scale"
-            )
+            raise ConfigError(f"the runs mix {what}: {named}; write one report per table and scale")
     return str(runs[0].experiment.get("table", "?")), str(runs[0].experiment.get("scale", "?"))
 
 

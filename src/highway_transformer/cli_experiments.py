@@ -1,0 +1,114 @@
+"""``highway experiments | run | report``: the papers' tables as named, resumable runs.
+
+highway experiments ht-table1
+highway run ht-table1 --scale small --seeds 3 --jobs 2 --data-path data/ptb --out runs
+highway run ht-table5/l6-xl ht-table5/l6-xl+tanh --scale tiny train.max_steps=50
+highway report runs/ht-table1/small --out reports/ht-table1-small
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from .errors import ConfigError
+
+
+def _log(message: str) -> None:
+    print(message, file=sys.stderr)
+
+
+def _published(figures: dict[str, float]) -> str:
+    parts = []
+    for key, value in figures.items():
+        if key == "train_hours":
+            parts.append(f"{value:g} h")
+        else:
+            split, metric = key.split("_", 1)
+            parts.append(f"{split} {metric} {value:g}")
+    return ", ".join(parts)
+
+
+def _experiments(args: argparse.Namespace) -> int:
+    from .experiments.registry import TABLES, table_experiments
+
+    tables = [args.table] if args.table else list(TABLES)
+    for table in tables:
+        rows = table_experiments(table)
+        print(f"{table}: {TABLES[table][0]}")
+        width = max(len(e.name) for e in rows)
+        for e in rows:
+            note = " (baseline)" if e.is_baseline else ""
+            trained = "" if e.preset == e.name else f"  [trained as {e.preset}]"
+            print(f"  {e.name:<{width}}  {_published(e.published)}{note}{trained}")
+    return 0
+
+
+def split_targets(items: list[str]) -> tuple[list[str], list[str]]:
+    """Positional arguments -> (tables / row names, ``key=value`` overrides)."""
+    names = [item for item in items if "=" not in item]
+    overrides = [item for item in items if "=" in item]
+    if not names:
+        raise ConfigError("name a table (e.g. ht-table1) or rows to run; see `highway experiments`")
+    return names, overrides
+
+
+def _run(args: argparse.Namespace) -> int:
+    from .experiments.runner import run_experiments
+
+    names, overrides = split_targets(args.targets)
+    run_dirs = run_experiments(
+        names,
+        args.out,
+        args.scale,
+        seeds=args.seeds,
+        jobs=args.jobs,
+        data_path=args.data_path,
+        overrides=overrides,
+        log=_log,
+        progress=not args.no_progress and args.jobs == 1,
+    )
+    for run_dir in run_dirs:
+        print(run_dir)
+    folders = sorted({str(d.parent.parent) for d in run_dirs})
+    print(f"write the report with: highway report {' '.join(folders)} --out REPORT_DIR")
+    return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    from .report.report import write_report
+
+    report = write_report(args.run_dirs, args.out)
+    print(f"report written to {Path(args.out) / 'index.md'} ({len(report['runs'])} runs)")
+    if report["missing"]:
+        print(f"{len(report['missing'])} missing or incomplete item(s), listed in index.md")
+    return 0
+
+
+def add_commands(subparsers: Any) -> None:
+    """Add ``experiments``, ``run`` and ``report`` to the ``highway`` sub-command parsers."""
+    p = subparsers.add_parser("experiments", help="list the papers' table rows and figures")
+    p.add_argument("table", nargs="?", help="only this table (e.g. ht-table5)")
+    p.set_defaults(func=_experiments)
+
+    p = subparsers.add_parser("run", help="train table rows (resumable) at a scale")
+    p.add_argument(
+        "targets",
+        nargs="+",
+        metavar="TABLE_OR_NAME|KEY=VALUE",
+        help="tables (ht-table1), rows (ht-table1/t-l3+tanh) and config overrides",
+    )
+    p.add_argument("--scale", default="small", help="paper | small | tiny (default small)")
+    p.add_argument("--seeds", type=int, default=1, help="seeds per row (default 1)")
+    p.add_argument("--jobs", type=int, default=1, help="runs trained at once (default 1)")
+    p.add_argument("--out", default="runs", help="root folder (default runs)")
+    p.add_argument("--data-path", help="folder holding the corpus (sets data.path)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=_run)
+
+    p = subparsers.add_parser("report", help="figures and tables from run folders")
+    p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run folders or their roots")
+    p.add_argument("--out", default="report", help="report folder (default report)")
+    p.set_defaults(func=_report)
