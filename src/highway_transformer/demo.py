@@ -58,26 +58,40 @@ def demo_config(variant: str, steps: int = 400) -> Config:
     )
 
 
-def run_demo(
-    out: str | Path, steps: int = 400, progress: bool = True, log: Callable[[str], None] = print
+def run_comparison(
+    out: str | Path,
+    configs: dict[str, Config],
+    progress: bool = True,
+    log: Callable[[str], None] = print,
+    title: str = "Comparison",
 ) -> dict[str, Any]:
+    """Train each named config into ``out/NAME`` (skipping finished, resuming interrupted
+    runs) and write a report whose baseline is the entry named ``plain``."""
     out = Path(out)
     results: dict[str, dict[str, Any]] = {}
-    for variant in VARIANTS:
+    for variant, config in configs.items():
         run_dir = out / variant
-        resume = (run_dir / "checkpoint").exists()
         if (run_dir / "results.json").is_file():
             results[variant] = json.loads((run_dir / "results.json").read_text())
             log(f"{variant}: already trained, skipped")
             continue
-        log(f"training {variant} ({steps} steps)")
-        results[variant] = train(
-            demo_config(variant, steps), run_dir, resume=resume, progress=progress
-        )
-    return write_demo_report(out, results)
+        log(f"training {variant} ({config.train.max_steps} steps)")
+        resume = (run_dir / "checkpoint").exists()
+        results[variant] = train(config, run_dir, resume=resume, progress=progress, log=log)
+    return write_demo_report(out, results, title)
 
 
-def write_demo_report(out: Path, results: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def run_demo(
+    out: str | Path, steps: int = 400, progress: bool = True, log: Callable[[str], None] = print
+) -> dict[str, Any]:
+    configs = {variant: demo_config(variant, steps) for variant in VARIANTS}
+    title = "Demo: plain vs σ-SDU vs tanh-SDU Transformer (embedded corpus, char level)"
+    return run_comparison(out, configs, progress, log, title)
+
+
+def write_demo_report(
+    out: Path, results: dict[str, dict[str, Any]], title: str = "Comparison"
+) -> dict[str, Any]:
     records = {v: read_metrics(out / v) for v in results}
     target = best_value(curve(records["plain"], "valid"))
     rows = []
@@ -97,7 +111,7 @@ def write_demo_report(out: Path, results: dict[str, dict[str, Any]]) -> dict[str
         )
     plot_path = _plot(out, records)
     lines = [
-        "# Demo: plain vs σ-SDU vs tanh-SDU Transformer (embedded corpus, char level)",
+        f"# {title}",
         "",
         "Same seed, data order and step budget for every model. `steps to plain best`: the",
         "first periodic evaluation at which the model's validation loss is at or below the",

@@ -22,7 +22,7 @@ import torch
 from torch import Tensor
 
 from ..config import Config, save_config
-from ..data.batching import IGNORE, train_rows, window_bounds
+from ..data.batching import train_rows, window_bounds
 from ..data.corpora import Corpus, load_corpus
 from ..data.vocab import Vocabulary
 from ..errors import CheckpointError, ConfigError, TrainingDiverged
@@ -212,8 +212,8 @@ class Trainer:
         with autocast_context(self.device, t.precision):
             hidden, memory = self.forward(x, memory=self.state.memory)
         nll = self.model.token_nll(hidden[:, loss_start:], y)
-        count = int((y != IGNORE).sum())
-        loss = nll.sum() / max(count, 1)
+        count = y.numel()  # training rows are never padded: no device sync to count targets
+        loss = nll.sum() / count
         value = float(loss.detach())
         if not math.isfinite(value):
             raise TrainingDiverged(
