@@ -180,6 +180,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("download", help="download a corpus into the cache (checksum-checked)")
     p.add_argument("corpus", choices=["ptb", "enwik8", "text8", "wikitext-103"])
     p.set_defaults(func=_download)
+
+    from .cli_experiments import add_commands
+
+    add_commands(sub)
     return parser
 
 

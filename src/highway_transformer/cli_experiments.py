@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from .errors import ConfigError
 
@@ -55,9 +55,36 @@ def split_targets(items: list[str]) -> tuple[list[str], list[str]]:
     return names, overrides
 
 
+def _run_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--scale", default="small", help="paper | small | tiny (default small)")
+    parser.add_argument("--seeds", type=int, default=1, help="seeds per row (default 1)")
+    parser.add_argument("--jobs", type=int, default=1, help="runs trained at once (default 1)")
+    parser.add_argument("--out", default="runs", help="root folder (default runs)")
+    parser.add_argument("--data-path", help="folder holding the corpus (sets data.path)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+class _QuietParser(argparse.ArgumentParser):
+    """Raises ConfigError instead of printing usage and exiting."""
+
+    def error(self, message: str) -> NoReturn:
+        raise ConfigError(f"highway run: {message}")
+
+
+def parse_run_targets(args: argparse.Namespace) -> argparse.Namespace:
+    """Read options given among or after the positional targets (``ht-table1 --scale tiny
+    train.lr=1``), which the sub-command parser leaves in ``args.targets``."""
+    parser = _QuietParser(prog="highway run", add_help=False)
+    _run_options(parser)
+    parser.add_argument("targets", nargs="*")
+    parser.set_defaults(**{k: v for k, v in vars(args).items() if k != "targets"})
+    return parser.parse_intermixed_args(args.targets)
+
+
 def _run(args: argparse.Namespace) -> int:
     from .experiments.runner import run_experiments
 
+    args = parse_run_targets(args)
     names, overrides = split_targets(args.targets)
     run_dirs = run_experiments(
         names,
@@ -94,18 +121,14 @@ def add_commands(subparsers: Any) -> None:
     p.set_defaults(func=_experiments)
 
     p = subparsers.add_parser("run", help="train table rows (resumable) at a scale")
+    _run_options(p)
     p.add_argument(
         "targets",
-        nargs="+",
-        metavar="TABLE_OR_NAME|KEY=VALUE",
-        help="tables (ht-table1), rows (ht-table1/t-l3+tanh) and config overrides",
+        nargs=argparse.REMAINDER,
+        metavar="TABLE_OR_NAME... [KEY=VALUE...]",
+        help="tables (ht-table1), rows (ht-table1/t-l3+tanh) and config overrides; options "
+        "may follow them",
     )
-    p.add_argument("--scale", default="small", help="paper | small | tiny (default small)")
-    p.add_argument("--seeds", type=int, default=1, help="seeds per row (default 1)")
-    p.add_argument("--jobs", type=int, default=1, help="runs trained at once (default 1)")
-    p.add_argument("--out", default="runs", help="root folder (default runs)")
-    p.add_argument("--data-path", help="folder holding the corpus (sets data.path)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=_run)
 
     p = subparsers.add_parser("report", help="figures and tables from run folders")

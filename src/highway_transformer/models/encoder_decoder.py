@@ -119,8 +119,8 @@ class EncoderDecoder(nn.Module):
     ``forward(src [B, S], tgt_in [B, T]) -> logits [B, T, V_tgt]`` (teacher forcing, where
     ``tgt_in`` starts with ``<bos>``). ``share_embeddings`` uses one table for source and
     target (the vocabularies must then have the same size); ``model.tie_weights`` ties the
-    output layer to the target embedding. Embeddings are scaled by ``√d_model``
-    (Vaswani et al. §3.4).
+    output layer to the target embedding. Inputs are ``E + PE`` (HT eq. 4; no ``√d``
+    scaling, as in the language model).
     """
 
     def __init__(
@@ -155,7 +155,6 @@ class EncoderDecoder(nn.Module):
         self.pad_id, self.bos_id, self.eos_id = pad_id, bos_id, eos_id
         self.max_len = max_len
         d = config.d_model
-        self.embed_scale = math.sqrt(d)
         self.src_embedding = nn.Embedding(src_vocab, d)
         self.tgt_embedding = self.src_embedding if share_embeddings else nn.Embedding(tgt_vocab, d)
         uses_pe = config.family == "transformer" and config.positional == "sinusoidal"
@@ -190,7 +189,7 @@ class EncoderDecoder(nn.Module):
             )
 
     def _embed(self, ids: Tensor, table: nn.Embedding) -> Tensor:
-        x = table(ids) * self.embed_scale
+        x = table(ids)
         if self.positional is not None:
             x = self.positional(x)
         return self.embedding_dropout(x)

@@ -1,0 +1,3 @@
+from .report import write_report
+
+__all__ = ["write_report"]

@@ -138,6 +138,19 @@ def _check_complete(run: RunRecord) -> None:
         run.problems.append("results.json missing: unfinished run (resume it with `highway run`)")
 
 
+def _with_registry_defaults(experiment: dict[str, Any]) -> dict[str, Any]:
+    """Fill what an older or hand-written experiment.json lacks from the registry."""
+    from ..experiments.registry import EXPERIMENTS
+
+    known = EXPERIMENTS.get(str(experiment["name"]))
+    if known is None:
+        return experiment
+    defaults = {"table": known.table, "row": known.row, "metric": known.metric,
+                "baseline": known.baseline, "published": known.published,
+                "also_in": list(known.also_in)}  # fmt: skip
+    return {**defaults, **experiment}
+
+
 def load_run(run_dir: str | Path) -> RunRecord:
     """Read one run folder; anything missing or truncated is noted in ``problems``."""
     run_dir = Path(run_dir)
@@ -145,6 +158,7 @@ def load_run(run_dir: str | Path) -> RunRecord:
     experiment = _read_json(run_dir / EXPERIMENT_FILE, problems)
     if experiment is None or "name" not in experiment:
         raise ConfigError(f"{run_dir / EXPERIMENT_FILE} is missing or unreadable")
+    experiment = _with_registry_defaults(experiment)
     config: dict[str, Any] = {}
     if (run_dir / "config.yaml").is_file():
         loaded = yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8"))
@@ -409,7 +423,7 @@ def paper_markdown(rows: list[dict[str, Any]], metric: str) -> list[str]:
     lines = [
         f"| model | seeds | params | eval loss | eval {m} | Δ eval | test loss | test {m} "
         f"| Δ test | paper eval {m} | paper test {m} | paper Δ eval | paper Δ test |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| --- " + "| ---: " * 12 + "|",
     ]
     for r in rows:
         pub = r["published"]

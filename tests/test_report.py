@@ -1,0 +1,222 @@
+"""The experiment report from hand-written run folders, and the gate-bias analysis."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import yaml
+
+from highway_transformer.errors import ConfigError
+from highway_transformer.experiments import get_experiment, run_experiments
+from highway_transformer.report.gates import tsne_embedding, tsne_perplexity
+from highway_transformer.report.report import write_report
+
+LN2 = math.log(2)
+STEPS = (10, 20, 30, 40)
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
+def make_run(
+    root: Path,
+    name: str,
+    valid: list[float],
+    valid_bpc: float,
+    test_bpc: float,
+    seconds: float,
+    seed: int = 1,
+    scale: str = "small",
+    table: str | None = None,
+) -> Path:
+    """A run folder as the runner writes it: experiment.json, config.yaml, metrics, results."""
+    e = get_experiment(name)
+    table = table or e.table
+    run_dir = root / table / scale / e.row / f"seed{seed}"
+    run_dir.mkdir(parents=True)
+    info = {"name": name, "table": table, "row": e.row, "scale": scale, "seed": seed,
+            "metric": e.metric, "baseline": e.baseline, "published": e.published}  # fmt: skip
+    (run_dir / "experiment.json").write_text(json.dumps(info), encoding="utf-8")
+    config = {"model": {"gate": {"kind": "none"}}, "train": {"max_steps": STEPS[-1]}}
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
+    lines = []
+    for step, loss in zip(STEPS, valid, strict=True):
+        for split, value in (("train", loss + 0.1), ("valid", loss)):
+            record = {"step": step, "split": split, "loss": value, "bpc": value / LN2,
+                      "ppl": math.exp(value), "time": step * seconds / STEPS[-1]}  # fmt: skip
+            lines.append(json.dumps(record))
+    (run_dir / "metrics.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    results = {
+        "steps": STEPS[-1],
+        "train_seconds": seconds,
+        "parameters": 1000,
+        "valid": {"loss": valid_bpc * LN2, "bpc": valid_bpc, "ppl": 2**valid_bpc},
+        "test": {"loss": test_bpc * LN2, "bpc": test_bpc, "ppl": 2**test_bpc},
+    }
+    (run_dir / "results.json").write_text(json.dumps(results), encoding="utf-8")
+    return run_dir
+
+
+@pytest.fixture
+def table1(tmp_path: Path) -> Path:
+    """Baseline, σ-SDU (two seeds) and tanh-SDU rows of HT Table 1, by hand."""
+    root = tmp_path / "runs"
+    make_run(root, "ht-table1/t-l3", [2.0, 1.5, 1.2, 1.1], 1.6, 1.5, 100.0)
+    make_run(root, "ht-table1/t-l3+sigmoid", [1.8, 1.3, 1.1, 1.0], 1.4, 1.3, 110.0, seed=1)
+    make_run(root, "ht-table1/t-l3+sigmoid", [1.8, 1.3, 1.1, 1.0], 1.6, 1.5, 110.0, seed=2)
+    make_run(root, "ht-table1/t-l3+tanh", [2.1, 1.6, 1.3, 1.2], 1.7, 1.45, 90.0)
+    return root
+
+
+def test_paper_table_marks_and_percentages(table1: Path, tmp_path: Path) -> None:
+    report = write_report([table1], tmp_path / "report")
+    rows = {r["name"]: r for r in report["paper_table"]}
+    sigmoid, tanh = rows["ht-table1/t-l3+sigmoid"], rows["ht-table1/t-l3+tanh"]
+    # σ: eval (1.4 + 1.6) / 2 = 1.5 vs 1.6 -> -6.25 %; test 1.4 vs 1.5 -> -6.67 %.
+    assert sigmoid["eval_bpc"]["mean"] == pytest.approx(1.5)
+    assert sigmoid["eval_bpc"]["std"] == pytest.approx(math.sqrt(0.02))
+    assert sigmoid["eval_bpc_change_pct"] == pytest.approx(-6.25)
+    assert sigmoid["test_bpc_change_pct"] == pytest.approx(-100 / 15)
+    assert sigmoid["eval_bpc_improved"] and sigmoid["test_bpc_improved"]
+    # tanh: eval 1.7 vs 1.6 -> +6.25 % (worse); test 1.45 vs 1.5 -> -3.33 %.
+    assert tanh["eval_bpc_change_pct"] == pytest.approx(6.25)
+    assert tanh["eval_bpc_improved"] is False and tanh["test_bpc_improved"] is True
+    # the published change: 1.371 vs 1.495.
+    assert sigmoid["published_test_bpc_change_pct"] == pytest.approx((1.371 / 1.495 - 1) * 100)
+    assert rows["ht-table1/t-l3"]["eval_bpc_change_pct"] is None
+
+    index = (tmp_path / "report" / "index.md").read_text(encoding="utf-8")
+    assert "| ht-table1/t-l3+sigmoid | 2 | 1,000 |" in index
+    assert "1.5000 ± 0.1414 ⇓ | -6.25% ⇓ |" in index
+    assert "| 1.7000 | +6.25% |" in index
+    assert "| 1.4500 ⇓ | -3.33% ⇓ |" in index
+    assert "| 1.5410 | 1.4950 | baseline | baseline |" in index
+
+
+def test_acceleration_and_time_tables(table1: Path, tmp_path: Path) -> None:
+    report = write_report([table1], tmp_path / "report")
+    valid = report["acceleration"]["valid"]
+    # the baseline's best validation loss 1.1 is first reached at its step 40;
+    # σ reaches it at step 30 (30/40 of 110 s = 82.5 s); tanh (best 1.2) never does.
+    assert valid["target_loss"] == pytest.approx(1.1) and valid["baseline_steps"] == 40
+    rows = {r["name"]: r for r in valid["rows"]}
+    assert rows["ht-table1/t-l3+sigmoid"]["steps_to_target"] == 30
+    assert rows["ht-table1/t-l3+sigmoid"]["seconds_to_target"] == pytest.approx(82.5)
+    assert rows["ht-table1/t-l3+sigmoid"]["ratio_to_baseline_steps"] == pytest.approx(0.75)
+    assert rows["ht-table1/t-l3+tanh"]["steps_to_target"] is None
+    assert report["acceleration"]["train"]["target_loss"] == pytest.approx(1.2)
+    times = {r["name"]: r for r in report["time"]}
+    assert times["ht-table1/t-l3+sigmoid"]["time_change_pct"] == pytest.approx(10.0)
+    assert times["ht-table1/t-l3+tanh"]["time_change_pct"] == pytest.approx(-10.0)
+    assert times["ht-table1/t-l3"]["seconds_per_step"]["mean"] == pytest.approx(2.5)
+    index = (tmp_path / "report" / "index.md").read_text(encoding="utf-8")
+    assert "| ht-table1/t-l3+sigmoid | 1.0000 | 30 | 82.5 | 0.750 |" in index
+    assert "| ht-table1/t-l3+tanh | 1.2000 | not reached | — | — |" in index
+    assert report["missing"] == [] and "Nothing is missing." in index
+
+
+def test_figures_are_written(table1: Path, tmp_path: Path) -> None:
+    out = tmp_path / "report"
+    report = write_report([table1], out)
+    assert {"convergence_steps", "convergence_time"} <= set(report["figures"])
+    files = [name for names in report["figures"].values() for name in names]
+    assert {Path(f).suffix for f in files} == {".png", ".svg"}
+    for name in files:
+        assert (out / name).stat().st_size > 1000
+    saved = json.loads((out / "report.json").read_text(encoding="utf-8"))
+    assert saved["figures"] == report["figures"] and saved["table"] == "ht-table1"
+
+
+def test_table7_hours_beside_table5_runs(tmp_path: Path) -> None:
+    root = tmp_path / "runs"
+    make_run(root, "ht-table5/l6-xl", [2.0, 1.5, 1.2, 1.1], 1.3, 1.25, 100.0)
+    make_run(root, "ht-table5/l6-xl+tanh", [2.0, 1.4, 1.15, 1.05], 1.25, 1.2, 101.0)
+    report = write_report([root], tmp_path / "report")
+    times = {r["name"]: r for r in report["time"]}
+    tanh = times["ht-table5/l6-xl+tanh"]
+    assert tanh["published_train_hours"] == 21.45
+    assert tanh["published_time_change_pct"] == pytest.approx((21.45 / 21.16 - 1) * 100)
+    assert report["also_in"] == ["ht-table7"]
+
+
+def test_missing_and_truncated_metrics_are_listed(table1: Path, tmp_path: Path) -> None:
+    tanh = table1 / "ht-table1" / "small" / "t-l3+tanh" / "seed1"
+    (tanh / "metrics.jsonl").unlink()
+    sigmoid = table1 / "ht-table1" / "small" / "t-l3+sigmoid" / "seed2"
+    lines = (sigmoid / "metrics.jsonl").read_text(encoding="utf-8").splitlines()
+    (sigmoid / "metrics.jsonl").write_text("\n".join(lines[:-1]) + "\n" + lines[-1][:20])
+    (sigmoid / "results.json").unlink()
+    report = write_report([table1], tmp_path / "report")
+    missing = report["missing"]
+    assert "ht-table1/t-l3+tanh seed 1: metrics.jsonl missing: no curves" in missing
+    assert any("seed 2: metrics.jsonl: 1 unreadable line" in m for m in missing)
+    assert any("seed 2: results.json missing" in m for m in missing)
+    assert not any("seed 2: metrics.jsonl stops" in m for m in missing)  # step 40 train logged
+    rows = {r["name"]: r for r in report["paper_table"]}
+    assert rows["ht-table1/t-l3+sigmoid"]["eval_bpc"]["n"] == 1  # what is there is reported
+    assert rows["ht-table1/t-l3+tanh"]["test_bpc"]["mean"] == pytest.approx(1.45)
+    index = (tmp_path / "report" / "index.md").read_text(encoding="utf-8")
+    assert "- ht-table1/t-l3+tanh seed 1: metrics.jsonl missing: no curves" in index
+
+
+def test_metrics_stopping_early_are_reported(table1: Path, tmp_path: Path) -> None:
+    run = table1 / "ht-table1" / "small" / "t-l3" / "seed1"
+    lines = (run / "metrics.jsonl").read_text(encoding="utf-8").splitlines()
+    (run / "metrics.jsonl").write_text("\n".join(lines[:4]) + "\n", encoding="utf-8")
+    report = write_report([run], tmp_path / "report")
+    assert report["missing"] == ["ht-table1/t-l3 seed 1: metrics.jsonl stops at step 20 of 40"]
+
+
+def test_mixing_tables_or_scales_is_refused(table1: Path, tmp_path: Path) -> None:
+    make_run(table1, "ht-table3/t-l3", [5.0, 4.9, 4.8, 4.7], 7.0, 7.0, 10.0)
+    with pytest.raises(ConfigError, match=r"mix tables: ht-table1 \(4 runs\), ht-table3 \(1 run\)"):
+        write_report([table1], tmp_path / "report")
+    other = tmp_path / "other"
+    make_run(other, "ht-table1/t-l3", [2.0, 1.5, 1.2, 1.1], 1.6, 1.5, 100.0, scale="tiny")
+    with pytest.raises(ConfigError, match="mix scales: small .*tiny"):
+        write_report([table1 / "ht-table1", other], tmp_path / "report")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(ConfigError, match="holds no experiment.json"):
+        write_report([empty], tmp_path / "report")
+
+
+def test_tsne_handles_few_points() -> None:
+    for n in (1, 2, 3, 5, 40):
+        assert tsne_perplexity(n) < n or n == 1
+        coords = tsne_embedding(np.random.default_rng(0).normal(size=(n, 8)))
+        assert coords.shape == (n, 2) and np.isfinite(coords).all()
+
+
+def test_gate_biases_of_a_tiny_trained_model(tmp_path: Path) -> None:
+    text = tmp_path / "corpus.txt"
+    rng = random.Random(1)
+    text.write_text("".join(rng.choice("abcde fgh\n") for _ in range(6000)), encoding="utf-8")
+    overrides = ["data.corpus=file", f"data.path={text}", "data.level=char",
+                 "train.max_steps=4", "train.eval_interval=2"]  # fmt: skip
+    rows = ["ht-table1/t-l3", "ht-table1/t-l3+tanh"]
+    dirs = run_experiments(rows, tmp_path / "runs", "tiny", overrides=overrides)
+    out = tmp_path / "report"
+    report = write_report(dirs, out)
+    gates = report["gates"]
+    assert list(gates["heatmaps"]) == ["ht-table1/t-l3+tanh"]  # the baseline has no gates
+    points = gates["tsne"]["points"]
+    assert len(points) == 6  # 3 layers x (attn, ffn)
+    assert {(p["layer"], p["sublayer"]) for p in points} == {
+        (layer, kind) for layer in (1, 2, 3) for kind in ("attn", "ffn")
+    }
+    assert all(math.isfinite(p["x"]) and math.isfinite(p["y"]) for p in points)
+    for name in gates["tsne"]["figure"] + gates["heatmaps"]["ht-table1/t-l3+tanh"]:
+        assert (out / name).stat().st_size > 1000
+    assert report["missing"] == []
