@@ -329,3 +329,16 @@ def test_write_demo_report_on_synthetic_metrics(tmp_path: Path) -> None:
     report = (tmp_path / "report.md").read_text(encoding="utf-8")
     assert "| sdu-tanh | 1,000 |" in report and "not reached" in report
     assert Path(summary["plot"]).is_file()
+
+
+def test_train_and_eval_a_task_from_the_cli(tmp_path, capsys) -> None:
+    from highway_transformer import cli
+
+    out = tmp_path / "digits"
+    args = ["train", "--preset", "digits/transformer", "train.max_steps=3", "--out", str(out)]
+    assert cli.main([*args, "--no-progress"]) == 0
+    capsys.readouterr()
+    assert cli.main(["eval", str(out), "--split", "both", "--device", "cpu"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert set(report) == {"valid", "test"} and 0.0 <= report["test"]["accuracy"] <= 1.0
+    assert cli.main(["train", "--task", "pixels", "task.pooling=max"]) == 2

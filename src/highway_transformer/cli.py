@@ -27,8 +27,25 @@ def _train(args: argparse.Namespace) -> int:
     from .train.trainer import train
 
     base = get_preset(args.preset) if args.preset else Config()
-    config = build_config(base, args.config, args.overrides)
+    overrides = [f"task.name={args.task}"] if args.task else []
+    if args.data_dir:
+        overrides.append(f"data.path={args.data_dir}")
+    config = build_config(base, args.config, overrides + list(args.overrides))
     out = Path(args.out or Path("runs") / config.name)
+    if config.task.name != "lm":
+        from .errors import ConfigError
+        from .tasks import run_task
+
+        if args.resume:
+            raise ConfigError(
+                "--resume applies to language models only; task runs start afresh (use a new --out)"
+            )
+        results = run_task(config, out, progress=not args.no_progress, log=_log)
+        for split in ("valid", "test"):
+            metrics = " | ".join(f"{k} {v:.4f}" for k, v in results[split].items())
+            print(f"{split}: {metrics}")
+        print(f"run folder: {out}")
+        return 0
     results = train(config, out, resume=args.resume, progress=not args.no_progress, log=_log)
     _print_results(results, out)
     return 0
@@ -38,9 +55,17 @@ def _eval(args: argparse.Namespace) -> int:
     from .config import build_config
     from .data.corpora import load_corpus
     from .evaluate import evaluate
-    from .train.checkpoint import load_pretrained
+    from .train.checkpoint import load_pretrained, read_config
     from .train.trainer import resolve_device
 
+    splits = ["valid", "test"] if args.split == "both" else [args.split]
+    if read_config(args.checkpoint).task.name != "lm":
+        from .tasks import evaluate_task_checkpoint
+
+        extra = {"data.path": args.data_path} if args.data_path else None
+        out = evaluate_task_checkpoint(args.checkpoint, splits, resolve_device(args.device), extra)
+        print(json.dumps(out, indent=2))
+        return 0
     device = resolve_device(args.device)
     model, config, vocab = load_pretrained(args.checkpoint, device)
     overrides = list(args.overrides)
@@ -49,7 +74,6 @@ def _eval(args: argparse.Namespace) -> int:
     config = build_config(config, None, overrides)
     model.config.memory = config.model.memory
     corpus = load_corpus(config.data, vocab=vocab, download=False)
-    splits = ["valid", "test"] if args.split == "both" else [args.split]
     out = {}
     for split in splits:
         result = evaluate(model, corpus.split(split), config.data, device, config.train.precision)
@@ -143,6 +167,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="run folder (default runs/NAME)")
     p.add_argument("--resume", action="store_true", help="continue the run folder's checkpoint")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--task",
+        choices=["lm", "music", "pixels", "copy", "adding", "seq2seq"],
+        help="task beyond language modelling (default: the preset's or lm)",
+    )
+    p.add_argument("--data-dir", help="where the task's data lives (sets data.path)")
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="e.g. train.lr=0.5")
     p.set_defaults(func=_train)
 

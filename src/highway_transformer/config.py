@@ -165,7 +165,7 @@ class TaskConfig:
     name: str = "lm"  # lm | music | pixels | copy | adding | seq2seq
     dataset: str = ""  # music: nottingham | jsb | piano-midi | musedata; pixels: digits | mnist
     permute: bool = False  # pixels: one fixed random permutation of the pixel order
-    length: int = 100  # copy: delay; adding: sequence length
+    length: int = 100  # copy: delay; adding: sequence length; seq2seq: longest toy source
     max_len: int = 0  # longest accepted input sequence (0: no limit)
     pooling: str = "last"  # pixels: last | mean
     score: str = "scaled_dot"  # seq2seq attention score function
@@ -425,6 +425,9 @@ def validate(config: Config) -> Config:
         if ctx is not None and not 0 <= ctx < length:
             raise ConfigError(f"data.{ctx_name}={ctx} must be in [0, {len_name}={length})")
     _choice("task", config.task.name, TASKS)
+    from .tasks.runner import check_task_config
+
+    check_task_config(config)
     _choice("optimizer", t.optimizer, OPTIMIZERS)
     _choice("learning-rate schedule", t.schedule, SCHEDULES)
     _choice("precision", t.precision, PRECISIONS)

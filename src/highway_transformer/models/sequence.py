@@ -20,7 +20,6 @@ from torch import Tensor, nn
 
 from ..config import Config, ModelConfig
 from ..errors import ConfigError, DataError
-from ..nn.block import AttentionSublayer
 from ..nn.positional import SinusoidalPositionalEncoding
 from .init import initialize
 from .lm import build_block
@@ -134,10 +133,6 @@ class SequenceModel(nn.Module):
                 suffix = "" if block.kinds.count(kind) == 1 else str(seen[kind])
                 out[f"layer{i + 1}.{kind}{suffix}"] = bias
         return out
-
-    @property
-    def n_attention_sublayers(self) -> int:
-        return sum(isinstance(s, AttentionSublayer) for b in self.blocks for s in b.sublayers)
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters() if p.requires_grad)

@@ -6,7 +6,6 @@ the sublayer output ``y``. ``W1, W2 ∈ R^{d×d}`` cost ``2d(d+1)`` parameters p
 
 from __future__ import annotations
 
-import torch
 from torch import Tensor, nn
 
 from ..errors import unknown_choice
@@ -56,7 +55,7 @@ class HighwayGate(_GatedTransform):
 
     def forward(self, x: Tensor, y: Tensor) -> Tensor:
         gate, transform = self.gate_and_transform(x)
-        return torch.lerp(x, transform, gate) + y
+        return x + gate * (transform - x) + y  # promotes dtypes under autocast
 
 
 class GatedSublayer(_GatedTransform):
@@ -64,4 +63,4 @@ class GatedSublayer(_GatedTransform):
 
     def forward(self, x: Tensor, y: Tensor) -> Tensor:
         gate, transform = self.gate_and_transform(x)
-        return x + torch.lerp(y, transform, gate)
+        return x + y + gate * (transform - y)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from ..config import Config
 from ..errors import unknown_choice
-from . import gtrxl_shaw, ht_tables, xl_tables
+from . import gtrxl_shaw, ht_tables, rt_tables, xl_tables
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,7 @@ def _registry() -> dict[str, Preset]:
         **ht_tables.PRESETS,
         **xl_tables.PRESETS,
         **gtrxl_shaw.PRESETS,
+        **rt_tables.PRESETS,
     }.items():
         presets[name] = Preset(name, description, build)
     return presets

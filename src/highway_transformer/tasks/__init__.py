@@ -8,7 +8,13 @@ copy memory, the adding problem and toy translation (RT §4; TCN suite; slides).
 from __future__ import annotations
 
 from .definitions import TASKS, Task, build_task_model, check_max_len
-from .runner import TaskRun, check_task_config, load_task_checkpoint, run_task
+from .runner import (
+    TaskRun,
+    check_task_config,
+    evaluate_task_checkpoint,
+    load_task_checkpoint,
+    run_task,
+)
 
 __all__ = [
     "TASKS",
@@ -17,6 +23,7 @@ __all__ = [
     "build_task_model",
     "check_max_len",
     "check_task_config",
+    "evaluate_task_checkpoint",
     "load_task_checkpoint",
     "run_task",
 ]

@@ -21,6 +21,7 @@ checkpoint folder (weights + ``config.json``) is enough to rebuild it.
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
@@ -65,7 +66,7 @@ def _epochs(n: int, batch_size: int, generator: torch.Generator) -> Iterator[Ten
             yield order[start : start + batch_size]
 
 
-class Task:
+class Task(ABC):
     """One task: its model, an endless stream of training batches, loss and evaluation."""
 
     name: ClassVar[str] = ""
@@ -76,19 +77,21 @@ class Task:
         self.generator = torch.Generator().manual_seed(config.train.seed)
 
     @staticmethod
+    @abstractmethod
     def build_model(config: Config) -> nn.Module:
-        raise NotImplementedError
+        """The task's model, built from the config alone."""
 
+    @abstractmethod
     def train_batches(self) -> Iterator[Batch]:
-        raise NotImplementedError
+        """An endless stream of training batches."""
 
+    @abstractmethod
     def loss(self, model: nn.Module, batch: Batch) -> tuple[Tensor, int]:
         """(mean training loss, number of items it averages over) for one batch."""
-        raise NotImplementedError
 
+    @abstractmethod
     def evaluate(self, model: nn.Module, split: str) -> dict[str, float]:
         """Metrics of ``split`` (valid | test); always holds ``loss``."""
-        raise NotImplementedError
 
     def _eval_count(self, length: int) -> int:
         cap = self.config.train.eval_max_tokens
@@ -145,11 +148,10 @@ class MusicTask(Task):
         for inputs, targets, mask in music_data.music_batches(
             pieces, self.config.data.eval_batch_size, predict_first=False
         ):
-            inputs, targets, mask = inputs.to(self.device), targets.to(self.device), mask
-            logits = model(inputs).float()
             count = int(mask.sum())
-            mask = mask.to(self.device)
-            total += float(music_data.bernoulli_nll(logits, targets, mask)) * count
+            logits = model(inputs.to(self.device)).float()
+            nll = music_data.bernoulli_nll(logits, targets.to(self.device), mask.to(self.device))
+            total += float(nll) * count
             steps += count
         nll = total / max(steps, 1)
         return {"loss": nll, "nll": nll, "steps": steps}

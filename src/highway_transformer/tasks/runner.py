@@ -90,6 +90,28 @@ def load_task_checkpoint(
     return model.to(device).eval(), config
 
 
+def evaluate_task_checkpoint(
+    folder: str | Path,
+    splits: tuple[str, ...] = ("valid", "test"),
+    device: str | torch.device = "cpu",
+    overrides: dict[str, Any] | None = None,
+) -> dict[str, dict[str, float]]:
+    """Metrics of a task checkpoint (or run folder) on ``splits``; ``overrides`` are dotted
+    config keys applied before the data are loaded (``{"data.path": DIR}``)."""
+    model, config = load_task_checkpoint(folder, device)
+    if overrides:
+        config = config.replace(**overrides)
+    device = torch.device(device)
+    task = task_class(config.task.name)(config, device)
+    out = {}
+    with autocast_context(device, config.train.precision):
+        for split in splits:
+            if split not in ("valid", "test"):
+                raise ConfigError(f"unknown split {split!r}; choose valid or test")
+            out[split] = task.evaluate(model, split)
+    return out
+
+
 class TaskRun:
     """Trains one task configuration into one run folder."""
 

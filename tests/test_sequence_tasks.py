@@ -1,0 +1,328 @@
+"""Sequence tasks beyond language modelling: music NLL, pixels, copy, adding, presets."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from highway_transformer.config import Config, GateConfig, LocalRNNConfig, ModelConfig, TaskConfig
+from highway_transformer.data.music import N_KEYS, bernoulli_nll, music_batches
+from highway_transformer.errors import ConfigError, DataError
+from highway_transformer.models.sequence import SequenceModel, build_sequence_model
+from highway_transformer.presets import rt_tables
+from highway_transformer.tasks import (
+    build_task_model,
+    evaluate_task_checkpoint,
+    load_task_checkpoint,
+    run_task,
+)
+from highway_transformer.tasks.definitions import MusicTask
+
+DATA_DIR = Path(__file__).resolve().parents[2] / "shared" / "data"
+NOTTINGHAM = DATA_DIR / "music" / "Nottingham.mat"
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def _model_config(family: str = "transformer", gate: str = "none", norm: str = "post"):
+    return ModelConfig(
+        family=family,
+        d_model=16,
+        n_layers=2,
+        n_heads=2,
+        d_inner=32,
+        dropout=0.0,
+        norm=norm,
+        init="torch",
+        positional="none" if family == "rtransformer" else "sinusoidal",
+        gate=GateConfig(kind=gate),
+        local_rnn=LocalRNNConfig(cell="gru", window=3),
+    )
+
+
+def _tiny(preset: str, **overrides) -> Config:
+    config = rt_tables.PRESETS[preset][1]()
+    small = {"model.d_model": 16, "model.d_inner": 32, "train.log_interval": 10}
+    return config.replace(**{**small, **overrides})
+
+
+# --------------------------------------------------------------------------- music
+
+
+def _hand_roll() -> torch.Tensor:
+    roll = torch.zeros(4, N_KEYS)
+    roll[0, [39, 43, 46]] = 1  # a C major chord
+    roll[1, [41, 45]] = 1
+    roll[3, 0] = 1  # step 2 is silent
+    return roll
+
+
+def test_music_nll_of_a_model_output_equals_the_hand_computed_value():
+    torch.manual_seed(0)
+    model = SequenceModel(_model_config(), N_KEYS, N_KEYS).eval()
+    inputs, targets, mask = next(music_batches([_hand_roll()], 1, predict_first=False))
+    with torch.no_grad():
+        logits = model(inputs)
+    got = float(bernoulli_nll(logits, targets, mask))
+    roll = _hand_roll()
+    total = 0.0
+    for t in (1, 2, 3):  # step 0 has nothing before it and is not counted
+        for key in range(N_KEYS):
+            p = 1.0 / (1.0 + math.exp(-float(logits[0, t, key])))
+            y = float(roll[t, key])
+            total -= y * math.log(p) + (1.0 - y) * math.log(1.0 - p)
+    assert got == pytest.approx(total / 3, rel=1e-5)
+    assert torch.equal(inputs[0, 1:], roll[:-1]) and torch.equal(inputs[0, 0], torch.zeros(N_KEYS))
+
+
+def _write_mat(path: Path, lengths=(6, 9, 4)) -> Path:
+    from scipy.io import savemat
+
+    rng = np.random.RandomState(0)
+
+    def cells(n: int) -> np.ndarray:
+        out = np.empty((1, len(lengths)), dtype=object)
+        for i, length in enumerate(lengths):
+            out[0, i] = (rng.rand(length + n, N_KEYS) < 0.05).astype(np.uint8)
+        return out
+
+    savemat(str(path), {"traindata": cells(0), "validdata": cells(1), "testdata": cells(2)})
+    return path
+
+
+def test_music_task_evaluation_matches_constant_logits_by_hand(tmp_path):
+    pytest.importorskip("scipy.io")
+    mat = _write_mat(tmp_path / "tiny.mat")
+    config = _tiny("rt-table2/transformer", **{"task.dataset": str(mat), "data.eval_batch_size": 2})
+    task = MusicTask(config, torch.device("cpu"))
+    model = task.build_model(config).eval()
+    bias = torch.linspace(-2.0, 1.0, N_KEYS)
+    with torch.no_grad():  # the output no longer depends on the input: sigmoid(bias) per key
+        model.output.weight.zero_()
+        model.output.bias.copy_(bias)
+    expected, steps = 0.0, 0
+    for roll in task.splits.valid:
+        for t in range(1, roll.shape[0]):
+            for key in range(N_KEYS):
+                p = 1.0 / (1.0 + math.exp(-float(bias[key])))
+                y = float(roll[t, key])
+                expected -= y * math.log(p) + (1.0 - y) * math.log(1.0 - p)
+            steps += 1
+    metrics = task.evaluate(model, "valid")
+    assert metrics["steps"] == steps
+    assert metrics["nll"] == pytest.approx(expected / steps, rel=1e-5)
+
+
+def test_music_run_on_a_small_file(tmp_path):
+    pytest.importorskip("scipy.io")
+    mat = _write_mat(tmp_path / "tiny.mat")
+    config = _tiny(
+        "rt-table2/rtransformer",
+        **{
+            "task.dataset": str(mat),
+            "train.max_steps": 6,
+            "train.eval_interval": 3,
+            "train.optimizer": "adam",
+            "train.lr": 1e-2,
+            "train.schedule": "constant",
+        },
+    )
+    results = run_task(config, tmp_path / "run")
+    assert results["valid"]["nll"] < 88 * math.log(2)  # better than p = 1/2 everywhere
+    assert (tmp_path / "run" / "best" / "model.safetensors").is_file()
+
+
+@pytest.mark.skipif(not NOTTINGHAM.is_file(), reason="Nottingham.mat not in ../shared/data/music")
+def test_nottingham_few_steps_beat_the_uniform_guess(tmp_path):
+    config = _tiny(
+        "rt-table2/rtransformer+sigmoid",
+        **{
+            "data.path": str(DATA_DIR),
+            "data.batch_size": 4,
+            "data.eval_batch_size": 32,
+            "train.max_steps": 8,
+            "train.eval_interval": 8,
+            "train.optimizer": "adam",
+            "train.lr": 1e-2,
+            "train.schedule": "constant",
+        },
+    )
+    results = run_task(config, tmp_path)
+    assert results["valid"]["steps"] == 45513 - 173  # every step but the first of each piece
+    assert results["test"]["nll"] < 88 * math.log(2)
+
+
+# --------------------------------------------------------------------------- pixels
+
+
+def test_digits_default_trains_above_chance(tmp_path):
+    pytest.importorskip("sklearn")
+    config = _tiny("digits/rtransformer", **{"train.max_steps": 300, "train.eval_interval": 150})
+    started = time.perf_counter()
+    results = run_task(config, tmp_path)
+    assert time.perf_counter() - started < 30
+    assert results["test"]["accuracy"] > 0.3
+    assert results["valid"]["examples"] == 270
+    records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert all({"step", "split", "loss"} <= set(r) for r in records)
+    assert [r["step"] for r in records if r["split"] == "valid"] == [150, 300]
+    assert "accuracy" in records[-1]
+    saved = json.loads((tmp_path / "results.json").read_text())
+    assert saved["test"]["accuracy"] == results["test"]["accuracy"]
+    assert json.loads((tmp_path / "checkpoint" / "config.json").read_text())["task"]["name"] == (
+        "pixels"
+    )
+    model, _ = load_task_checkpoint(tmp_path)  # the run folder's checkpoint/
+    assert isinstance(model, SequenceModel) and not model.training
+    again = evaluate_task_checkpoint(tmp_path / "best", ("valid",))
+    assert again["valid"]["accuracy"] == pytest.approx(results["valid"]["accuracy"])
+
+
+def test_pixels_max_len_violation(tmp_path):
+    pytest.importorskip("sklearn")
+    config = _tiny("digits/transformer", **{"task.max_len": 32})
+    with pytest.raises(DataError, match="task.max_len=32"):
+        run_task(config, tmp_path)
+
+
+# --------------------------------------------------------------------------- copy, adding
+
+
+def test_copy_memory_runs(tmp_path):
+    config = _tiny(
+        "copy/rtransformer",
+        **{
+            "task.length": 10,
+            "train.max_steps": 5,
+            "train.eval_interval": 5,
+            "train.eval_max_tokens": 3000,
+        },
+    )
+    results = run_task(config, tmp_path)
+    valid = results["valid"]
+    assert 0.0 <= valid["accuracy"] <= 1.0 and math.isfinite(valid["loss"])
+    assert valid["baseline_loss"] == pytest.approx(10 * math.log(8) / 30)
+
+
+def test_adding_runs_and_learns_something(tmp_path):
+    config = _tiny(
+        "adding/transformer",
+        **{
+            "task.length": 20,
+            "train.max_steps": 60,
+            "train.eval_interval": 30,
+            "train.eval_max_tokens": 4000,
+        },
+    )
+    results = run_task(config, tmp_path)
+    assert results["test"]["mse"] < 0.5
+    assert results["steps"] == 60
+
+
+def test_generated_task_max_len_violation(tmp_path):
+    config = _tiny("copy/transformer", **{"task.length": 20, "task.max_len": 30})
+    with pytest.raises(DataError, match="task.max_len=30"):
+        run_task(config, tmp_path)
+
+
+# --------------------------------------------------------------------------- models
+
+
+@pytest.mark.parametrize("family", ["transformer", "rtransformer"])
+@pytest.mark.parametrize("gate", ["none", "sdu", "highway", "gated"])
+def test_every_family_and_gate_on_music_and_pixel_shapes(family, gate):
+    torch.manual_seed(0)
+    config = _model_config(family, gate)
+    music = SequenceModel(config, N_KEYS, N_KEYS, head="per_step")
+    roll = (torch.rand(2, 12, N_KEYS) < 0.1).float()
+    logits = music(roll)
+    assert logits.shape == (2, 12, N_KEYS)
+    pixels = SequenceModel(config, 1, 10, head="pooled")
+    scores = pixels(torch.rand(3, 64, 1))
+    assert scores.shape == (3, 10)
+    (logits.mean() + scores.mean()).backward()
+    assert all(p.grad is not None for p in pixels.parameters())
+    assert (len(music.gate_biases()) > 0) == (gate != "none")
+
+
+def test_pooled_last_and_mean_respect_the_mask():
+    torch.manual_seed(0)
+    for pooling in ("last", "mean"):
+        model = SequenceModel(_model_config(), 2, 1, head="pooled", pooling=pooling).eval()
+        x = torch.rand(2, 9, 2)
+        mask = torch.ones(2, 9, dtype=torch.bool)
+        mask[1, 5:] = False
+        out = model(x, mask)
+        torch.testing.assert_close(out[1], model(x[1:, :5])[0], atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(out[0], model(x[:1])[0], atol=1e-5, rtol=1e-5)
+
+
+def test_per_step_model_is_causal():
+    torch.manual_seed(0)
+    model = SequenceModel(_model_config("rtransformer", "sdu"), N_KEYS, N_KEYS).eval()
+    x = torch.rand(1, 10, N_KEYS)
+    changed = x.clone()
+    changed[:, 6:] = 1.0
+    torch.testing.assert_close(model(x)[:, :6], model(changed)[:, :6])
+
+
+def test_sequence_model_errors():
+    config = _model_config()
+    with pytest.raises(DataError, match="task.max_len=10"):
+        SequenceModel(config, 1, 10, max_len=10)(torch.rand(1, 12, 1))
+    with pytest.raises(DataError, match=r"\[B, T, 3\]"):
+        SequenceModel(config, 3, 2)(torch.rand(1, 5, 4))
+    with pytest.raises(ConfigError, match="pooling"):
+        SequenceModel(config, 1, 2, head="pooled", pooling="max")
+    with pytest.raises(ConfigError, match="family"):
+        SequenceModel(ModelConfig(family="xl", d_model=16, n_heads=2), 1, 2)
+    full = Config(model=config, task=TaskConfig(name="copy", length=5))
+    tokens = build_sequence_model(full, 10, 10, token_input=True)
+    assert tokens(torch.randint(0, 10, (2, 7))).shape == (2, 7, 10)
+
+
+def test_task_config_errors(tmp_path):
+    with pytest.raises(ConfigError, match="pooling"):
+        run_task(_tiny("digits/transformer", **{"task.pooling": "max"}), tmp_path)
+    with pytest.raises(ConfigError, match="pixel data set"):
+        run_task(_tiny("digits/transformer", **{"task.dataset": "cifar"}), tmp_path)
+    with pytest.raises(ConfigError, match="score"):
+        run_task(_tiny("seq2seq/toy", **{"task.score": "nope"}), tmp_path)
+
+
+# --------------------------------------------------------------------------- presets
+
+
+def test_rt_presets_build():
+    names = set(rt_tables.PRESETS)
+    for table in ("rt-table1", "rt-table2"):
+        for family in ("transformer", "rtransformer"):
+            assert {f"{table}/{family}", f"{table}/{family}+sigmoid"} <= names
+    assert {"digits/transformer", "digits/rtransformer", "seq2seq/toy"} <= names
+    for name, (description, build) in rt_tables.PRESETS.items():
+        config = build().validate()
+        assert config.source and description
+        assert config.task.name in ("pixels", "music", "copy", "adding", "seq2seq"), name
+        if "+sigmoid" in name:
+            assert (config.model.gate.kind, config.model.gate.activation) == ("sdu", "sigmoid")
+    mnist = rt_tables.PRESETS["rt-table1/rtransformer"][1]()
+    assert (mnist.model.n_layers, mnist.model.d_model, mnist.model.n_heads) == (8, 32, 2)
+    assert (mnist.model.local_rnn.window, mnist.model.local_rnn.per_block) == (7, 2)
+    assert (mnist.train.optimizer, mnist.train.lr, mnist.data.batch_size) == ("adam", 1e-3, 32)
+    notts = rt_tables.PRESETS["rt-table2/rtransformer"][1]()
+    assert (notts.model.n_layers, notts.model.d_model, notts.model.n_heads) == (3, 160, 4)
+    assert (notts.model.local_rnn.window, notts.model.dropout, notts.train.clip) == (6, 0.1, 0.15)
+    model = build_task_model(rt_tables.PRESETS["rt-table1/transformer"][1]())
+    assert model(torch.rand(1, 784, 1)).shape == (1, 10)
