@@ -1,4 +1,4 @@
-"""Forward+backward throughput of the T-L3 char-PTB configuration per gate (HT Table 7).
+"""Forward+backward throughput of the T-L3 (or RT-L3) char-PTB configuration per gate.
 
 For each gate (plain, σ-SDU on all layers, highway, gated MHDPA) the script builds the
 HT A.1 model (3 layers, d 512, 8 heads, d_ff 2048, sequence 400, batch 16, 50 symbols),
@@ -10,6 +10,7 @@ over ``--rounds`` rounds and the median is reported, because shared machines are
 
     python benchmarks/bench_gates.py                 # fp32 and bf16 autocast
     python benchmarks/bench_gates.py --precision fp32 --batch 8 --rounds 3
+    python benchmarks/bench_gates.py --preset ht-table2/rt-l3 --gates plain,sdu-sigmoid
 """
 
 from __future__ import annotations
@@ -79,6 +80,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=3, help="timed steps per round")
     parser.add_argument("--rounds", type=int, default=2, help="interleaved rounds per variant")
     parser.add_argument("--preset", default="ht-table1/t-l3")
+    parser.add_argument("--gates", default=",".join(GATES), help="comma-separated subset")
     parser.add_argument("--child", nargs=2, metavar=("GATE", "PRECISION"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -94,9 +96,9 @@ def main() -> None:
     )
     for precision in precisions:
         peak = matmul_peak_flops(torch.float32 if precision == "fp32" else torch.bfloat16)
-        runs: dict[str, list[dict]] = {g: [] for g in GATES}
+        runs: dict[str, list[dict]] = {g: [] for g in args.gates.split(",")}
         for _ in range(args.rounds):
-            for gate in GATES:
+            for gate in runs:
                 cmd = [
                     sys.executable,
                     __file__,
@@ -115,7 +117,9 @@ def main() -> None:
                 out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
                 runs[gate].append(json.loads(out.strip().splitlines()[-1]))
         plain_tps = statistics.median(r["tokens_per_s"] for r in runs["plain"])
-        print(f"\n{precision}: matmul peak {peak / 1e9:.1f} GFLOP/s (2048² matmul, same run)\n")
+        print(
+            f"\n{precision}: matmul peak {peak / 1e9:.1f} GFLOP/s (best large matmul, same run)\n"
+        )
         print("| gate | params | tokens/s | vs plain | step s | MFU | peak RSS MiB |")
         print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
         for gate, rs in runs.items():
