@@ -30,7 +30,7 @@ from torch import Tensor, nn
 
 from ..config import ModelConfig
 from ..errors import ConfigError, DataError
-from ..nn.block import FeedForwardSublayer
+from ..nn.block import FeedForwardSublayer, collect_gate_biases
 from ..nn.connections import Connection, build_combiner
 from ..nn.gating import parse_layer_spec
 from ..nn.positional import SinusoidalPositionalEncoding
@@ -322,18 +322,10 @@ class EncoderDecoder(nn.Module):
 
     def gate_biases(self) -> dict[str, Tensor]:
         """Learned gate biases ``{encoder|decoder}.layer{N}.{kind}`` (1-based layers)."""
-        out: dict[str, Tensor] = {}
-        for stack_name, stack in (("encoder", self.encoder), ("decoder", self.decoder)):
-            for i, layer in enumerate(stack):
-                seen: dict[str, int] = {}
-                for kind, connection in zip(layer.kinds, layer.connections, strict=True):
-                    seen[kind] = seen.get(kind, 0) + 1
-                    bias = connection.combiner.gate_bias()
-                    if bias is None:
-                        continue
-                    suffix = "" if layer.kinds.count(kind) == 1 else str(seen[kind])
-                    out[f"{stack_name}.layer{i + 1}.{kind}{suffix}"] = bias
-        return out
+        return {
+            **collect_gate_biases(self.encoder, "encoder."),
+            **collect_gate_biases(self.decoder, "decoder."),
+        }
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters() if p.requires_grad)

@@ -24,7 +24,13 @@ from torch import Tensor, nn
 from ..config import ModelConfig
 from ..errors import ConfigError
 from ..nn.attention import MultiHeadAttention
-from ..nn.block import AttentionSublayer, Block, FeedForwardSublayer, LocalRNNSublayer
+from ..nn.block import (
+    AttentionSublayer,
+    Block,
+    FeedForwardSublayer,
+    LocalRNNSublayer,
+    collect_gate_biases,
+)
 from ..nn.connections import Connection, build_combiner
 from ..nn.gating import parse_layer_spec
 from ..nn.memory import check_memory, update_memory
@@ -251,17 +257,7 @@ class LanguageModel(nn.Module):
 
     def gate_biases(self) -> dict[str, Tensor]:
         """Learned gate biases b1 by stable name ``layer{N}.{attn|ffn|rnn}`` (1-based layers)."""
-        out: dict[str, Tensor] = {}
-        for i, block in enumerate(self.blocks):
-            seen: dict[str, int] = {}
-            for kind, connection in zip(block.kinds, block.connections, strict=True):
-                seen[kind] = seen.get(kind, 0) + 1
-                bias = connection.combiner.gate_bias()
-                if bias is None:
-                    continue
-                suffix = "" if block.kinds.count(kind) == 1 else str(seen[kind])
-                out[f"layer{i + 1}.{kind}{suffix}"] = bias
-        return out
+        return collect_gate_biases(self.blocks)
 
     def num_parameters(self, trainable_only: bool = True) -> int:
         return sum(p.numel() for p in self.parameters() if p.requires_grad or not trainable_only)

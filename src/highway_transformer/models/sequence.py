@@ -20,6 +20,7 @@ from torch import Tensor, nn
 
 from ..config import Config, ModelConfig
 from ..errors import ConfigError, DataError
+from ..nn.block import collect_gate_biases
 from ..nn.positional import SinusoidalPositionalEncoding
 from .init import initialize
 from .lm import build_block
@@ -122,17 +123,7 @@ class SequenceModel(nn.Module):
 
     def gate_biases(self) -> dict[str, Tensor]:
         """Learned gate biases b1 by ``layer{N}.{kind}`` (1-based layers; HT Figs. 13-14)."""
-        out: dict[str, Tensor] = {}
-        for i, block in enumerate(self.blocks):
-            seen: dict[str, int] = {}
-            for kind, connection in zip(block.kinds, block.connections, strict=True):
-                seen[kind] = seen.get(kind, 0) + 1
-                bias = connection.combiner.gate_bias()
-                if bias is None:
-                    continue
-                suffix = "" if block.kinds.count(kind) == 1 else str(seen[kind])
-                out[f"layer{i + 1}.{kind}{suffix}"] = bias
-        return out
+        return collect_gate_biases(self.blocks)
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters() if p.requires_grad)

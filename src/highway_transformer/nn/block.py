@@ -12,6 +12,7 @@ incremental decoding (KV cache, LocalRNN window), ``options`` run-time attention
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from functools import partial
 from typing import Any
 
@@ -109,3 +110,19 @@ class Block(nn.Module):
             call = partial(sublayer, state=None if state is None else state[i], **options)
             x = connection(x, call, context=memory if kind == "attn" else None)
         return x
+
+
+def collect_gate_biases(blocks: Iterable[Block], prefix: str = "") -> dict[str, Tensor]:
+    """Learned gate biases b1 by stable name ``{prefix}layer{N}.{kind}[i]`` (1-based layers;
+    a kind repeated within a block, like the R-Transformer's LocalRNNs, gets an index)."""
+    out: dict[str, Tensor] = {}
+    for i, block in enumerate(blocks):
+        seen: dict[str, int] = {}
+        for kind, connection in zip(block.kinds, block.connections, strict=True):
+            seen[kind] = seen.get(kind, 0) + 1
+            bias = connection.combiner.gate_bias()
+            if bias is None:
+                continue
+            suffix = "" if block.kinds.count(kind) == 1 else str(seen[kind])
+            out[f"{prefix}layer{i + 1}.{kind}{suffix}"] = bias
+    return out

@@ -27,11 +27,11 @@ from safetensors.torch import load_model, save_model
 from torch import nn
 
 from ..config import Config, save_config
-from ..errors import CheckpointError, ConfigError, TrainingDiverged
+from ..errors import CheckpointError, ConfigError
 from ..evaluate import autocast_context
 from ..nn.scores import normalize_score
 from ..train import checkpoint as ckpt
-from ..train.optim import LRSchedule, build_optimizer, set_lr
+from ..train.optim import LRSchedule, apply_gradients, build_optimizer, check_finite, set_lr
 from ..train.trainer import resolve_device, seed_everything, train
 from .definitions import Task, build_task_model, task_class
 
@@ -214,17 +214,8 @@ class TaskRun:
         with autocast_context(self.device, t.precision):
             loss, count = self.task.loss(self.model, batch)
         value = float(loss.detach())
-        if not math.isfinite(value):
-            raise TrainingDiverged(
-                f"the training loss became {value} at step {self.step + 1}; training stopped "
-                f"(the last good weights are in {self.out_dir / 'checkpoint'}); lower train.lr, "
-                "set train.clip, or use precision=fp32"
-            )
-        loss.backward()
-        if t.clip > 0:
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), t.clip)
-        self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
+        check_finite(value, self.step + 1, self.out_dir / "checkpoint")
+        apply_gradients(loss, self.model, self.optimizer, t.clip)
         return value, count
 
     def _periodic_evaluation(self) -> None:

@@ -25,11 +25,11 @@ from ..config import Config, save_config
 from ..data.batching import train_rows, window_bounds
 from ..data.corpora import Corpus, load_corpus
 from ..data.vocab import Vocabulary
-from ..errors import CheckpointError, ConfigError, TrainingDiverged
+from ..errors import CheckpointError, ConfigError
 from ..evaluate import EvalResult, autocast_context, evaluate
 from ..models.lm import LanguageModel, build_model
 from . import checkpoint as ckpt
-from .optim import LRSchedule, build_optimizer, set_lr
+from .optim import LRSchedule, apply_gradients, build_optimizer, check_finite, set_lr
 
 METRICS_FILE = "metrics.jsonl"
 RESULTS_FILE = "results.json"
@@ -215,17 +215,8 @@ class Trainer:
         count = y.numel()  # training rows are never padded: no device sync to count targets
         loss = nll.sum() / count
         value = float(loss.detach())
-        if not math.isfinite(value):
-            raise TrainingDiverged(
-                f"the training loss became {value} at step {self.state.step + 1}; training stopped"
-                f" and the last good checkpoint in {self.out_dir / 'checkpoint'} is intact (lower"
-                " train.lr, set train.clip, or use precision=fp32)"
-            )
-        loss.backward()
-        if t.clip > 0:
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), t.clip)
-        self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
+        check_finite(value, self.state.step + 1, self.out_dir / "checkpoint")
+        apply_gradients(loss, self.model, self.optimizer, t.clip)
         self.state.memory = memory
         return value, count
 
