@@ -1,7 +1,8 @@
 """Transformer-XL benchmarks (issue: relative attention and segment memory).
 
 1. Training: tokens/s, peak memory and model FLOP utilisation of L6-XL at a CPU-sized width,
-   plain vs σ-SDU on all layers, against a square-matmul peak measured in the same run.
+   plain vs σ-SDU on all layers vs GTrXL-GRU gating (pre-LN), against a matmul peak measured
+   in the same run.
 2. Evaluation on a long stream: XL with segment memory (segment ``--eval-seg``, memory
    ``--context``) versus a vanilla Transformer that recomputes its whole context window of
    ``--context`` tokens for every predicted token. Both predict the same number of tokens.
@@ -38,8 +39,14 @@ def xl_config(d_model: int, mem_len: int, gate: GateConfig) -> ModelConfig:
 
 def train_child(gate: str, d_model: int, seq_len: int, batch: int, steps: int) -> dict:
     torch.manual_seed(0)
-    gate_config = GateConfig(kind="sdu", activation="sigmoid") if gate == "sdu" else GateConfig()
+    gate_config = {
+        "plain": GateConfig(),
+        "sdu": GateConfig(kind="sdu", activation="sigmoid"),
+        "gtrxl-gru": GateConfig(kind="gtrxl-gru", bias=2.0),
+    }[gate]
     config = xl_config(d_model, seq_len, gate_config)
+    if gate == "gtrxl-gru":
+        config.norm = "pre"  # GTrXL: identity-map reordering
     model = build_model(config)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
     memory = [None]
@@ -110,7 +117,7 @@ def main() -> None:
         )
         return
     peak = matmul_peak_flops(torch.float32)
-    runs: dict[str, list[dict]] = {"plain": [], "sdu": []}
+    runs: dict[str, list[dict]] = {"plain": [], "sdu": [], "gtrxl-gru": []}
     for _ in range(args.rounds):
         for gate in runs:
             cmd = [sys.executable, __file__, "--child", gate, "--d-model", str(args.d_model),

@@ -268,6 +268,16 @@ def build_model(config: ModelConfig) -> LanguageModel:
     return LanguageModel(config)
 
 
+#: d×d products per gated sublayer (HT gates: W1, W2; GTrXL gates: their W and U matrices).
+GATE_MATMULS = {
+    "gtrxl-input": 1,
+    "gtrxl-output": 1,
+    "gtrxl-highway": 1,
+    "gtrxl-sigmoid-tanh": 2,
+    "gtrxl-gru": 6,
+}
+
+
 def count_flops_per_token(config: ModelConfig, seq_len: int) -> float:
     """Training FLOPs per token (forward + backward = 3 × forward) of the matmuls.
 
@@ -295,6 +305,6 @@ def count_flops_per_token(config: ModelConfig, seq_len: int) -> float:
         for layer in range(config.n_layers):
             for kind in block_layout(config):
                 if spec.gated(layer, kind, tuple(config.gate.sublayers)):
-                    gate_flops += 2 * d * 2 * d
+                    gate_flops += 2 * d * d * GATE_MATMULS.get(config.gate.kind, 2)
     forward = config.n_layers * per_layer + gate_flops + 2 * d * config.vocab_size
     return 3.0 * forward
