@@ -54,15 +54,18 @@ def file_overrides(path: Path, level: str = "char") -> list[str]:
 def test_every_table_has_its_rows() -> None:
     counts = {
         "ht-table1": 3, "ht-table2": 3, "ht-table3": 3, "ht-table4": 3, "ht-table5": 11,
-        "ht-table6": 8, "ht-table7": 5, "rt-table3": 2, "rt-table4": 2,
+        "ht-table6": 8, "ht-table7": 5, "rt-table1": 2, "rt-table2": 2, "rt-table3": 2,
+        "rt-table4": 2,
     }  # fmt: skip
     for table, count in counts.items():
         assert len(table_experiments(table)) == count, table
-    assert len(list_experiments()) == 35
+    assert len(list_experiments()) == 39
     for e in list_experiments():
         assert e.preset in PRESETS
         assert get_experiment(e.baseline).table == e.table
-        assert e.metric in ("bpc", "ppl")
+        assert e.metric in (
+            ("accuracy", "nll") if e.table in ("rt-table1", "rt-table2") else ("bpc", "ppl")
+        )
 
 
 def test_char_ptb_rows_carry_appendix_a1() -> None:
@@ -241,3 +244,12 @@ def test_cli_lists_rows_and_splits_overrides(capsys: pytest.CaptureFixture[str])
     assert (args.targets, args.jobs, args.scale) == (["ht-table2"], 2, "small")
     with pytest.raises(ConfigError, match="unrecognized arguments: --bogus"):
         parse_run_targets(_parse(["run", "ht-table1", "--bogus"]))
+
+
+def test_task_tables_are_listed_with_the_rt_paper_figures() -> None:
+    mnist = {e.row: e for e in table_experiments("rt-table1")}
+    assert mnist["rtransformer"].published == {"test_accuracy": 99.1}
+    assert mnist["rtransformer"].config().task.name == "pixels"
+    nottingham = {e.row: e for e in table_experiments("rt-table2")}
+    assert nottingham["transformer"].published == {"test_nll": 3.34}
+    assert nottingham["rtransformer"].config().model.local_rnn.window == 6

@@ -21,7 +21,7 @@ from ..config import Config
 from ..errors import ConfigError, unknown_choice
 from ..presets import PRESETS, get_preset
 
-METRICS = ("bpc", "ppl")
+METRICS = ("bpc", "ppl", "accuracy", "nll")  # accuracy / nll: RT Tables 1-2 (tasks)
 
 
 @dataclass(frozen=True)
@@ -62,6 +62,11 @@ TABLES: dict[str, tuple[str, str]] = {
     "ht-table5": ("HT Table 5: 6-layer Transformer-XL, enwik8 (bpc)", "bpc"),
     "ht-table6": ("HT Table 6: 12-layer Transformer-XL, enwik8 (test bpc)", "bpc"),
     "ht-table7": ("HT Table 7: training hours of the 6-layer XL variants (Table 5 runs)", "bpc"),
+    "rt-table1": (
+        "RT Table 1: pixel-by-pixel MNIST accuracy (%), Transformer vs R-Transformer",
+        "accuracy",
+    ),
+    "rt-table2": ("RT Table 2: Nottingham NLL per time step, Transformer vs R-Transformer", "nll"),
     "rt-table3": ("RT Table 3: char PTB NLL (bpc), Transformer vs R-Transformer", "bpc"),
     "rt-table4": ("RT Table 4: word PTB perplexity, Transformer vs R-Transformer", "ppl"),
 }
@@ -111,6 +116,10 @@ _TABLE6: dict[str, float] = {
 }
 # RT Tables 3-4: row -> (preset, published test figure).
 _RT_TABLES: dict[str, tuple[str, dict[str, tuple[str, float]]]] = {
+    "rt-table1": ("accuracy", {"transformer": ("rt-table1/transformer", 98.2),
+                               "rtransformer": ("rt-table1/rtransformer", 99.1)}),
+    "rt-table2": ("nll", {"transformer": ("rt-table2/transformer", 3.34),
+                          "rtransformer": ("rt-table2/rtransformer", 2.37)}),
     "rt-table3": ("bpc", {"transformer": ("ht-table1/t-l3", 1.45),
                           "rtransformer": ("ht-table2/rt-l3", 1.24)}),
     "rt-table4": ("ppl", {"transformer": ("ht-table3/t-l3", 122.37),

@@ -591,6 +591,11 @@ def write_report(run_dirs: Iterable[str | Path], out_dir: str | Path) -> dict[st
     out.mkdir(parents=True, exist_ok=True)
     groups = group_runs(runs)
     metric = str(runs[0].experiment.get("metric", "bpc"))
+    if metric not in ("bpc", "ppl"):
+        raise ConfigError(
+            f"reports cover the language-modelling tables; {table} reports {metric}: read each "
+            "run's results.json (highway eval RUN --split both)"
+        )
     baseline = runs[0].experiment.get("baseline")
     description = TABLES.get(table, (table, metric))[0]
     figures = _convergence_figures(groups, metric, out, f"{description} ({scale})")
