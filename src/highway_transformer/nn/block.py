@@ -22,6 +22,7 @@ from ..errors import ConfigError
 from .attention import KVCache, MultiHeadAttention
 from .connections import Connection
 from .feedforward import FeedForward
+from .relative import RelativeMultiHeadAttention
 
 
 class AttentionSublayer(nn.Module):
@@ -38,9 +39,7 @@ class AttentionSublayer(nn.Module):
 
     @property
     def uses_memory(self) -> bool:
-        return not isinstance(self.attention, MultiHeadAttention) and hasattr(
-            self.attention, "r_net"
-        )
+        return isinstance(self.attention, RelativeMultiHeadAttention)
 
     def forward(
         self, h: Tensor, context: Tensor | None = None, *, state: dict | None = None, **options: Any
