@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import pytest
-import torch
 import yaml
 
 from highway_transformer import cli, demo
@@ -70,15 +69,6 @@ max_steps = 2
 eval_interval = 2
 log_interval = 1
 """
-
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny tensors: one intra-op thread avoids thread-pool overhead on a shared CPU."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
 
 
 @pytest.fixture

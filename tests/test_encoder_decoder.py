@@ -18,14 +18,6 @@ from highway_transformer.tasks import load_task_checkpoint, run_task
 VOCAB = 13  # toy vocabularies: pad, bos, eos + 10 letters
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def _config(family: str = "transformer", gate: str = "none", norm: str = "post") -> ModelConfig:
     return ModelConfig(
         family=family,

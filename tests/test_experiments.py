@@ -8,7 +8,6 @@ import random
 from pathlib import Path
 
 import pytest
-import torch
 
 from highway_transformer.cli_experiments import add_commands, parse_run_targets, split_targets
 from highway_transformer.errors import ConfigError
@@ -25,14 +24,6 @@ from highway_transformer.presets import PRESETS
 from highway_transformer.train.trainer import read_metrics
 
 WORDS = ("the", "cat", "sat", "on", "a", "mat", "and", "dog", "ran", "far", "away", "home")
-
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
 
 
 @pytest.fixture

@@ -18,15 +18,6 @@ ATOL = 1e-6
 HT_GATES = {"sdu": SelfDependencyUnit, "highway": HighwayGate, "gated": GatedSublayer}
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny tensors: one intra-op thread avoids thread-pool overhead on a shared CPU."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
-
-
 def _sig(t: torch.Tensor) -> torch.Tensor:
     return 1.0 / (1.0 + torch.exp(-t))
 

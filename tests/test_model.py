@@ -17,15 +17,6 @@ V = 13
 D = 16
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny tensors: one intra-op thread avoids thread-pool overhead on a shared CPU."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
-
-
 def _config(**overrides) -> ModelConfig:
     base = dict(
         vocab_size=V, d_model=D, n_layers=2, n_heads=2, d_inner=32, dropout=0.1, dropout_attn=0.0

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 import yaml
 
 from highway_transformer.errors import ConfigError
@@ -19,14 +18,6 @@ from highway_transformer.report.report import write_report
 
 LN2 = math.log(2)
 STEPS = (10, 20, 30, 40)
-
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
 
 
 def make_run(

@@ -28,14 +28,6 @@ DATA_DIR = Path(__file__).resolve().parents[2] / "shared" / "data"
 NOTTINGHAM = DATA_DIR / "music" / "Nottingham.mat"
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def _model_config(family: str = "transformer", gate: str = "none", norm: str = "post"):
     return ModelConfig(
         family=family,

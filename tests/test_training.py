@@ -28,15 +28,6 @@ from highway_transformer.train.trainer import Trainer, read_metrics, train
 PATTERN = "abcabd abcabe xyzzy. " * 60
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny tensors: one intra-op thread avoids thread-pool overhead on a shared CPU."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
-
-
 @pytest.fixture
 def text_file(tmp_path: Path) -> Path:
     path = tmp_path / "pattern.txt"

@@ -425,8 +425,6 @@ def validate(config: Config) -> Config:
         if ctx is not None and not 0 <= ctx < length:
             raise ConfigError(f"data.{ctx_name}={ctx} must be in [0, {len_name}={length})")
     _choice("task", config.task.name, TASKS)
-    from .tasks.runner import check_task_config
-
     check_task_config(config)
     _choice("optimizer", t.optimizer, OPTIMIZERS)
     _choice("learning-rate schedule", t.schedule, SCHEDULES)
@@ -436,6 +434,24 @@ def validate(config: Config) -> Config:
     _positive("train.eval_interval", t.eval_interval)
     _positive("train.clip", t.clip, allow_zero=True)
     return config
+
+
+def check_task_config(config: Config) -> None:
+    """Check the ``task`` section; raise :class:`ConfigError` saying what to change."""
+    task = config.task
+    if task.pooling not in ("last", "mean"):
+        raise ConfigError(f"unknown task.pooling {task.pooling!r}; choose last or mean")
+    from .nn.scores import normalize_score
+
+    normalize_score(task.score)
+    if task.beam_size < 1:
+        raise ConfigError(f"task.beam_size must be >= 1, got {task.beam_size}")
+    if task.max_len < 0:
+        raise ConfigError(f"task.max_len must be >= 0 (0 = no limit), got {task.max_len}")
+    if task.name in ("copy", "adding", "seq2seq") and task.length < 1:
+        raise ConfigError(f"task.length must be >= 1 for the {task.name} task, got {task.length}")
+    if task.name == "adding" and task.length < 2:
+        raise ConfigError("the adding problem needs task.length >= 2")
 
 
 def dataclass_fields(obj: Any) -> list[dataclasses.Field[Any]]:

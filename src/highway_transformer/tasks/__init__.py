@@ -7,10 +7,10 @@ copy memory, the adding problem and toy translation (RT §4; TCN suite; slides).
 
 from __future__ import annotations
 
+from ..config import check_task_config
 from .definitions import TASKS, Task, build_task_model, check_max_len
 from .runner import (
     TaskRun,
-    check_task_config,
     evaluate_task_checkpoint,
     load_task_checkpoint,
     run_task,

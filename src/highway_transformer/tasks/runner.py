@@ -29,30 +29,13 @@ from torch import nn
 from ..config import Config, save_config
 from ..errors import CheckpointError, ConfigError
 from ..evaluate import autocast_context
-from ..nn.scores import normalize_score
 from ..train import checkpoint as ckpt
 from ..train.optim import LRSchedule, apply_gradients, build_optimizer, check_finite, set_lr
-from ..train.trainer import resolve_device, seed_everything, train
+from ..train.trainer import setup_runtime, train
 from .definitions import Task, build_task_model, task_class
 
 METRICS_FILE = "metrics.jsonl"
 RESULTS_FILE = "results.json"
-
-
-def check_task_config(config: Config) -> None:
-    """Check the ``task`` section; raise :class:`ConfigError` saying what to change."""
-    task = config.task
-    if task.pooling not in ("last", "mean"):
-        raise ConfigError(f"unknown task.pooling {task.pooling!r}; choose last or mean")
-    normalize_score(task.score)
-    if task.beam_size < 1:
-        raise ConfigError(f"task.beam_size must be >= 1, got {task.beam_size}")
-    if task.max_len < 0:
-        raise ConfigError(f"task.max_len must be >= 0 (0 = no limit), got {task.max_len}")
-    if task.name in ("copy", "adding", "seq2seq") and task.length < 1:
-        raise ConfigError(f"task.length must be >= 1 for the {task.name} task, got {task.length}")
-    if task.name == "adding" and task.length < 2:
-        raise ConfigError("the adding problem needs task.length >= 2")
 
 
 def save_task_checkpoint(folder: str | Path, model: nn.Module, config: Config) -> Path:
@@ -123,15 +106,11 @@ class TaskRun:
         log: Callable[[str], None] | None = None,
     ) -> None:
         self.config = config.validate()
-        check_task_config(config)
         self.out_dir = Path(out_dir)
         self.progress = progress
         self.log = log or (lambda message: None)
         t = config.train
-        if t.threads:
-            torch.set_num_threads(t.threads)
-        self.device = resolve_device(t.device)
-        seed_everything(t.seed)
+        self.device = setup_runtime(t)
         self.task: Task = task_class(config.task.name)(config, self.device)
         self.model = self.task.build_model(config).to(self.device)
         self.optimizer = build_optimizer(self.model.parameters(), t)

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..config import Config, save_config
+from ..config import Config, TrainConfig, save_config
 from ..data.batching import train_rows, window_bounds
 from ..data.corpora import Corpus, load_corpus
 from ..data.vocab import Vocabulary
@@ -57,6 +57,15 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+def setup_runtime(train: TrainConfig) -> torch.device:
+    """Apply ``train.threads``, pick the device and seed every generator; return the device."""
+    if train.threads:
+        torch.set_num_threads(train.threads)
+    device = resolve_device(train.device)
+    seed_everything(train.seed)
+    return device
+
+
 @dataclass
 class RunState:
     step: int = 0
@@ -84,9 +93,7 @@ class Trainer:
         self.progress = progress
         self.log = log or (lambda message: None)
         t = config.train
-        if t.threads:
-            torch.set_num_threads(t.threads)
-        self.device = resolve_device(t.device)
+        self.device = setup_runtime(t)  # seeds first: corpus loading draws no random numbers
         self.corpus = corpus if corpus is not None else load_corpus(config.data, download=True)
         if not config.model.vocab_size:
             config.model.vocab_size = len(self.corpus.vocab)
@@ -95,7 +102,6 @@ class Trainer:
                 f"model.vocab_size={config.model.vocab_size} but the corpus has "
                 f"{len(self.corpus.vocab)} symbols; leave vocab_size at 0 to take it from the data"
             )
-        seed_everything(t.seed)
         self.model: LanguageModel = build_model(config.model).to(self.device)
         self.forward = torch.compile(self.model) if t.compile else self.model
         self.optimizer = build_optimizer(self.model.parameters(), t)
