@@ -22,12 +22,11 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors import SafetensorError
-from safetensors.torch import load_model, save_model
+from safetensors.torch import save_model
 from torch import nn
 
 from ..config import Config, save_config
-from ..errors import CheckpointError, ConfigError
+from ..errors import ConfigError
 from ..evaluate import autocast_context
 from ..train import checkpoint as ckpt
 from ..train.optim import LRSchedule, apply_gradients, build_optimizer, check_finite, set_lr
@@ -49,19 +48,6 @@ def save_task_checkpoint(folder: str | Path, model: nn.Module, config: Config) -
     return Path(folder)
 
 
-def _load_weights(model: nn.Module, folder: Path) -> None:
-    path = folder / ckpt.MODEL_FILE
-    try:
-        missing, unexpected = load_model(model, str(path), strict=False)
-    except (OSError, SafetensorError, RuntimeError) as exc:
-        raise CheckpointError(f"cannot load weights {path}: {str(exc)[:200]}") from None
-    if missing or unexpected:
-        raise CheckpointError(
-            f"weights in {path} do not fit the model (missing {sorted(missing)[:3]}, "
-            f"unexpected {sorted(unexpected)[:3]})"
-        )
-
-
 def load_task_checkpoint(
     folder: str | Path, device: str | torch.device = "cpu"
 ) -> tuple[nn.Module, Config]:
@@ -69,7 +55,7 @@ def load_task_checkpoint(
     folder = ckpt.resolve(folder)
     config = ckpt.read_config(folder)
     model = build_task_model(config)
-    _load_weights(model, folder)
+    ckpt.load_weights(model, folder)
     return model.to(device).eval(), config
 
 
@@ -169,7 +155,7 @@ class TaskRun:
         """Evaluate the best weights on valid and test; write ``results.json``."""
         best = self.out_dir / "best"
         if (best / ckpt.MODEL_FILE).is_file():
-            _load_weights(self.model, best)
+            ckpt.load_weights(self.model, best)
         results = {
             "name": self.config.name,
             "task": self.config.task.name,
