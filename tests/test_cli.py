@@ -332,3 +332,19 @@ def test_train_and_eval_a_task_from_the_cli(tmp_path, capsys) -> None:
     report = json.loads(capsys.readouterr().out)
     assert set(report) == {"valid", "test"} and 0.0 <= report["test"]["accuracy"] <= 1.0
     assert cli.main(["train", "--task", "pixels", "task.pooling=max"]) == 2
+
+
+def test_task_checkpoint_from_another_config_is_a_clear_error(tmp_path, capsys) -> None:
+    from highway_transformer import cli
+
+    out = tmp_path / "s2s"
+    args = ["train", "--preset", "seq2seq/toy", "train.max_steps=2", "--out", str(out)]
+    assert cli.main([*args, "--no-progress"]) == 0
+    config_file = out / "best" / "config.json"
+    config = json.loads(config_file.read_text())
+    config["model"]["d_model"] *= 2  # the weights no longer fit the described model
+    config_file.write_text(json.dumps(config))
+    capsys.readouterr()
+    assert cli.main(["eval", str(out / "best"), "--device", "cpu"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error:") and "do not fit" in err and "Traceback" not in err

@@ -244,3 +244,15 @@ def test_small_rt_l3_trains_on_a_tiny_corpus(tmp_path) -> None:
     )  # fmt: skip
     results = train(config, tmp_path / "run", progress=False)
     assert results["valid"]["loss"] < 1.0  # uniform over ~12 symbols would be ln 12 ≈ 2.5
+
+
+@pytest.mark.parametrize(
+    "key, value",
+    [("model.memory.clamp_len", -2), ("model.memory.eval_clamp_len", -5),
+     ("model.memory.eval_mem_len", -1), ("model.memory.mem_len", -1)],
+)  # fmt: skip
+def test_bad_memory_settings_are_config_errors(key: str, value: int) -> None:
+    from highway_transformer.config import Config
+
+    with pytest.raises(ConfigError, match=key.split(".")[-1]):
+        Config().replace(**{key: value}).validate()

@@ -205,6 +205,18 @@ def test_resume_with_another_model_config(text_file: Path, tmp_path: Path) -> No
         Trainer(gated, run, progress=False).resume()
 
 
+def test_resume_with_another_vocabulary_is_refused(text_file: Path, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    train(tiny_config(text_file, **{"train.max_steps": 4}), run, progress=False)
+    weights_before = _final_weights(run)
+    other_text = tmp_path / "other.txt"
+    other_text.write_text("0123456789 " * 200, encoding="utf-8")
+    with pytest.raises(CheckpointError, match="another vocabulary"):
+        train(tiny_config(other_text), run, resume=True, progress=False)
+    after = _final_weights(run)
+    assert all(torch.equal(after[k], weights_before[k]) for k in after)
+
+
 def test_refuses_to_overwrite_a_checkpoint(text_file: Path, tmp_path: Path) -> None:
     run = tmp_path / "run"
     train(tiny_config(text_file, **{"train.max_steps": 4}), run, progress=False)

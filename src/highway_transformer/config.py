@@ -410,6 +410,12 @@ def validate(config: Config) -> Config:
     _choice("local RNN cell", m.local_rnn.cell, ("rnn", "gru", "lstm"))
     if m.local_rnn.window < 1:
         raise ConfigError(f"model.local_rnn.window must be >= 1, got {m.local_rnn.window}")
+    for name in ("clamp_len", "eval_clamp_len"):
+        value = getattr(m.memory, name)
+        if value is not None and value < -1:
+            raise ConfigError(f"model.memory.{name} must be >= 0 (or -1: no clamping), got {value}")
+    if m.memory.eval_mem_len is not None and m.memory.eval_mem_len < 0:
+        raise ConfigError(f"model.memory.eval_mem_len must be >= 0, got {m.memory.eval_mem_len}")
     if m.memory.mem_len < 0:
         raise ConfigError(f"model.memory.mem_len must be >= 0, got {m.memory.mem_len}")
     if m.attention == "shaw" and m.shaw_clip < 1:
