@@ -14,6 +14,13 @@ times and then once timed, so that it is measured in its steady state (its own a
 and caches, not those the other variant left behind), while the rounds interleave the two
 variants so that varying load from other processes affects both alike.
 
+Speed-up ceiling: the fast path's matrix products alone (same shapes and count, no
+element-wise maths) are timed in the same rounds; ``oracle / that`` bounds the speed-up any
+implementation of this algorithm can reach. The fast path does exactly half the oracle's
+matmul FLOPs (``3k`` vs ``6k`` products of ``[B·L, d] × [d, G·d]`` size), and the oracle's
+fused oneDNN recurrence runs its products at least as efficiently as separate calls can,
+so the ceiling sits at or below 2× wherever the products dominate (small ``d``).
+
 Peak memory: each (variant, setting) runs in a fresh subprocess (``--child VARIANT SETTING``).
 On CPU the child first runs the variant once on a tiny input (so one-off library set-up is not
 counted), builds the model and inputs, returns free heap to the OS (``malloc_trim``), resets the
@@ -88,6 +95,39 @@ def runner(variant: str, module: LocalRNN, x: Tensor) -> Callable[[], None]:
     return run
 
 
+def matmul_floor(module: LocalRNN, x: Tensor) -> Callable[[], None]:
+    """The fast path's matrix products alone, at its shapes and count, nothing else.
+
+    Forward: the input projection and ``k − 1`` recurrent products; backward: the two
+    products of the projection and, per recurrent step, the hidden-state and ``W_hh``
+    gradients. Its time is what the fast path would take with free element-wise maths, so
+    ``oracle / floor`` is the largest speed-up this algorithm can show on the device.
+    """
+    batch, length, d = x.shape
+    rows, k = batch * length, module.window
+    w_ih = module.rnn.weight_ih_l0.detach()
+    w_hh = module.rnn.weight_hh_l0.detach()
+    width = w_ih.shape[0]
+    inputs = x.detach().reshape(rows, d)
+    h = torch.randn(rows, d, device=x.device)
+    da = torch.randn(rows, width, device=x.device)
+    pre = torch.empty(rows, width, device=x.device)
+    dh = torch.empty(rows, d, device=x.device)
+    grad_ih, grad_hh = torch.zeros_like(w_ih), torch.zeros_like(w_hh)
+
+    def run() -> None:
+        torch.mm(inputs, w_ih.t(), out=pre)
+        for _ in range(k - 1):
+            torch.mm(h, w_hh.t(), out=pre)
+        torch.mm(da, w_ih, out=dh)
+        grad_ih.addmm_(da.t(), inputs)
+        for _ in range(k - 1):
+            grad_hh.addmm_(da.t(), h)
+            torch.mm(da, w_hh, out=dh)
+
+    return run
+
+
 def synchronize(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -156,9 +196,10 @@ def peak_memory(variant: str, setting: str, device: str, threads: int) -> float:
 def time_both(setting: str, device: torch.device, warmup: int, repeats: int) -> dict[str, float]:
     module, x = build(setting, device)
     runs = {v: runner(v, module, x) for v in VARIANTS}
-    times: dict[str, list[float]] = {v: [] for v in VARIANTS}
+    runs["floor"] = matmul_floor(module, x)
+    times: dict[str, list[float]] = {v: [] for v in runs}
     for _ in range(repeats):
-        for v in VARIANTS:  # rounds interleave the variants
+        for v in runs:  # rounds interleave the variants
             for _ in range(warmup):
                 runs[v]()
             synchronize(device)
@@ -193,9 +234,10 @@ def main(argv: list[str] | None = None) -> None:
     print()
     print(
         "| setting | d | cell | k | L | B | fast ms | oracle ms | speed-up "
+        "| fast matmuls alone ms | speed-up ceiling "
         "| fast peak MiB | oracle peak MiB | memory ratio |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for setting in args.settings:
         d, cell, window, length, batch = SETTINGS[setting]
         ms = time_both(setting, device, args.warmup, args.repeats)
@@ -203,6 +245,7 @@ def main(argv: list[str] | None = None) -> None:
         print(
             f"| {setting} | {d} | {cell} | {window} | {length} | {batch} "
             f"| {ms['fast']:.1f} | {ms['oracle']:.1f} | {ms['oracle'] / ms['fast']:.2f}x "
+            f"| {ms['floor']:.1f} | {ms['oracle'] / ms['floor']:.2f}x "
             f"| {mem['fast']:.1f} | {mem['oracle']:.1f} | {mem['fast'] / mem['oracle']:.2f} |",
             flush=True,
         )
