@@ -117,6 +117,31 @@ def test_acceleration_and_time_tables(table1: Path, tmp_path: Path) -> None:
     assert report["missing"] == [] and "Nothing is missing." in index
 
 
+def test_paper_direction_row_by_row(table1: Path, tmp_path: Path) -> None:
+    report = write_report([table1], tmp_path / "report")
+    rows = {r["name"]: r for r in report["direction"]}
+    sigmoid, tanh = rows["ht-table1/t-l3+sigmoid"], rows["ht-table1/t-l3+tanh"]
+    # σ reaches the baseline's best (1.1, its step 40) at step 30; ends at 1.5 vs 1.6 bpc;
+    # only seed 1 ran for both rows (1.4 < 1.6); the paper has σ lower too (1.41 < 1.541).
+    assert sigmoid["steps_to_baseline_best"] == 30 and sigmoid["baseline_steps"] == 40
+    assert sigmoid["converges_faster"] is True and sigmoid["lower_at_equal_steps"] is True
+    assert (sigmoid["seeds_lower"], sigmoid["seeds_paired"]) == (1, 1)
+    assert sigmoid["same_sign_as_paper"] is True
+    # tanh never reaches 1.1 and ends higher (1.7), while the paper has it lower (1.401).
+    assert tanh["converges_faster"] is False and tanh["lower_at_equal_steps"] is False
+    assert (tanh["seeds_lower"], tanh["seeds_paired"]) == (0, 1)
+    assert tanh["paper_lower"] is True and tanh["same_sign_as_paper"] is False
+    assert "ht-table1/t-l3" not in rows
+    index = (tmp_path / "report" / "index.md").read_text(encoding="utf-8")
+    assert (
+        "1 of 2 gated rows reached the baseline's best validation loss in fewer steps than the "
+        "baseline; 1 of 2 ended with a lower validation loss at equal steps; 1 of 2 changed in "
+        "the direction the paper published." in index
+    )
+    assert "| ht-table1/t-l3+sigmoid | 30 (40) | yes | -6.25% ⇓ | yes | 1/1 |" in index
+    assert "| ht-table1/t-l3+tanh | not reached (40) | no | +6.25% | no | 0/1 |" in index
+
+
 def test_figures_are_written(table1: Path, tmp_path: Path) -> None:
     out = tmp_path / "report"
     report = write_report([table1], out)

@@ -14,6 +14,9 @@ table at one scale and writes:
   baseline's best (mean-curve) validation and training loss, and the ratio to the steps the
   baseline itself needed;
 * time cost and parameters per row (HT Table 7 style);
+* the paper's direction, checked row by row: did the gated row reach the baseline's best
+  validation loss in fewer steps, did it end lower at equal steps (also seed by seed, paired
+  by seed), and is the sign of its change the sign the paper published;
 * gate-bias analysis of the learned SDU biases ``b1`` from each run's ``best/`` weights:
   a layer × dimension heatmap per sublayer kind (HT Figure 13) and a t-SNE scatter of the
   per-layer, per-sublayer vectors (Figure 14);
@@ -335,6 +338,103 @@ def time_rows(groups: dict[str, list[RunRecord]]) -> list[dict[str, Any]]:
     return list(rows.values())
 
 
+def _paired_better(runs: list[RunRecord], base: list[RunRecord], metric: str) -> tuple[int, int]:
+    """Seeds run by both rows where the row's final validation metric is lower: (better, n)."""
+    base_by_seed = {r.seed: _result(r, "valid", metric) for r in base}
+    pairs = [
+        (_result(r, "valid", metric), base_by_seed.get(r.seed))
+        for r in runs
+        if r.seed in base_by_seed
+    ]
+    pairs = [(mine, theirs) for mine, theirs in pairs if mine is not None and theirs is not None]
+    return sum(mine < theirs for mine, theirs in pairs), len(pairs)
+
+
+def direction_rows(
+    groups: dict[str, list[RunRecord]],
+    paper_table: list[dict[str, Any]],
+    acceleration: dict[str, Any],
+    metric: str,
+) -> list[dict[str, Any]]:
+    """Per gated row: faster to the baseline's best, lower at equal steps, paper's sign."""
+    rows = []
+    accel = {r["name"]: r for r in acceleration.get("rows", [])}
+    base_steps = acceleration.get("baseline_steps")
+    for row in paper_table:
+        if row["is_baseline"] or row["baseline"] not in groups:
+            continue
+        name, key = row["name"], f"eval_{metric}"
+        reached = accel.get(name, {}).get("steps_to_target")
+        faster = None if not base_steps else reached is not None and reached < base_steps
+        better, n_paired = _paired_better(groups[name], groups[row["baseline"]], metric)
+        paper_change = row[f"published_{key}_change_pct"]
+        paper_better = None if paper_change is None else paper_change < 0
+        lower = row[f"{key}_improved"]
+        rows.append(
+            {
+                "name": name,
+                "steps_to_baseline_best": reached,
+                "baseline_steps": base_steps,
+                "converges_faster": faster,
+                "eval_change_pct": row[f"{key}_change_pct"],
+                "lower_at_equal_steps": lower,
+                "seeds_lower": better,
+                "seeds_paired": n_paired,
+                "paper_eval_change_pct": paper_change,
+                "paper_lower": paper_better,
+                "same_sign_as_paper": None
+                if paper_better is None or lower is None
+                else lower == paper_better,
+            }
+        )
+    return rows
+
+
+def direction_summary(rows: list[dict[str, Any]]) -> str:
+    """One sentence counting the rows that follow the paper's claim."""
+    if not rows:
+        return "No gated row ran beside its baseline, so the paper's direction cannot be checked."
+    n = len(rows)
+    faster = sum(bool(r["converges_faster"]) for r in rows)
+    lower = sum(bool(r["lower_at_equal_steps"]) for r in rows)
+    signed = [r for r in rows if r["same_sign_as_paper"] is not None]
+    same = sum(bool(r["same_sign_as_paper"]) for r in signed)
+    return (
+        f"{faster} of {n} gated rows reached the baseline's best validation loss in fewer steps "
+        f"than the baseline; {lower} of {n} ended with a lower validation loss at equal steps; "
+        f"{same} of {len(signed)} changed in the direction the paper published."
+    )
+
+
+def _yes_no(value: bool | None) -> str:
+    return "—" if value is None else ("yes" if value else "no")
+
+
+def direction_markdown(rows: list[dict[str, Any]], metric: str) -> list[str]:
+    lines = [
+        direction_summary(rows),
+        "",
+        f"| model | steps to baseline's best (baseline) | converges faster | Δ eval {metric} "
+        "| lower at equal steps | seeds lower (paired) | paper Δ eval | same direction as paper |",
+        "| --- | ---: | :---: | ---: | :---: | ---: | ---: | :---: |",
+    ]
+    for r in rows:
+        reached = r["steps_to_baseline_best"]
+        steps = f"{'not reached' if reached is None else reached} ({r['baseline_steps']})"
+        cells = [
+            r["name"],
+            steps,
+            _yes_no(r["converges_faster"]),
+            _fmt_change(r["eval_change_pct"]),
+            _yes_no(r["lower_at_equal_steps"]),
+            f"{r['seeds_lower']}/{r['seeds_paired']}",
+            _fmt_change(r["paper_eval_change_pct"]),
+            _yes_no(r["same_sign_as_paper"]),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
 # --------------------------------------------------------------------------- gates
 
 
@@ -526,6 +626,10 @@ def index_markdown(report: dict[str, Any]) -> str:
         "",
         *_image_lines(report["figures"]["convergence_time"], "convergence vs time"),
         "",
+        "## Does the paper's direction hold at this scale?",
+        "",
+        *direction_markdown(report["direction"], m),
+        "",
         "## Convergence acceleration",
         "",
         *acceleration_markdown(report["acceleration"]["valid"], "valid"),
@@ -613,10 +717,14 @@ def write_report(run_dirs: Iterable[str | Path], out_dir: str | Path) -> dict[st
         ],
         "paper_table": paper_rows(groups, metric),
         "acceleration": {s: acceleration_rows(groups, s, baseline) for s in ("valid", "train")},
+        "direction": [],
         "time": time_rows(groups),
         "gates": gates,
         "missing": [f"{r.name} seed {r.seed}: {p}" for r in runs for p in r.problems],
     }
+    report["direction"] = direction_rows(
+        groups, report["paper_table"], report["acceleration"]["valid"], metric
+    )
     report["figures"] = {**figures, **_gate_figures(gates)}
     report["index"] = "index.md"
     (out / "index.md").write_text(index_markdown(report), encoding="utf-8")
