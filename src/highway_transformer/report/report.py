@@ -360,12 +360,15 @@ def direction_rows(
     rows = []
     accel = {r["name"]: r for r in acceleration.get("rows", [])}
     base_steps = acceleration.get("baseline_steps")
+    base_seconds = accel.get(acceleration.get("baseline"), {}).get("seconds_to_target")
     for row in paper_table:
         if row["is_baseline"] or row["baseline"] not in groups:
             continue
         name, key = row["name"], f"eval_{metric}"
         reached = accel.get(name, {}).get("steps_to_target")
+        seconds = accel.get(name, {}).get("seconds_to_target")
         faster = None if not base_steps else reached is not None and reached < base_steps
+        sooner = None if base_seconds is None else seconds is not None and seconds < base_seconds
         better, n_paired = _paired_better(groups[name], groups[row["baseline"]], metric)
         paper_change = row[f"published_{key}_change_pct"]
         paper_better = None if paper_change is None else paper_change < 0
@@ -376,6 +379,9 @@ def direction_rows(
                 "steps_to_baseline_best": reached,
                 "baseline_steps": base_steps,
                 "converges_faster": faster,
+                "seconds_to_baseline_best": seconds,
+                "baseline_seconds": base_seconds,
+                "converges_sooner_in_time": sooner,
                 "eval_change_pct": row[f"{key}_change_pct"],
                 "lower_at_equal_steps": lower,
                 "seeds_lower": better,
@@ -396,13 +402,15 @@ def direction_summary(rows: list[dict[str, Any]]) -> str:
         return "No gated row ran beside its baseline, so the paper's direction cannot be checked."
     n = len(rows)
     faster = sum(bool(r["converges_faster"]) for r in rows)
+    sooner = sum(bool(r["converges_sooner_in_time"]) for r in rows)
     lower = sum(bool(r["lower_at_equal_steps"]) for r in rows)
     signed = [r for r in rows if r["same_sign_as_paper"] is not None]
     same = sum(bool(r["same_sign_as_paper"]) for r in signed)
     return (
         f"{faster} of {n} gated rows reached the baseline's best validation loss in fewer steps "
-        f"than the baseline; {lower} of {n} ended with a lower validation loss at equal steps; "
-        f"{same} of {len(signed)} changed in the direction the paper published."
+        f"than the baseline ({sooner} of {n} also in less training time); {lower} of {n} "
+        f"ended with a lower validation loss at equal steps; {same} of {len(signed)} changed "
+        "in the direction the paper published."
     )
 
 
@@ -414,17 +422,21 @@ def direction_markdown(rows: list[dict[str, Any]], metric: str) -> list[str]:
     lines = [
         direction_summary(rows),
         "",
-        f"| model | steps to baseline's best (baseline) | converges faster | Δ eval {metric} "
-        "| lower at equal steps | seeds lower (paired) | paper Δ eval | same direction as paper |",
-        "| --- | ---: | :---: | ---: | :---: | ---: | ---: | :---: |",
+        f"| model | steps to baseline's best (baseline) | fewer steps | seconds (baseline) "
+        f"| less time | Δ eval {metric} | lower at equal steps | seeds lower (paired) "
+        "| paper Δ eval | same direction as paper |",
+        "| --- | ---: | :---: | ---: | :---: | ---: | :---: | ---: | ---: | :---: |",
     ]
     for r in rows:
         reached = r["steps_to_baseline_best"]
         steps = f"{'not reached' if reached is None else reached} ({r['baseline_steps']})"
+        seconds = f"{_fmt(r['seconds_to_baseline_best'], 1)} ({_fmt(r['baseline_seconds'], 1)})"
         cells = [
             r["name"],
             steps,
             _yes_no(r["converges_faster"]),
+            seconds,
+            _yes_no(r["converges_sooner_in_time"]),
             _fmt_change(r["eval_change_pct"]),
             _yes_no(r["lower_at_equal_steps"]),
             f"{r['seeds_lower']}/{r['seeds_paired']}",
@@ -712,7 +724,7 @@ def write_report(run_dirs: Iterable[str | Path], out_dir: str | Path) -> dict[st
         "scale_description": describe_scale(scale) if scale in SCALES else scale,
         "metric": metric,
         "runs": [
-            {"run_dir": str(r.run_dir), "name": r.name, "seed": r.seed, "problems": r.problems}
+            {"run_dir": _portable(r.run_dir), "name": r.name, "seed": r.seed, "problems": r.problems}
             for r in runs
         ],
         "paper_table": paper_rows(groups, metric),
@@ -732,6 +744,14 @@ def write_report(run_dirs: Iterable[str | Path], out_dir: str | Path) -> dict[st
         json.dumps(report, indent=2, ensure_ascii=False), encoding="utf-8"
     )
     return report
+
+
+def _portable(path: Path) -> str:
+    """``path`` relative to the working directory when beneath it (reports get committed)."""
+    try:
+        return str(path.relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
 
 
 def _gate_figures(gates: dict[str, Any]) -> dict[str, list[str]]:
