@@ -177,6 +177,11 @@ def test_runner_trains_skips_and_resumes(tmp_path: Path, corpus: Path) -> None:
     run_experiments(rows, tmp_path, "tiny", overrides=overrides, log=messages.append)
     assert messages == [f"{row} seed 1: finished, skipped" for row in rows]
     assert [(d / "results.json").stat().st_mtime_ns for d in dirs] == stamps
+    info = json.loads((dirs[0] / "experiment.json").read_text(encoding="utf-8"))
+    assert info["overrides"] == [o for o in overrides if not o.startswith("data.path=")]
+    with pytest.raises(ConfigError, match="was trained with overrides .* pass another --out"):
+        run_experiments(rows, tmp_path, "tiny", overrides=[*overrides, "train.max_steps=9"])
+    assert [(d / "results.json").stat().st_mtime_ns for d in dirs] == stamps
 
     def crash_at_step_8(message: str) -> None:
         if message.startswith("step 8:"):

@@ -30,6 +30,7 @@ def make_run(
     seed: int = 1,
     scale: str = "small",
     table: str | None = None,
+    overrides: list[str] | None = None,
 ) -> Path:
     """A run folder as the runner writes it: experiment.json, config.yaml, metrics, results."""
     e = get_experiment(name)
@@ -38,6 +39,8 @@ def make_run(
     run_dir.mkdir(parents=True)
     info = {"name": name, "table": table, "row": e.row, "scale": scale, "seed": seed,
             "metric": e.metric, "baseline": e.baseline, "published": e.published}  # fmt: skip
+    if overrides is not None:
+        info["overrides"] = overrides
     (run_dir / "experiment.json").write_text(json.dumps(info), encoding="utf-8")
     config = {"model": {"gate": {"kind": "none"}}, "train": {"max_steps": STEPS[-1]}}
     (run_dir / "config.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
@@ -217,6 +220,23 @@ def test_mixing_tables_or_scales_is_refused(table1: Path, tmp_path: Path) -> Non
     empty.mkdir()
     with pytest.raises(ConfigError, match="holds no experiment.json"):
         write_report([empty], tmp_path / "report")
+
+
+def test_runs_with_other_overrides_are_refused_or_named(tmp_path: Path) -> None:
+    root = tmp_path / "runs"
+    longer = ["train.max_steps=80"]
+    make_run(root, "ht-table1/t-l3", [2.0, 1.5, 1.2, 1.1], 1.6, 1.5, 100.0, overrides=longer)
+    make_run(root, "ht-table1/t-l3+tanh", [2.1, 1.6, 1.3, 1.2], 1.7, 1.45, 90.0, overrides=[])
+    with pytest.raises(ConfigError, match="mix overrides: .*write one report per table, scale"):
+        write_report([root], tmp_path / "report")
+    make_run(
+        root, "ht-table1/t-l3+sigmoid", [2.1, 1.6, 1.3, 1.2], 1.7, 1.45, 90.0, overrides=longer
+    )
+    runs = root / "ht-table1" / "small"
+    report = write_report([runs / "t-l3", runs / "t-l3+sigmoid"], tmp_path / "report")
+    assert report["overrides"] == longer
+    index = (tmp_path / "report" / "index.md").read_text(encoding="utf-8")
+    assert "Overrides on top of the scale: `train.max_steps=80`." in index
 
 
 def test_tsne_handles_few_points() -> None:

@@ -43,6 +43,7 @@ class RunSpec:
     scale: str
     run_dir: Path
     config: Config
+    overrides: tuple[str, ...] = ()  # the budget-changing overrides (all but data.path)
 
     @property
     def finished(self) -> bool:
@@ -87,12 +88,13 @@ def plan_runs(
     if seeds < 1:
         raise ConfigError(f"seeds must be >= 1, got {seeds}")
     overrides = list(overrides)
+    recorded = tuple(o for o in overrides if not o.replace(" ", "").startswith("data.path="))
     specs = []
     for experiment in resolve_experiments(names_or_table):
         for seed in range(1, seeds + 1):
             config = experiment_config(experiment, scale, seed, data_path, overrides)
             folder = run_dir_for(out_root, experiment, scale, seed)
-            specs.append(RunSpec(experiment, seed, scale, folder, config))
+            specs.append(RunSpec(experiment, seed, scale, folder, config, recorded))
     return specs
 
 
@@ -107,6 +109,7 @@ def write_experiment_file(spec: RunSpec) -> Path:
         "preset": e.preset,
         "scale": spec.scale,
         "scale_description": describe_scale(spec.scale),
+        "overrides": list(spec.overrides),
         "seed": spec.seed,
         "train_seed": spec.config.train.seed,
         "metric": e.metric,
@@ -118,6 +121,22 @@ def write_experiment_file(spec: RunSpec) -> Path:
     path = spec.run_dir / EXPERIMENT_FILE
     path.write_text(json.dumps(info, indent=2, ensure_ascii=False), encoding="utf-8")
     return path
+
+
+def _check_same_overrides(spec: RunSpec) -> None:
+    """Refuse to skip or resume a run folder trained with other overrides (another budget)."""
+    path = spec.run_dir / EXPERIMENT_FILE
+    if not path.is_file():
+        return
+    try:
+        stored = json.loads(path.read_text(encoding="utf-8")).get("overrides")
+    except (OSError, ValueError, AttributeError):
+        return  # unreadable: the run is re-prepared from this request
+    if stored is not None and list(stored) != list(spec.overrides):
+        raise ConfigError(
+            f"{spec.run_dir} was trained with overrides {stored or 'none'}, this request gives "
+            f"{list(spec.overrides) or 'none'}: pass another --out, or the same overrides"
+        )
 
 
 def _prepare(spec: RunSpec) -> bool:
@@ -204,6 +223,8 @@ def run_experiments(
     specs = plan_runs(names_or_table, out_root, scale, seeds, data_path, overrides)
     todo = []
     for spec in specs:
+        if spec.finished or spec.interrupted:
+            _check_same_overrides(spec)
         if spec.finished:
             write_experiment_file(spec)
             log(f"{spec.experiment.name} seed {spec.seed}: finished, skipped")

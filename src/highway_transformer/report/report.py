@@ -177,11 +177,15 @@ def load_run(run_dir: str | Path) -> RunRecord:
 
 def check_one_table(runs: list[RunRecord]) -> tuple[str, str]:
     """The (table, scale) all runs share; mixing tables or scales raises ConfigError."""
-    for key, what in (("table", "tables"), ("scale", "scales")):
-        counts = Counter(str(r.experiment.get(key, "?")) for r in runs)
+    for key, what in (("table", "tables"), ("scale", "scales"), ("overrides", "overrides")):
+        counts = Counter(
+            str(r.experiment.get(key, [] if key == "overrides" else "?")) for r in runs
+        )
         if len(counts) > 1:
             named = ", ".join(f"{k} ({n} run{'s' * (n > 1)})" for k, n in sorted(counts.items()))
-            raise ConfigError(f"the runs mix {what}: {named}; write one report per table and scale")
+            raise ConfigError(
+                f"the runs mix {what}: {named}; write one report per table, scale and overrides"
+            )
     return str(runs[0].experiment.get("table", "?")), str(runs[0].experiment.get("scale", "?"))
 
 
@@ -619,6 +623,11 @@ def index_markdown(report: dict[str, Any]) -> str:
         "",
         f"Scale: {report['scale_description']}.",
         "",
+        *(
+            [f"Overrides on top of the scale: `{' '.join(report['overrides'])}`.", ""]
+            if report["overrides"]
+            else []
+        ),
         f"{len(report['runs'])} run(s) of {len(report['paper_table'])} row(s). *eval* is the "
         "validation split; Δ is the relative change to the row's baseline "
         f"(negative is better; {DOWN} marks an improvement); values are mean ± sample standard "
@@ -722,9 +731,15 @@ def write_report(run_dirs: Iterable[str | Path], out_dir: str | Path) -> dict[st
         "also_in": sorted({t for r in runs for t in r.experiment.get("also_in", [])}),
         "scale": scale,
         "scale_description": describe_scale(scale) if scale in SCALES else scale,
+        "overrides": list(runs[0].experiment.get("overrides", [])),
         "metric": metric,
         "runs": [
-            {"run_dir": _portable(r.run_dir), "name": r.name, "seed": r.seed, "problems": r.problems}
+            {
+                "run_dir": _portable(r.run_dir),
+                "name": r.name,
+                "seed": r.seed,
+                "problems": r.problems,
+            }
             for r in runs
         ],
         "paper_table": paper_rows(groups, metric),
