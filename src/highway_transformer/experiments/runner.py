@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..config import Config, build_config, save_config
+from ..config import Config, build_config, parse_override, save_config
 from ..errors import ConfigError, HighwayError
 from .registry import Experiment, resolve_experiments
 from .scale import describe_scale, get_scale, scale_config
@@ -88,7 +88,7 @@ def plan_runs(
     if seeds < 1:
         raise ConfigError(f"seeds must be >= 1, got {seeds}")
     overrides = list(overrides)
-    recorded = tuple(o for o in overrides if not o.replace(" ", "").startswith("data.path="))
+    recorded = tuple(o for o in overrides if parse_override(o)[0] != "data.path")
     specs = []
     for experiment in resolve_experiments(names_or_table):
         for seed in range(1, seeds + 1):

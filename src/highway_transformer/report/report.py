@@ -145,6 +145,7 @@ def _with_registry_defaults(experiment: dict[str, Any]) -> dict[str, Any]:
     """Fill what an older or hand-written experiment.json lacks from the registry."""
     from ..experiments.registry import EXPERIMENTS
 
+    experiment = {"overrides": [], **experiment}  # none recorded: none were given
     known = EXPERIMENTS.get(str(experiment["name"]))
     if known is None:
         return experiment
@@ -178,9 +179,7 @@ def load_run(run_dir: str | Path) -> RunRecord:
 def check_one_table(runs: list[RunRecord]) -> tuple[str, str]:
     """The (table, scale) all runs share; mixing tables or scales raises ConfigError."""
     for key, what in (("table", "tables"), ("scale", "scales"), ("overrides", "overrides")):
-        counts = Counter(
-            str(r.experiment.get(key, [] if key == "overrides" else "?")) for r in runs
-        )
+        counts = Counter(str(r.experiment.get(key, "?")) for r in runs)
         if len(counts) > 1:
             named = ", ".join(f"{k} ({n} run{'s' * (n > 1)})" for k, n in sorted(counts.items()))
             raise ConfigError(
@@ -725,13 +724,17 @@ def write_report(run_dirs: Iterable[str | Path], out_dir: str | Path) -> dict[st
     description = TABLES.get(table, (table, metric))[0]
     figures = _convergence_figures(groups, metric, out, f"{description} ({scale})")
     gates = gate_analysis(groups, out)
+    paper_table = paper_rows(groups, metric)
+    acceleration = {
+        split: acceleration_rows(groups, split, baseline) for split in ("valid", "train")
+    }
     report: dict[str, Any] = {
         "table": table,
         "table_description": description,
         "also_in": sorted({t for r in runs for t in r.experiment.get("also_in", [])}),
         "scale": scale,
         "scale_description": describe_scale(scale) if scale in SCALES else scale,
-        "overrides": list(runs[0].experiment.get("overrides", [])),
+        "overrides": list(runs[0].experiment["overrides"]),
         "metric": metric,
         "runs": [
             {
@@ -742,16 +745,13 @@ def write_report(run_dirs: Iterable[str | Path], out_dir: str | Path) -> dict[st
             }
             for r in runs
         ],
-        "paper_table": paper_rows(groups, metric),
-        "acceleration": {s: acceleration_rows(groups, s, baseline) for s in ("valid", "train")},
-        "direction": [],
+        "paper_table": paper_table,
+        "acceleration": acceleration,
+        "direction": direction_rows(groups, paper_table, acceleration["valid"], metric),
         "time": time_rows(groups),
         "gates": gates,
         "missing": [f"{r.name} seed {r.seed}: {p}" for r in runs for p in r.problems],
     }
-    report["direction"] = direction_rows(
-        groups, report["paper_table"], report["acceleration"]["valid"], metric
-    )
     report["figures"] = {**figures, **_gate_figures(gates)}
     report["index"] = "index.md"
     (out / "index.md").write_text(index_markdown(report), encoding="utf-8")
