@@ -1,0 +1,97 @@
+"""What the machine can do fast: CPU instruction sets for reduced precision, device facts.
+
+CPUs differ: with AMX or AVX512-BF16, bf16 autocast is faster than fp32; on an AVX2-only CPU
+torch emulates bf16 and a training step runs 5-16x *slower* than fp32 (measured on the XL
+model and the LocalRNN). So reduced precision on a CPU is checked here, never assumed, and
+every benchmark figure is printed with :func:`describe`.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from functools import lru_cache
+from pathlib import Path
+
+import torch
+
+from .errors import ConfigError
+
+#: /proc/cpuinfo flags that give native (hardware) support of a reduced precision.
+NATIVE_FLAGS = {
+    "bf16": ("amx_bf16", "avx512_bf16"),
+    "fp16": ("amx_fp16", "avx512_fp16"),
+}
+
+
+@lru_cache(maxsize=1)
+def cpu_flags() -> frozenset[str]:
+    """The CPU feature flags of ``/proc/cpuinfo`` (empty where the file does not exist)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return frozenset()
+    for line in text.splitlines():
+        if line.startswith(("flags", "Features")):
+            return frozenset(line.split(":", 1)[1].split())
+    return frozenset()
+
+
+def cpu_native(precision: str) -> bool:
+    """Whether this CPU computes ``precision`` (bf16 | fp16) in hardware; fp32 always does.
+
+    Linux: the CPU flags. Elsewhere (no flags to read): Apple silicon has native bf16/fp16;
+    for bf16, oneDNN's own check is asked.
+    """
+    if precision == "fp32":
+        return True
+    flags = cpu_flags()
+    if flags:
+        return any(flag in flags for flag in NATIVE_FLAGS[precision])
+    if platform.machine() in ("arm64", "aarch64") and platform.system() == "Darwin":
+        return True
+    if precision == "bf16":
+        check = getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", None)
+        return bool(check()) if check is not None else False
+    return False
+
+
+def check_precision(device: torch.device, precision: str) -> None:
+    """Refuse reduced precision on a CPU that would emulate it (many times slower than fp32)."""
+    if device.type != "cpu" or cpu_native(precision):
+        return
+    wanted = " or ".join(NATIVE_FLAGS[precision])
+    raise ConfigError(
+        f"train.precision={precision} on this CPU ({cpu_capability()}, no {wanted}) would be "
+        f"emulated and run several times slower than fp32; use train.precision=fp32 (or a GPU)"
+    )
+
+
+def cpu_capability() -> str:
+    """The vector instruction set torch dispatches to on this CPU (``AVX2``, ``AVX512``...)."""
+    getter = getattr(torch.backends.cpu, "get_cpu_capability", None)
+    return str(getter()) if getter is not None else platform.machine()
+
+
+def describe(device: torch.device | str = "cpu") -> dict[str, object]:
+    """Facts to print beside every measured figure: device, CPU capability, threads, torch."""
+    device = torch.device(device)
+    info: dict[str, object] = {
+        "device": str(device),
+        "cpu": platform.processor() or platform.machine(),
+        "cpu_capability": cpu_capability(),
+        "cpu_bf16_native": cpu_native("bf16"),
+        "cpu_fp16_native": cpu_native("fp16"),
+        "cores": os.cpu_count(),
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+    }
+    if device.type == "cuda" and torch.cuda.is_available():
+        info["gpu"] = torch.cuda.get_device_name(device)
+        info["gpu_bf16"] = torch.cuda.is_bf16_supported()
+    return info
+
+
+def describe_line(device: torch.device | str = "cpu") -> str:
+    """:func:`describe` as one line, for benchmark output."""
+    return ", ".join(f"{key} {value}" for key, value in describe(device).items())

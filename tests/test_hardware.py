@@ -1,0 +1,56 @@
+"""CPU capability detection: reduced precision is checked, never assumed."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from highway_transformer import hardware
+from highway_transformer.errors import ConfigError
+
+
+@pytest.fixture
+def flags(monkeypatch):
+    """Pretend the CPU has the given /proc/cpuinfo flags."""
+
+    def set_flags(*names: str) -> None:
+        monkeypatch.setattr(hardware, "cpu_flags", lambda: frozenset(names))
+
+    return set_flags
+
+
+def test_avx2_only_cpu_refuses_bf16_and_names_the_fix(flags) -> None:
+    flags("sse4_2", "avx2", "fma")
+    assert not hardware.cpu_native("bf16")
+    with pytest.raises(ConfigError, match="train.precision=fp32") as info:
+        hardware.check_precision(torch.device("cpu"), "bf16")
+    assert "\n" not in str(info.value) and "avx512_bf16" in str(info.value)
+
+
+@pytest.mark.parametrize("flag", ["avx512_bf16", "amx_bf16"])
+def test_native_bf16_cpu_accepts_bf16(flags, flag) -> None:
+    flags("avx2", flag)
+    assert hardware.cpu_native("bf16")
+    hardware.check_precision(torch.device("cpu"), "bf16")
+
+
+def test_fp16_needs_its_own_flags(flags) -> None:
+    flags("avx2", "avx512_bf16")
+    assert not hardware.cpu_native("fp16")
+    with pytest.raises(ConfigError):
+        hardware.check_precision(torch.device("cpu"), "fp16")
+    flags("amx_fp16")
+    hardware.check_precision(torch.device("cpu"), "fp16")
+
+
+def test_fp32_and_non_cpu_devices_are_never_refused(flags) -> None:
+    flags("avx2")
+    hardware.check_precision(torch.device("cpu"), "fp32")
+    hardware.check_precision(torch.device("meta"), "bf16")
+
+
+def test_describe_names_capability_threads_and_torch() -> None:
+    info = hardware.describe("cpu")
+    assert info["threads"] == torch.get_num_threads() and info["torch"] == torch.__version__
+    assert isinstance(info["cpu_bf16_native"], bool)
+    assert "cpu_capability" in hardware.describe_line()
