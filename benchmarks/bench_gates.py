@@ -25,10 +25,11 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import matmul_peak_flops, median_seconds, peak_rss_mib  # noqa: E402
+from common import matmul_peak_flops, median_seconds, peak_rss_mib, print_machine  # noqa: E402
 
 from highway_transformer.config import GateConfig  # noqa: E402
 from highway_transformer.evaluate import autocast_context  # noqa: E402
+from highway_transformer.hardware import cpu_native  # noqa: E402
 from highway_transformer.models.lm import build_model, count_flops_per_token  # noqa: E402
 from highway_transformer.presets import get_preset  # noqa: E402
 
@@ -89,7 +90,11 @@ def main() -> None:
         )
         print(json.dumps(result))
         return
+    print_machine()
     precisions = ["fp32", "bf16"] if args.precision == "both" else [args.precision]
+    if "bf16" in precisions and not cpu_native("bf16"):
+        print("bf16 skipped: this CPU has no native bf16 (autocast would be emulated)")
+        precisions.remove("bf16")
     print(
         f"torch {torch.__version__}, {torch.get_num_threads()} threads, preset {args.preset}, "
         f"batch {args.batch} x {args.seq_len} tokens"

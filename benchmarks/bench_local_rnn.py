@@ -57,6 +57,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from highway_transformer.hardware import describe_line
 from highway_transformer.nn.local_rnn import LocalRNN
 
 # name: (d_model, cell, window, length, batch)
@@ -225,6 +226,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.child:
         child(args.child[0], args.child[1], device)
         return
+    print(f"machine: {describe_line(str(device))}")
 
     print(
         f"LocalRNN forward+backward, device {device}, torch {torch.__version__}, "

@@ -30,6 +30,7 @@ import time
 
 import torch
 
+from highway_transformer.hardware import describe_line
 from highway_transformer.nn.positional import sinusoid
 from highway_transformer.nn.relative import RelativeMultiHeadAttention, relative_attention_mask
 
@@ -103,6 +104,7 @@ def main() -> None:
     if args.variant is not None:
         worker(args)
         return
+    print(f"machine: {describe_line()}")
 
     common = [
         f"--d-model={args.d_model}",

@@ -41,6 +41,7 @@ import time
 import torch
 from torch import Tensor
 
+from highway_transformer.hardware import describe_line
 from highway_transformer.nn.shaw import ShawAttention, relative_buckets
 
 VARIANTS = ("efficient", "oracle", "tables")
@@ -140,6 +141,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.child:
         sys.stdout.write(json.dumps(child(args)) + "\n")
         return
+    print(f"machine: {describe_line()}")
 
     forwarded = [
         f"--batch={args.batch}",

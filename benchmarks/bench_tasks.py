@@ -30,7 +30,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import median_seconds  # noqa: E402
+from common import median_seconds, print_machine  # noqa: E402
 
 from highway_transformer.config import GateConfig  # noqa: E402
 from highway_transformer.data.seq2seq import make_toy_pairs, toy_batch, toy_vocabs  # noqa: E402
@@ -154,6 +154,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    print_machine()
     out = {"torch": torch.__version__, "threads": args.threads}
     if args.part in ("music", "both"):
         out["music"] = music(args)

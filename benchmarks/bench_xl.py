@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import matmul_peak_flops, median_seconds, peak_rss_mib  # noqa: E402
+from common import matmul_peak_flops, median_seconds, peak_rss_mib, print_machine  # noqa: E402
 
 from highway_transformer.config import GateConfig, MemoryConfig, ModelConfig  # noqa: E402
 from highway_transformer.models.lm import build_model, count_flops_per_token  # noqa: E402
@@ -116,6 +116,7 @@ def main() -> None:
             json.dumps(train_child(args.child, args.d_model, args.seq_len, args.batch, args.steps))
         )
         return
+    print_machine()
     peak = matmul_peak_flops(torch.float32)
     runs: dict[str, list[dict]] = {"plain": [], "sdu": [], "gtrxl-gru": []}
     for _ in range(args.rounds):

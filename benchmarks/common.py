@@ -9,6 +9,8 @@ from collections.abc import Callable
 
 import torch
 
+from highway_transformer.hardware import describe_line
+
 
 def median_seconds(fn: Callable[[], None], repeats: int, warmup: int = 1) -> float:
     for _ in range(warmup):
@@ -39,3 +41,8 @@ def matmul_peak_flops(dtype: torch.dtype, device: str = "cpu", repeats: int = 5)
 def peak_rss_mib() -> float:
     """Peak resident memory of this process so far (Linux reports KiB)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def print_machine(device: str = "cpu") -> None:
+    """Print the facts every figure depends on: device, CPU capability, threads, torch."""
+    print(f"machine: {describe_line(device)}", flush=True)
