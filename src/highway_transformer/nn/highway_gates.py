@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
-from ..errors import unknown_choice
+from ..errors import ConfigError, unknown_choice
 from .combiner import ACTIVATIONS, Combiner
 
 
@@ -17,12 +17,20 @@ class _GatedTransform(Combiner):
 
     W1 and W2 are stored as one ``[2d, d]`` projection (one matmul instead of two); the
     first half is the gate, the second the transform. Biases start at zero.
+    ``activations`` lists the activations a gate accepts.
     """
+
+    activations: tuple[str, ...] = tuple(ACTIVATIONS)
 
     def __init__(self, d_model: int, activation: str = "sigmoid") -> None:
         super().__init__()
         if activation not in ACTIVATIONS:
             raise unknown_choice("gate activation", activation, ACTIVATIONS)
+        if activation not in self.activations:
+            raise ConfigError(
+                f"the {type(self).__name__} gate T is a sigmoid (HT eq. 26 and the authors' "
+                f"code); remove model.gate.activation={activation} or use the sdu gate"
+            )
         self.d_model = d_model
         self.activation = activation
         self.proj = nn.Linear(d_model, 2 * d_model)
@@ -50,8 +58,7 @@ class SelfDependencyUnit(_GatedTransform):
 class HighwayGate(_GatedTransform):
     """Highway gate (HT eqs. 26-29): ``(1 - T) ⊙ x + y + T ⊙ f(x)``, T sigmoid."""
 
-    def __init__(self, d_model: int, activation: str = "sigmoid") -> None:
-        super().__init__(d_model, activation)
+    activations = ("sigmoid",)
 
     def forward(self, x: Tensor, y: Tensor) -> Tensor:
         gate, transform = self.gate_and_transform(x)
@@ -59,7 +66,10 @@ class HighwayGate(_GatedTransform):
 
 
 class GatedSublayer(_GatedTransform):
-    """Gated MHDPA (HT eqs. 30-31), applied to any sublayer: ``x + (1 - T) ⊙ y + T ⊙ f(x)``."""
+    """Gated MHDPA (HT eqs. 30-31), applied to any sublayer: ``x + (1 - T) ⊙ y + T ⊙ f(x)``,
+    T sigmoid."""
+
+    activations = ("sigmoid",)
 
     def forward(self, x: Tensor, y: Tensor) -> Tensor:
         gate, transform = self.gate_and_transform(x)
