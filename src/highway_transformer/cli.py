@@ -55,6 +55,7 @@ def _eval(args: argparse.Namespace) -> int:
     from .config import build_config
     from .data.corpora import load_corpus
     from .evaluate import evaluate
+    from .nn.memory import MemoryPolicy
     from .train.checkpoint import load_pretrained, read_config
     from .train.trainer import resolve_device
 
@@ -72,11 +73,13 @@ def _eval(args: argparse.Namespace) -> int:
     if args.data_path:
         overrides.append(f"data.path={args.data_path}")
     config = build_config(config, None, overrides)
-    model.config.memory = config.model.memory
+    policy = MemoryPolicy.evaluation(config.model.memory) if model.uses_memory else None
     corpus = load_corpus(config.data, vocab=vocab, download=False)
     out = {}
     for split in splits:
-        result = evaluate(model, corpus.split(split), config.data, device, config.train.precision)
+        result = evaluate(
+            model, corpus.split(split), config.data, device, config.train.precision, policy=policy
+        )
         out[split] = result.as_dict()
         if not args.json:
             print(

@@ -35,6 +35,7 @@ OPTIMIZERS = ("sgd", "adam", "adamw")
 SCHEDULES = ("constant", "linear", "cosine", "anneal")
 PRECISIONS = ("fp32", "bf16", "fp16")
 LEVELS = ("char", "word", "byte")
+FLAGS = ("auto", "true", "false")  # model switches whose "auto" follows the family's reference code
 
 
 @dataclass
@@ -67,7 +68,7 @@ class MemoryConfig:
     """Transformer-XL segment memory and evaluation knobs (Dai et al.; HT A.3)."""
 
     mem_len: int = 0
-    clamp_len: int = -1  # -1: no clamping
+    clamp_len: int = -1  # <= 0: no clamping (the reference code clamps only when > 0)
     same_length: bool = False
     eval_mem_len: int | None = None  # None: as mem_len
     eval_clamp_len: int | None = None
@@ -99,6 +100,14 @@ class ModelConfig:
     memory: MemoryConfig = field(default_factory=MemoryConfig)
     adaptive_cutoffs: tuple[int, ...] = ()  # adaptive softmax / input cut-offs (word level)
     adaptive_div: float = 4.0
+    # Reference-code fidelity (docs/fidelity.md). "auto" follows the reference code of the
+    # family: Transformer-XL (relative attention) or the HT / RT code otherwise.
+    layer_norm: str = "torch"  # torch | rt (RT code: unbiased std, eps 1e-6 on the std)
+    final_norm: str = "auto"  # auto | true | false; auto: pre-LN vanilla Transformer only
+    embedding_scale: str = "auto"  # auto | true | false: embeddings × √d_model; auto: XL
+    dropout_pos: float | None = None  # dropout on XL's R; None: as dropout (XL code)
+    dropout_out: float | None = None  # on the last hidden state (LM); None: XL dropout, else 0
+    untie_r: bool = False  # XL: u / v per layer instead of one pair shared by all layers
 
     @property
     def head_dim(self) -> int:
@@ -107,6 +116,43 @@ class ModelConfig:
     @property
     def embedding_dropout(self) -> float:
         return self.dropout if self.dropout_emb is None else self.dropout_emb
+
+    @property
+    def is_xl(self) -> bool:
+        """Transformer-XL: relative attention with segment memory."""
+        return self.attention == "relative"
+
+    @property
+    def scales_embedding(self) -> bool:
+        """Multiply embeddings by √d_model (XL code's ``emb_scale``)."""
+        return _flag(self.embedding_scale, self.is_xl)
+
+    @property
+    def has_final_norm(self) -> bool:
+        """A LayerNorm after the last block: the XL and RT code have none, GPT-style pre-LN
+        Transformers (and the GTrXL paper) do."""
+        return _flag(self.final_norm, self.norm == "pre" and not self.is_xl
+                     and self.family != "rtransformer")  # fmt: skip
+
+    @property
+    def pos_dropout(self) -> float:
+        """Dropout on the relative encoding ``R`` (XL code: ``self.drop(pos_emb)``)."""
+        if self.dropout_pos is not None:
+            return self.dropout_pos
+        return self.dropout if self.is_xl else 0.0
+
+    @property
+    def output_dropout(self) -> float:
+        """Dropout on the last hidden state before the output layer (XL code)."""
+        if self.dropout_out is not None:
+            return self.dropout_out
+        return self.dropout if self.is_xl else 0.0
+
+
+def _flag(value: str, auto: bool) -> bool:
+    """``auto`` | ``true`` | ``false`` (any case; YAML booleans arrive as True/False)."""
+    value = str(value).lower()
+    return auto if value == "auto" else value == "true"
 
 
 @dataclass
@@ -402,10 +448,11 @@ def validate(config: Config) -> Config:
             f"model.d_model={m.d_model} does not divide into model.n_heads={m.n_heads} heads; "
             "choose n_heads dividing d_model or set model.d_head"
         )
-    for name in ("dropout", "dropout_attn"):
+    for name in ("dropout", "dropout_attn", "dropout_pos", "dropout_out"):
         value = getattr(m, name)
-        if not 0.0 <= value < 1.0:
+        if value is not None and not 0.0 <= value < 1.0:
             raise ConfigError(f"model.{name} must be in [0, 1), got {value}")
+    check_fidelity_options(config)
     parse_layer_spec(m.gate.layers, m.n_layers)
     _choice("local RNN cell", m.local_rnn.cell, ("rnn", "gru", "lstm"))
     if m.local_rnn.window < 1:
@@ -440,6 +487,32 @@ def validate(config: Config) -> Config:
     _positive("train.eval_interval", t.eval_interval)
     _positive("train.clip", t.clip, allow_zero=True)
     return config
+
+
+def check_fidelity_options(config: Config) -> None:
+    """Check the reference-code options of ``model``; a setting that does not apply is an error."""
+    from .nn.connections import build_combiner
+    from .nn.norms import NORMS
+
+    m = config.model
+    if m.layer_norm not in NORMS:
+        raise unknown_choice("model.layer_norm", m.layer_norm, NORMS)
+    for name in ("final_norm", "embedding_scale"):
+        _choice(f"model.{name} value", str(getattr(m, name)).lower(), FLAGS)
+    if not m.is_xl:
+        for name, value in (("dropout_pos", m.dropout_pos), ("untie_r", m.untie_r or None)):
+            if value is not None:
+                raise ConfigError(
+                    f"model.{name} applies to relative attention (Transformer-XL) only; "
+                    "remove it or set model.attention=relative"
+                )
+    if m.dropout_out is not None and config.task.name != "lm":
+        raise ConfigError(
+            f"model.dropout_out applies to language models only; remove it for "
+            f"task.name={config.task.name}"
+        )
+    if m.gate.kind in ("sdu", "highway", "gated"):
+        build_combiner(m.gate.kind, 1, m.gate.activation)  # the gate's own activation check
 
 
 def check_task_config(config: Config) -> None:

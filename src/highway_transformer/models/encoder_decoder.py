@@ -33,6 +33,7 @@ from ..errors import ConfigError, DataError
 from ..nn.block import FeedForwardSublayer, collect_gate_biases
 from ..nn.connections import Connection, build_combiner
 from ..nn.gating import parse_layer_spec
+from ..nn.norms import build_norm
 from ..nn.positional import SinusoidalPositionalEncoding
 from ..nn.scores import ScoredAttention
 from .init import initialize
@@ -50,7 +51,7 @@ def _connection(config: ModelConfig, layer: int, kind: str) -> Connection:
         config.gate.activation,
         config.gate.bias,
     )
-    return Connection(config.d_model, combiner, config.norm, config.dropout)
+    return Connection(config.d_model, combiner, config.norm, config.dropout, config.layer_norm)
 
 
 class _Layer(nn.Module):
@@ -166,9 +167,9 @@ class EncoderDecoder(nn.Module):
         self.decoder = nn.ModuleList(
             _Layer(config, i, True, score, max_len) for i in range(config.n_layers)
         )
-        pre = config.norm == "pre"
-        self.encoder_norm = nn.LayerNorm(d) if pre else nn.Identity()
-        self.decoder_norm = nn.LayerNorm(d) if pre else nn.Identity()
+        final = config.has_final_norm
+        self.encoder_norm = build_norm(config.layer_norm, d) if final else nn.Identity()
+        self.decoder_norm = build_norm(config.layer_norm, d) if final else nn.Identity()
         self.output = nn.Linear(d, tgt_vocab)
         initialize(self, config.init, config.init_range, config.init_std)
         for module in self.modules():

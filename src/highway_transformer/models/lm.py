@@ -14,8 +14,8 @@ Each sublayer's connection (post-/pre-LN × gate) is chosen per layer from
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
-from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -33,8 +33,10 @@ from ..nn.block import (
 )
 from ..nn.connections import Connection, build_combiner
 from ..nn.gating import parse_layer_spec
-from ..nn.memory import check_memory, update_memory
+from ..nn.memory import MemoryPolicy, check_memory, update_memory
+from ..nn.norms import build_norm
 from ..nn.positional import SinusoidalPositionalEncoding
+from ..nn.relative import RelativePositions
 from .init import initialize
 
 
@@ -57,7 +59,11 @@ def build_attention(config: ModelConfig, causal: bool = True) -> nn.Module:
         from ..nn.relative import RelativeMultiHeadAttention
 
         return RelativeMultiHeadAttention(
-            config.d_model, config.n_heads, config.head_dim, config.dropout_attn
+            config.d_model,
+            config.n_heads,
+            config.head_dim,
+            config.dropout_attn,
+            own_biases=config.untie_r,
         )
     if config.attention == "shaw":
         from ..nn.shaw import ShawAttention
@@ -104,12 +110,15 @@ def build_block(config: ModelConfig, layer: int, causal: bool = True) -> Block:
             config.gate.bias,
         )
         sublayers.append(build_sublayer(kind, config, causal))
-        connections.append(Connection(config.d_model, combiner, config.norm, config.dropout))
+        connections.append(
+            Connection(config.d_model, combiner, config.norm, config.dropout, config.layer_norm)
+        )
     return Block(kinds, sublayers, connections)
 
 
 class LanguageModel(nn.Module):
-    """Decoder-only LM: embedding, position information, N blocks, (final norm), output layer."""
+    """Decoder-only LM: embedding (× √d when scaled), position information, N blocks,
+    (final norm), dropout, output layer."""
 
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
@@ -134,9 +143,20 @@ class LanguageModel(nn.Module):
             and config.family != "rtransformer"
         )
         self.positional = SinusoidalPositionalEncoding(d) if uses_absolute else None
+        self.embedding_scale = math.sqrt(d) if config.scales_embedding else 1.0
         self.embedding_dropout = nn.Dropout(config.embedding_dropout)
+        self.relative = (
+            RelativePositions(
+                d, config.n_heads, config.head_dim, config.pos_dropout, not config.untie_r
+            )
+            if config.is_xl
+            else None
+        )
         self.blocks = nn.ModuleList(build_block(config, i) for i in range(config.n_layers))
-        self.final_norm = nn.LayerNorm(d) if config.norm == "pre" else nn.Identity()
+        self.final_norm = (
+            build_norm(config.layer_norm, d) if config.has_final_norm else nn.Identity()
+        )
+        self.output_dropout = nn.Dropout(config.output_dropout)
         self.output: nn.Module
         if adaptive:
             self.output = nn.AdaptiveLogSoftmaxWithLoss(
@@ -151,26 +171,10 @@ class LanguageModel(nn.Module):
                     bias.fill_(config.gate.bias)
         if config.tie_weights and not adaptive:
             self.output.weight = self.embedding.weight
-        self.memory_options: dict[str, Any] = {}
-        self.mem_len = config.memory.mem_len
-        self.set_memory_options(train=True)
-
-    # ------------------------------------------------------------------ memory settings
 
     @property
     def uses_memory(self) -> bool:
-        return self.config.attention == "relative"
-
-    def set_memory_options(self, train: bool) -> None:
-        """Switch between the training and the evaluation memory settings (XL §3; HT A.3)."""
-        mem = self.config.memory
-        pick = (lambda a, b: a) if train else (lambda a, b: a if b is None else b)
-        self.mem_len = pick(mem.mem_len, mem.eval_mem_len)
-        if self.uses_memory:
-            self.memory_options = {
-                "clamp_len": pick(mem.clamp_len, mem.eval_clamp_len),
-                "same_length": pick(mem.same_length, mem.eval_same_length),
-            }
+        return self.config.is_xl
 
     # ------------------------------------------------------------------ forward
 
@@ -191,37 +195,48 @@ class LanguageModel(nn.Module):
         tokens: Tensor,
         memory: list[Tensor] | None = None,
         state: DecodeState | None = None,
+        policy: MemoryPolicy | None = None,
     ) -> tuple[Tensor, list[Tensor] | None]:
         """``tokens [B, L]`` -> (hidden states ``[B, L, D]``, new memory or None).
 
         ``memory`` (Transformer-XL) is the list of per-layer memories returned by the previous
-        call; ``state`` carries caches for incremental decoding (one call per new chunk).
+        call; ``state`` carries caches for incremental decoding (one call per new chunk);
+        ``policy`` the memory settings of this call (default: the training settings of
+        ``model.memory``; evaluation passes :meth:`MemoryPolicy.evaluation`).
         """
         if state is not None and self.uses_memory:
             memory = state.memory
+        if not self.uses_memory and (memory is not None or policy is not None):
+            raise ConfigError(
+                "segment memory and its settings need relative attention (model.attention=relative)"
+            )
         if memory is not None:
-            if not self.uses_memory:
-                raise ConfigError(
-                    "segment memory needs relative attention (model.attention=relative)"
-                )
             check_memory(memory, len(self.blocks), tokens.shape[0], self.config.d_model)
         start = state.position if state is not None else 0
         x = self.embedding(tokens)
+        if self.embedding_scale != 1.0:
+            x = x * self.embedding_scale
         if self.positional is not None:
             x = self.positional(x, start=start)
         x = self.embedding_dropout(x)
+        options = {}
+        if self.relative is not None:
+            policy = policy or MemoryPolicy.training(self.config.memory)
+            options["relative"] = self.relative(
+                tokens.shape[1],
+                0 if memory is None else memory[0].shape[1],
+                x,
+                clamp_len=policy.clamp_len,
+                same_length=policy.same_length,
+                window=policy.mem_len,
+            )
         layer_inputs = []
         for i, block in enumerate(self.blocks):
             layer_inputs.append(x)
             layer_state = None if state is None or self.uses_memory else state.layers[i]
-            x = block(
-                x,
-                memory=None if memory is None else memory[i],
-                state=layer_state,
-                **self.memory_options,
-            )
-        hidden = self.final_norm(x)
-        new_memory = update_memory(memory, layer_inputs, self.mem_len) if self.uses_memory else None
+            x = block(x, memory=None if memory is None else memory[i], state=layer_state, **options)
+        hidden = self.output_dropout(self.final_norm(x))
+        new_memory = update_memory(memory, layer_inputs, policy.mem_len) if policy else None
         if state is not None:
             state.position += tokens.shape[1]
             if self.uses_memory:

@@ -21,6 +21,7 @@ from torch import Tensor, nn
 from ..config import Config, ModelConfig
 from ..errors import ConfigError, DataError
 from ..nn.block import collect_gate_biases
+from ..nn.norms import build_norm
 from ..nn.positional import SinusoidalPositionalEncoding
 from .init import initialize
 from .lm import build_block
@@ -72,7 +73,9 @@ class SequenceModel(nn.Module):
         self.blocks = nn.ModuleList(
             build_block(config, i, causal=causal) for i in range(config.n_layers)
         )
-        self.final_norm = nn.LayerNorm(d) if config.norm == "pre" else nn.Identity()
+        self.final_norm = (
+            build_norm(config.layer_norm, d) if config.has_final_norm else nn.Identity()
+        )
         self.output = nn.Linear(d, n_out)
         initialize(self, config.init, config.init_range, config.init_std)
 
