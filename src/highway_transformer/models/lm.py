@@ -262,7 +262,9 @@ class LanguageModel(nn.Module):
             return nll.view(targets.shape)
         logits = self.logits(hidden)
         return F.cross_entropy(
-            logits.reshape(-1, logits.shape[-1]).float(),
+            logits.reshape(-1, logits.shape[-1]).to(
+                torch.promote_types(logits.dtype, torch.float32)
+            ),
             targets.reshape(-1),
             reduction="none",
             ignore_index=-100,

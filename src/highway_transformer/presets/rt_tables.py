@@ -135,6 +135,7 @@ def _small_model(family: str, d_model: int = 32, n_layers: int = 2, window: int 
         d_inner=2 * d_model,
         dropout=0.0,
         norm="pre",
+        layer_norm="rt" if family == "rtransformer" else "torch",  # the family's code
         init="torch",
         tie_weights=False,
         positional="none" if family == "rtransformer" else "sinusoidal",
