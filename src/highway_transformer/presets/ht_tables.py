@@ -130,7 +130,10 @@ def rt_paper(builder: Callable[[str, GateConfig], Config]) -> Config:
     """The R-Transformer paper's PTB rows (RT Tables 3-4) as its code runs them: pre-LN."""
     config = builder("rtransformer", GateConfig())
     config.model.norm = "pre"
-    config.source += "; RT code: pre-LN sublayer connections (x + Dropout(f(LN(x))))"
+    config.model.tie_weights = True  # language_char/model.py: decoder.weight = encoder.weight
+    config.source += (
+        "; RT code: pre-LN sublayer connections (x + Dropout(f(LN(x)))), tied embeddings"
+    )
     return config
 
 
