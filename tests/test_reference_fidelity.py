@@ -405,3 +405,30 @@ def test_memory_policy_on_a_model_without_memory_is_an_error() -> None:
     model = LanguageModel(ModelConfig(vocab_size=V, d_model=D, n_heads=H, d_inner=16))
     with pytest.raises(ConfigError, match="relative attention"):
         model(torch.zeros(1, 3, dtype=torch.long), policy=MemoryPolicy(4))
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"model.memory.mem_len": 8}, "relative attention"),
+        ({"model.family": "xl"}, "model.attention=relative"),
+        ({"model.dropout_pos": 0.1}, "relative attention"),
+        ({"model.untie_r": True}, "relative attention"),
+        ({"model.dropout_out": 0.1, "task.name": "copy"}, "language models only"),
+        ({"model.layer_norm": "rms"}, "layer_norm .rms.; choose one of: rt, torch"),
+        ({"model.final_norm": "maybe"}, "final_norm"),
+    ],
+)
+def test_settings_that_do_not_apply_are_errors(overrides: dict, message: str) -> None:
+    from highway_transformer.config import Config
+    from highway_transformer.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=message):
+        Config().replace(**overrides).validate()
+
+
+def test_flag_options_accept_yaml_booleans() -> None:
+    from highway_transformer.config import Config, build_config
+
+    config = build_config(Config(), None, ["model.final_norm=true", "model.embedding_scale=no"])
+    assert config.model.has_final_norm and not config.model.scales_embedding

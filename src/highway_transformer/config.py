@@ -452,7 +452,6 @@ def validate(config: Config) -> Config:
         value = getattr(m, name)
         if value is not None and not 0.0 <= value < 1.0:
             raise ConfigError(f"model.{name} must be in [0, 1), got {value}")
-    check_fidelity_options(config)
     parse_layer_spec(m.gate.layers, m.n_layers)
     _choice("local RNN cell", m.local_rnn.cell, ("rnn", "gru", "lstm"))
     if m.local_rnn.window < 1:
@@ -465,6 +464,7 @@ def validate(config: Config) -> Config:
         raise ConfigError(f"model.memory.eval_mem_len must be >= 0, got {m.memory.eval_mem_len}")
     if m.memory.mem_len < 0:
         raise ConfigError(f"model.memory.mem_len must be >= 0, got {m.memory.mem_len}")
+    check_fidelity_options(config)
     if m.attention == "shaw" and m.shaw_clip < 1:
         raise ConfigError(f"model.shaw_clip must be >= 1, got {m.shaw_clip}")
     if list(m.adaptive_cutoffs) != sorted(set(m.adaptive_cutoffs)):
@@ -499,6 +499,15 @@ def check_fidelity_options(config: Config) -> None:
         raise unknown_choice("model.layer_norm", m.layer_norm, NORMS)
     for name in ("final_norm", "embedding_scale"):
         _choice(f"model.{name} value", str(getattr(m, name)).lower(), FLAGS)
+    if m.family == "xl" and not m.is_xl:
+        raise ConfigError(
+            "model.family=xl means relative attention with memory; set model.attention=relative"
+        )
+    if not m.is_xl and m.memory != MemoryConfig():
+        raise ConfigError(
+            "model.memory settings apply to relative attention (Transformer-XL) only; remove "
+            "them or set model.family=xl model.attention=relative"
+        )
     if not m.is_xl:
         for name, value in (("dropout_pos", m.dropout_pos), ("untie_r", m.untie_r or None)):
             if value is not None:
