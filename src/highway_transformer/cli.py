@@ -48,25 +48,14 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _eval(args: argparse.Namespace) -> int:
-    from .config import build_config
-    from .tasks import task_class
-    from .train.checkpoint import load_pretrained
+    from .train.evaluation import evaluate_checkpoint
     from .train.trainer import resolve_device
 
     splits = ["valid", "test"] if args.split == "both" else [args.split]
-    device = resolve_device(args.device)
-    model, config, _ = load_pretrained(args.checkpoint, device)
     overrides = list(args.overrides)
     if args.data_path:
         overrides.append(f"data.path={args.data_path}")
-    config = build_config(config, None, overrides)
-    task = task_class(config.task.name)(config, device)
-    from .evaluate import autocast_context
-
-    out = {}
-    with autocast_context(device, config.train.precision):
-        for split in splits:
-            out[split] = task.evaluate(model, split)
+    out = evaluate_checkpoint(args.checkpoint, splits, resolve_device(args.device), overrides)
     if args.json:
         print(json.dumps(out, indent=2))
     else:

@@ -52,6 +52,12 @@ class Task(ABC):
         self.device = device
         self.generator = torch.Generator().manual_seed(config.train.seed)
 
+    @classmethod
+    def for_checkpoint(cls, config: Config, device: torch.device, folder: Path) -> Task:
+        """The task to evaluate the checkpoint in ``folder`` (its files, e.g. a vocabulary,
+        are reused, nothing is downloaded where that matters)."""
+        return cls(config, device)
+
     # ------------------------------------------------------------------ model
 
     @classmethod

@@ -50,6 +50,11 @@ class LMTask(Task):
         self.position = 0  # windows drawn so far
         self.memory: list[Tensor] | None = None
 
+    @classmethod
+    def for_checkpoint(cls, config: Config, device: torch.device, folder: Path) -> LMTask:
+        vocab = Vocabulary.load(folder / VOCAB_FILE)
+        return cls(config, device, load_corpus(config.data, vocab=vocab, download=False))
+
     @property
     def vocab(self) -> Vocabulary:
         return self.corpus.vocab

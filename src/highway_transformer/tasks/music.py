@@ -63,6 +63,7 @@ class MusicTask(Task):
         nll = music_data.bernoulli_nll(model(inputs).float(), targets, mask)
         return nll * count, count
 
+    @torch.no_grad()
     def evaluate(self, model: nn.Module, split: str, quick: bool = False) -> dict[str, float]:
         # longest pieces together: less padding (outputs at real steps do not depend on it)
         pieces = sorted(getattr(self.splits, split), key=lambda p: int(p.shape[0]))

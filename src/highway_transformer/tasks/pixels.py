@@ -60,6 +60,7 @@ class PixelsTask(Task):
         x, y = batch[0].to(self.device), batch[1].to(self.device)
         return F.cross_entropy(model(x).float(), y, reduction="sum"), int(y.numel())
 
+    @torch.no_grad()
     def evaluate(self, model: nn.Module, split: str, quick: bool = False) -> dict[str, float]:
         x_all, y_all = getattr(self.splits, split)
         total, correct, size = 0.0, 0, self.config.data.eval_batch_size

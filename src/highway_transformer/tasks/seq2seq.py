@@ -85,6 +85,7 @@ class Seq2SeqTask(Task):
         nll = model.token_nll(model(src, tgt_in), tgt_out)
         return nll.sum(), int((tgt_out != s2s.PAD_ID).sum())
 
+    @torch.no_grad()
     def evaluate(self, model: nn.Module, split: str, quick: bool = False) -> dict[str, float]:
         data = self.eval_sets[split]
         size, beam = self.config.data.eval_batch_size, self.config.task.beam_size

@@ -80,6 +80,7 @@ class CopyTask(Task):
         flat = logits.reshape(-1, logits.shape[-1])
         return F.cross_entropy(flat, y.reshape(-1), reduction="sum"), y.numel()
 
+    @torch.no_grad()
     def evaluate(self, model: nn.Module, split: str, quick: bool = False) -> dict[str, float]:
         x_all, y_all = self.eval_sets[split]
         total, correct, size = 0.0, 0, self.config.data.eval_batch_size
@@ -128,6 +129,7 @@ class AddingTask(Task):
         x, y = batch[0].to(self.device), batch[1].to(self.device)
         return F.mse_loss(model(x).float().squeeze(-1), y, reduction="sum"), y.numel()
 
+    @torch.no_grad()
     def evaluate(self, model: nn.Module, split: str, quick: bool = False) -> dict[str, float]:
         x_all, y_all = self.eval_sets[split]
         total, size = 0.0, self.config.data.eval_batch_size
