@@ -29,7 +29,9 @@ from ..errors import CheckpointError, ConfigError
 from ..evaluate import EvalResult, autocast_context, evaluate
 from ..models.lm import LanguageModel, build_model
 from . import checkpoint as ckpt
-from .optim import LRSchedule, apply_gradients, build_optimizer, check_finite, set_lr
+from .accumulation import accumulate_gradients
+from .distributed import World, check_divisible, init_world, seed_rank, wrap_model
+from .optim import LRSchedule, build_optimizer, check_finite, set_lr, step_optimizer
 
 METRICS_FILE = "metrics.jsonl"
 RESULTS_FILE = "results.json"
@@ -66,6 +68,22 @@ def setup_runtime(train: TrainConfig) -> torch.device:
     return device
 
 
+def setup_world(train: TrainConfig) -> World:
+    """:func:`setup_runtime`, then join the process group when torchrun started several."""
+    world = init_world(train, setup_runtime(train))
+    if train.pin_memory and world.device.type != "cuda":
+        raise ConfigError(
+            f"train.pin_memory speeds up copies to a CUDA device; this run is on "
+            f"{world.device.type}: leave it off"
+        )
+    return world
+
+
+def layout_rows(config: Config) -> int:
+    """Rows of the training stream an optimizer step covers: batch_size x accumulate."""
+    return config.data.batch_size * config.train.accumulate
+
+
 @dataclass
 class RunState:
     step: int = 0
@@ -73,7 +91,7 @@ class RunState:
     tokens: int = 0
     best_valid: float = math.inf
     best_step: int = 0
-    memory: list[Tensor] | None = None
+    memory: list[list[Tensor] | None] | None = None  # per micro-batch, per layer [rows, M, D]
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -91,9 +109,11 @@ class Trainer:
         self.config = config.validate()
         self.out_dir = Path(out_dir)
         self.progress = progress
-        self.log = log or (lambda message: None)
         t = config.train
-        self.device = setup_runtime(t)  # seeds first: corpus loading draws no random numbers
+        self.world = setup_world(t)  # seeds first: corpus loading draws no random numbers
+        self.device = self.world.device
+        self.log = log if log is not None and self.world.is_main else (lambda message: None)
+        check_divisible(config.data.batch_size, self.world.size)
         self.corpus = corpus if corpus is not None else load_corpus(config.data, download=True)
         if not config.model.vocab_size:
             config.model.vocab_size = len(self.corpus.vocab)
@@ -103,15 +123,22 @@ class Trainer:
                 f"{len(self.corpus.vocab)} symbols; leave vocab_size at 0 to take it from the data"
             )
         self.model: LanguageModel = build_model(config.model).to(self.device)
-        self.forward = torch.compile(self.model) if t.compile else self.model
+        seed_rank(self.world, t.seed)
+        wrapped = wrap_model(self.model, self.world)
+        self.forward = torch.compile(wrapped) if t.compile else wrapped
         self.optimizer = build_optimizer(self.model.parameters(), t)
         self.schedule = LRSchedule(t)
-        self.inputs, self.targets = train_rows(
-            self.corpus.train, config.data.batch_size, config.data.seq_len
+        inputs, targets = train_rows(self.corpus.train, layout_rows(config), config.data.seq_len)
+        # this rank's contiguous block of rows; micro-batch k is the k-th slice of it
+        mine = self.world.rows(layout_rows(config))
+        self.inputs, self.targets = (
+            _host(inputs[mine], t.pin_memory),
+            _host(targets[mine], t.pin_memory),
         )
+        self.micro_rows = config.data.batch_size // self.world.size
         self.bounds = window_bounds(self.inputs.shape[1], config.data.seq_len, config.data.context)
         self.state = RunState()
-        self.writer = self._tensorboard()
+        self.writer = self._tensorboard() if self.world.is_main else None
 
     # ------------------------------------------------------------------ public
 
@@ -128,11 +155,19 @@ class Trainer:
             return False
         saved = ckpt.read_config(folder)
         self._check_compatible(saved, Vocabulary.load(folder / ckpt.VOCAB_FILE))
+        if layout_rows(saved) != layout_rows(self.config):
+            raise CheckpointError(
+                f"cannot resume {self.out_dir}: it was trained with a global batch of "
+                f"{layout_rows(saved)} rows per step (data.batch_size x train.accumulate), this "
+                f"run asks for {layout_rows(self.config)}; keep the product (any process count "
+                "dividing data.batch_size works) or use a new --out"
+            )
         ckpt.load_weights(self.model, folder)
         trainer = ckpt.load_trainer_state(folder)
         ckpt.restore_optimizer(self.optimizer, trainer.info["optimizer"], trainer.tensors)
         self.schedule.load_state_dict(trainer.info["schedule"])
         ckpt.restore_rng(trainer.info["rng"], trainer.tensors)
+        seed_rank(self.world, self.config.train.seed, trainer.step)
         run = trainer.info["run"]
         memory = [trainer.tensors[f"memory.{i}"] for i in range(run["memory_layers"])]
         self.state = RunState(
@@ -141,18 +176,20 @@ class Trainer:
             tokens=run["tokens"],
             best_valid=run["best_valid"],
             best_step=run["best_step"],
-            memory=[m.to(self.device) for m in memory] or None,
+            memory=self._split_memory(memory),
         )
-        self._truncate_metrics(trainer.step)
+        if self.world.is_main:
+            self._truncate_metrics(trainer.step)
         self.log(f"resumed from {folder} at step {trainer.step}")
         return True
 
     def fit(self) -> dict[str, Any]:
         """Train to ``train.max_steps``, evaluating and checkpointing on the way."""
-        self.out_dir.mkdir(parents=True, exist_ok=True)
-        save_config(self.config, self.out_dir / "config.yaml")
+        if self.world.is_main:
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+            save_config(self.config, self.out_dir / "config.yaml")
         t = self.config.train
-        bar = self._progress_bar()
+        bar = self._progress_bar() if self.world.is_main else None
         running, running_n, window_tokens, window_time = 0.0, 0, 0, 0.0
         self.model.train()
         while self.state.step < t.max_steps:
@@ -185,8 +222,12 @@ class Trainer:
         if (best / ckpt.MODEL_FILE).is_file():
             ckpt.load_weights(self.model, best)
         data, t = self.config.data, self.config.train
-        valid = evaluate(self.model, self.corpus.valid, data, self.device, t.precision)
-        test = evaluate(self.model, self.corpus.test, data, self.device, t.precision)
+        valid = evaluate(
+            self.model, self.corpus.valid, data, self.device, t.precision, world=self.world
+        )
+        test = evaluate(
+            self.model, self.corpus.test, data, self.device, t.precision, world=self.world
+        )
         results = {
             "name": self.config.name,
             "steps": self.state.step,
@@ -198,6 +239,8 @@ class Trainer:
             "valid": valid.as_dict(),
             "test": test.as_dict(),
         }
+        if not self.world.is_main:
+            return results
         (self.out_dir / RESULTS_FILE).write_text(json.dumps(results, indent=2), encoding="utf-8")
         self._write_csv()
         if self.writer is not None:
@@ -209,21 +252,29 @@ class Trainer:
     def _train_step(self) -> tuple[float, int]:
         t = self.config.train
         index = self.state.step % len(self.bounds)
-        if index == 0:
-            self.state.memory = None  # a new pass over the stream starts without memory
+        accumulate = t.accumulate
+        if index == 0 or self.state.memory is None:
+            # a new pass over the stream starts without memory
+            self.state.memory = [None] * accumulate
         start, end, loss_start = self.bounds[index]
-        x = self.inputs[:, start:end].to(self.device, non_blocking=True)
-        y = self.targets[:, start + loss_start : end].to(self.device, non_blocking=True)
         set_lr(self.optimizer, self.schedule.lr(self.state.step))
-        with autocast_context(self.device, t.precision):
-            hidden, memory = self.forward(x, memory=self.state.memory)
-        nll = self.model.token_nll(hidden[:, loss_start:], y)
-        count = y.numel()  # training rows are never padded: no device sync to count targets
-        loss = nll.sum() / count
-        value = float(loss.detach())
+
+        def micro_batch(k: int) -> tuple[Tensor, int]:
+            rows = slice(k * self.micro_rows, (k + 1) * self.micro_rows)
+            x = self.inputs[rows, start:end].to(self.device, non_blocking=True)
+            y = self.targets[rows, start + loss_start : end].to(self.device, non_blocking=True)
+            with autocast_context(self.device, t.precision):
+                hidden, memory = self.forward(x, memory=self.state.memory[k])
+            nll = self.model.token_nll(hidden[:, loss_start:], y)
+            self.state.memory[k] = memory
+            count = y.numel()  # training rows are never padded: no device sync to count targets
+            return nll.sum() / count, count
+
+        value, count = accumulate_gradients(
+            self.forward, self.world, [lambda k=k: micro_batch(k) for k in range(accumulate)]
+        )
         check_finite(value, self.state.step + 1, self.out_dir / "checkpoint")
-        apply_gradients(loss, self.model, self.optimizer, t.clip)
-        self.state.memory = memory
+        step_optimizer(self.model, self.optimizer, t.clip)
         return value, count
 
     def _periodic_evaluation(self) -> EvalResult:
@@ -235,6 +286,7 @@ class Trainer:
             self.device,
             t.precision,
             max_tokens=t.eval_max_tokens,
+            world=self.world,
         )
         annealed = self.schedule.observe_validation(result.loss)
         self._record(
@@ -242,19 +294,28 @@ class Trainer:
         )
         if annealed:
             self.log(f"validation stalled: learning rate annealed at step {self.state.step}")
-        if result.loss < self.state.best_valid:
+        if result.loss < self.state.best_valid:  # the same on every rank: all-reduced sums
             self.state.best_valid, self.state.best_step = result.loss, self.state.step
-            ckpt.save_checkpoint(self.out_dir / "best", self.model, self.config, self.vocab)
+            if self.world.is_main:
+                ckpt.save_checkpoint(self.out_dir / "best", self.model, self.config, self.vocab)
         self.save()
+        self.world.barrier()  # no rank reads best/ or checkpoint/ before rank 0 wrote them
         return result
 
     def save(self) -> Path:
-        """Write the resumable checkpoint (atomically)."""
+        """Write the resumable checkpoint (atomically; rank 0, the others join the gather).
+
+        Memories are stored as full global rows in stream order, and the data position is
+        the step: any process count can resume it.
+        """
+        memory = self._gather_memory()
+        folder = self.out_dir / "checkpoint"
+        if not self.world.is_main:
+            return folder
         optim_info, optim_tensors = ckpt.flatten_optimizer(self.optimizer)
         rng_info, rng_tensors = ckpt.capture_rng()
-        memory = self.state.memory or []
         tensors = {**optim_tensors, **rng_tensors}
-        tensors.update({f"memory.{i}": m.detach().cpu() for i, m in enumerate(memory)})
+        tensors.update({f"memory.{i}": m for i, m in enumerate(memory)})
         info = {
             "optimizer": optim_info,
             "schedule": self.schedule.state_dict(),
@@ -274,7 +335,27 @@ class Trainer:
 
     # ------------------------------------------------------------------ records
 
+    def _gather_memory(self) -> list[Tensor]:
+        """Every rank's memory rows per layer, concatenated in global row order."""
+        parts = self.state.memory or []
+        if not parts or any(p is None for p in parts):
+            return []
+        layers = [torch.cat([p[i] for p in parts]) for i in range(len(parts[0]))]
+        return [self.world.all_gather_rows(m) for m in layers]
+
+    def _split_memory(self, memory: list[Tensor]) -> list[list[Tensor] | None] | None:
+        """This rank's micro-batch memories from global rows (any saving process count)."""
+        if not memory:
+            return None
+        mine = [m[self.world.rows(m.shape[0])].to(self.device) for m in memory]
+        return [
+            [m[k * self.micro_rows : (k + 1) * self.micro_rows] for m in mine]
+            for k in range(self.config.train.accumulate)
+        ]
+
     def _record(self, split: str, loss: float, **extra: Any) -> None:
+        if not self.world.is_main:
+            return
         record: dict[str, Any] = {
             "step": self.state.step,
             "split": split,
@@ -352,6 +433,11 @@ class Trainer:
         except ImportError:
             return None
         return SummaryWriter(str(self.out_dir / "tensorboard"))
+
+
+def _host(rows: Tensor, pin: bool) -> Tensor:
+    """Training rows in page-locked memory when asked, so copies overlap with compute."""
+    return rows.contiguous().pin_memory() if pin else rows
 
 
 def _record_step(line: str) -> int:
