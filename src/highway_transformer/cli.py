@@ -24,6 +24,7 @@ from .errors import HighwayError
 def _train(args: argparse.Namespace) -> int:
     from .config import Config, build_config
     from .presets import get_preset
+    from .train.distributed import is_main_process
     from .train.trainer import train
 
     base = get_preset(args.preset) if args.preset else Config()
@@ -31,6 +32,13 @@ def _train(args: argparse.Namespace) -> int:
     if args.data_dir:
         overrides.append(f"data.path={args.data_dir}")
     config = build_config(base, args.config, overrides + list(args.overrides))
+    if args.nproc is not None:
+        from .train.distributed import check_divisible
+        from .train.launch import launch, without_nproc
+
+        check_divisible(config.data.batch_size, args.nproc)
+        launch(args.nproc, without_nproc(args.argv[1:]))
+        return 0
     out = Path(args.out or Path("runs") / config.name)
     if config.task.name != "lm":
         from .errors import ConfigError
@@ -41,13 +49,16 @@ def _train(args: argparse.Namespace) -> int:
                 "--resume applies to language models only; task runs start afresh (use a new --out)"
             )
         results = run_task(config, out, progress=not args.no_progress, log=_log)
+        if not is_main_process():
+            return 0
         for split in ("valid", "test"):
             metrics = " | ".join(f"{k} {v:.4f}" for k, v in results[split].items())
             print(f"{split}: {metrics}")
         print(f"run folder: {out}")
         return 0
     results = train(config, out, resume=args.resume, progress=not args.no_progress, log=_log)
-    _print_results(results, out)
+    if is_main_process():
+        _print_results(results, out)
     return 0
 
 
@@ -173,6 +184,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="task beyond language modelling (default: the preset's or lm)",
     )
     p.add_argument("--data-dir", help="where the task's data lives (sets data.path)")
+    p.add_argument(
+        "--nproc",
+        type=int,
+        help="train in N local processes (data parallel; torchrun on this machine)",
+    )
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="e.g. train.lr=0.5")
     p.set_defaults(func=_train)
 
@@ -220,6 +236,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
     try:
         return int(args.func(args) or 0)
     except HighwayError as exc:

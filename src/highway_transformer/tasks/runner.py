@@ -29,8 +29,10 @@ from ..config import Config, save_config
 from ..errors import ConfigError
 from ..evaluate import autocast_context
 from ..train import checkpoint as ckpt
-from ..train.optim import LRSchedule, apply_gradients, build_optimizer, check_finite, set_lr
-from ..train.trainer import setup_runtime, train
+from ..train.accumulation import accumulate_gradients
+from ..train.distributed import seed_rank, shard_batch, wrap_model
+from ..train.optim import LRSchedule, build_optimizer, check_finite, set_lr, step_optimizer
+from ..train.trainer import setup_world, train
 from .definitions import Task, build_task_model, task_class
 
 METRICS_FILE = "metrics.jsonl"
@@ -94,11 +96,15 @@ class TaskRun:
         self.config = config.validate()
         self.out_dir = Path(out_dir)
         self.progress = progress
-        self.log = log or (lambda message: None)
         t = config.train
-        self.device = setup_runtime(t)
+        self.world = setup_world(t)
+        self.device = self.world.device
+        self.log = log if log is not None and self.world.is_main else (lambda message: None)
+        # every rank draws the same global batches (same seed) and keeps its rows of each
         self.task: Task = task_class(config.task.name)(config, self.device)
         self.model = self.task.build_model(config).to(self.device)
+        seed_rank(self.world, t.seed)
+        self.wrapped = wrap_model(self.model, self.world)
         self.optimizer = build_optimizer(self.model.parameters(), t)
         self.schedule = LRSchedule(t)
         self.step = 0
@@ -109,17 +115,18 @@ class TaskRun:
 
     def fit(self) -> dict[str, Any]:
         """Train to ``train.max_steps``, evaluating every ``eval_interval`` steps."""
-        self.out_dir.mkdir(parents=True, exist_ok=True)
-        save_config(self.config, self.out_dir / "config.yaml")
-        (self.out_dir / METRICS_FILE).write_text("", encoding="utf-8")
+        if self.world.is_main:
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+            save_config(self.config, self.out_dir / "config.yaml")
+            (self.out_dir / METRICS_FILE).write_text("", encoding="utf-8")
         t = self.config.train
         batches = self.task.train_batches()
-        bar = self._progress_bar()
+        bar = self._progress_bar() if self.world.is_main else None
         running, running_n, window_items, window_time = 0.0, 0, 0, 0.0
         self.model.train()
         while self.step < t.max_steps:
             started = time.perf_counter()
-            value, count = self._train_step(next(batches))
+            value, count = self._train_step([next(batches) for _ in range(t.accumulate)])
             spent = time.perf_counter() - started
             self.step += 1
             self.elapsed += spent
@@ -168,19 +175,27 @@ class TaskRun:
             "valid": self.evaluate("valid"),
             "test": self.evaluate("test"),
         }
+        if not self.world.is_main:
+            return results
         (self.out_dir / RESULTS_FILE).write_text(json.dumps(results, indent=2), encoding="utf-8")
         return results
 
     # ------------------------------------------------------------------ steps
 
-    def _train_step(self, batch: Any) -> tuple[float, int]:
+    def _train_step(self, batches: list[Any]) -> tuple[float, int]:
+        """One optimizer step over ``train.accumulate`` batches, each split across ranks."""
         t = self.config.train
         set_lr(self.optimizer, self.schedule.lr(self.step))
-        with autocast_context(self.device, t.precision):
-            loss, count = self.task.loss(self.model, batch)
-        value = float(loss.detach())
+
+        def micro_batch(batch: Any) -> tuple[torch.Tensor, int]:
+            with autocast_context(self.device, t.precision):
+                return self.task.loss(self.wrapped, shard_batch(batch, self.world))
+
+        value, count = accumulate_gradients(
+            self.wrapped, self.world, [lambda b=b: micro_batch(b) for b in batches]
+        )
         check_finite(value, self.step + 1, self.out_dir / "checkpoint")
-        apply_gradients(loss, self.model, self.optimizer, t.clip)
+        step_optimizer(self.model, self.optimizer, t.clip)
         return value, count
 
     def _periodic_evaluation(self) -> None:
@@ -193,10 +208,15 @@ class TaskRun:
             self.log(f"validation stalled: learning rate annealed at step {self.step}")
         if loss < self.best_valid:
             self.best_valid, self.best_step = loss, self.step
-            save_task_checkpoint(self.out_dir / "best", self.model, self.config)
-        save_task_checkpoint(self.out_dir / "checkpoint", self.model, self.config)
+            if self.world.is_main:
+                save_task_checkpoint(self.out_dir / "best", self.model, self.config)
+        if self.world.is_main:
+            save_task_checkpoint(self.out_dir / "checkpoint", self.model, self.config)
+        self.world.barrier()  # no rank reads best/ before rank 0 wrote it
 
     def _record(self, split: str, loss: float, **extra: Any) -> None:
+        if not self.world.is_main:
+            return
         record = {"step": self.step, "split": split, "loss": loss, "time": self.elapsed, **extra}
         with open(self.out_dir / METRICS_FILE, "a", encoding="utf-8") as handle:
             handle.write(json.dumps(record) + "\n")

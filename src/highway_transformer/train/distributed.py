@@ -119,6 +119,11 @@ def env_world_size() -> int:
         raise ConfigError(f"WORLD_SIZE={os.environ['WORLD_SIZE']!r} is not a number") from None
 
 
+def is_main_process() -> bool:
+    """Whether this process is rank 0 (or alone): the one that prints and writes."""
+    return os.environ.get("RANK", "0") == "0"
+
+
 def backend_for(device: torch.device, requested: str) -> str:
     """gloo on CPU, NCCL on CUDA (``auto``); refuse NCCL without CUDA."""
     if requested == "nccl" and device.type != "cuda":
@@ -167,13 +172,27 @@ def seed_rank(world: World, seed: int, step: int = 0) -> None:
         seed_everything(seed + RANK_SEED_STRIDE * world.rank + step)
 
 
+class DataParallel(nn.parallel.DistributedDataParallel):
+    """DDP that also offers the model's own methods (``token_nll``, ``set_memory_options``).
+
+    Those run outside DDP's ``forward`` yet their parameters' gradients are still averaged:
+    DDP hooks every parameter's gradient, wherever it was used.
+    """
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            return getattr(self.module, name)
+
+
 def wrap_model(model: nn.Module, world: World) -> nn.Module:
-    """``DistributedDataParallel`` around ``model`` when several ranks run, else ``model``."""
+    """:class:`DataParallel` around ``model`` when several ranks run, else ``model``."""
     if not world.distributed:
         return model
     ids = [world.device.index] if world.device.type == "cuda" else None
     # buffers (positions, masks) never change in training: no per-step broadcast of them
-    return nn.parallel.DistributedDataParallel(model, device_ids=ids, broadcast_buffers=False)
+    return DataParallel(model, device_ids=ids, broadcast_buffers=False)
 
 
 def shard_batch(batch: Any, world: World) -> Any:
