@@ -22,11 +22,11 @@ from highway_transformer.cli import main
 from highway_transformer.config import Config, build_config
 from highway_transformer.errors import CheckpointError, ConfigError
 from highway_transformer.presets import get_preset
-from highway_transformer.tasks import run_task
 from highway_transformer.train import checkpoint as ckpt
 from highway_transformer.train.distributed import World, backend_for, check_divisible
 from highway_transformer.train.launch import without_nproc
-from highway_transformer.train.trainer import Trainer, read_metrics, train
+from highway_transformer.train.runfolder import read_metrics
+from highway_transformer.train.trainer import Trainer, train
 
 PATTERN = "the quick brown fox jumps over the lazy dog; pack my box with five dozen jugs. " * 40
 
@@ -164,7 +164,7 @@ def test_a_task_trains_in_two_processes_like_in_one(tmp_path):
     )
     assert done.returncode == 0, done.stderr[-2000:]
     config = build_config(get_preset("seq2seq/toy"), None, overrides)
-    run_task(config, tmp_path / "one")
+    train(config, tmp_path / "one", progress=False)
     assert_same_losses(losses(tmp_path / "two"), losses(tmp_path / "one"))
     assert_same_losses(losses(tmp_path / "two", "valid"), losses(tmp_path / "one", "valid"))
 
