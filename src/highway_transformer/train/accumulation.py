@@ -39,7 +39,8 @@ def accumulate_gradients(
             total, count = forward()
             if k == 0:  # a shared scale keeps the backward near a mean's size
                 norm = world.all_reduce_sum([count])[0] / world.size * len(micro_batches)
-            backward(total / norm)
+            with world.guard():  # DDP all-reduces inside the last backward
+                backward(total / norm)
         local_sum += float(total.detach())
         local_count += count
     total_sum, n = world.all_reduce_sum([local_sum, local_count])

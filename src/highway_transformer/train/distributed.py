@@ -9,8 +9,10 @@ Single-process runs never touch ``torch.distributed``.
 
 from __future__ import annotations
 
+import inspect
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -86,9 +88,18 @@ class World:
         return self.device if dist.get_backend() == "nccl" else torch.device("cpu")
 
     def _collective(self, op: Any, *args: Any) -> None:
-        try:
+        with self.guard():
             op(*args)
-        except RuntimeError as exc:  # DistBackendError and gloo's timeouts derive from it
+
+    @contextmanager
+    def guard(self) -> Iterator[None]:
+        """Turn a failed collective (here or inside DDP's backward) into one clear line."""
+        try:
+            yield
+        except RuntimeError as exc:
+            # NCCL raises DistError; gloo a plain RuntimeError from its own sources
+            if not isinstance(exc, dist.DistError) and "gloo" not in str(exc):
+                raise
             first = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc)
             raise DistributedError(
                 f"rank {self.rank}: a collective across {self.size} ranks failed (a rank died or "
@@ -191,8 +202,11 @@ def wrap_model(model: nn.Module, world: World) -> nn.Module:
     if not world.distributed:
         return model
     ids = [world.device.index] if world.device.type == "cuda" else None
-    # buffers (positions, masks) never change in training: no per-step broadcast of them
-    return DataParallel(model, device_ids=ids, broadcast_buffers=False)
+    # buffers (positions, masks) never change in training: synced once, not every forward
+    # (the keyword was renamed in torch 2.13)
+    renamed = "forward_sync_buffers" in inspect.signature(DataParallel.__init__).parameters
+    keyword = "forward_sync_buffers" if renamed else "broadcast_buffers"
+    return DataParallel(model, device_ids=ids, **{keyword: False})
 
 
 def shard_batch(batch: Any, world: World) -> Any:
