@@ -34,6 +34,7 @@ INITS = ("uniform", "normal", "torch")
 OPTIMIZERS = ("sgd", "adam", "adamw")
 SCHEDULES = ("constant", "linear", "cosine", "anneal")
 PRECISIONS = ("fp32", "bf16", "fp16")
+DIST_BACKENDS = ("auto", "gloo", "nccl")
 LEVELS = ("char", "word", "byte")
 
 
@@ -153,6 +154,11 @@ class TrainConfig:
     device: str = "auto"  # auto | cpu | cuda | cuda:N | mps
     compile: bool = False  # torch.compile the model
     threads: int = 0  # torch CPU threads; 0: leave as is
+    accumulate: int = 1  # micro-batches of data.batch_size rows per optimizer step
+    dist_backend: str = "auto"  # several processes: auto (gloo on CPU, nccl on CUDA) | gloo | nccl
+    dist_timeout: float = 600.0  # seconds a collective waits for a silent rank before failing
+    fused_optimizer: bool = False  # fused Adam/AdamW kernels (CUDA only)
+    pin_memory: bool = False  # page-locked host batches, non-blocking copies (CUDA only)
     wandb_project: str = ""  # log to this Weights & Biases project (needs wandb); "": off
 
 
@@ -440,6 +446,14 @@ def validate(config: Config) -> Config:
     _positive("train.max_steps", t.max_steps)
     _positive("train.eval_interval", t.eval_interval)
     _positive("train.clip", t.clip, allow_zero=True)
+    _positive("train.accumulate", t.accumulate)
+    _choice("distributed backend", t.dist_backend, DIST_BACKENDS)
+    _positive("train.dist_timeout", t.dist_timeout)
+    if t.fused_optimizer and t.optimizer == "sgd":
+        raise ConfigError(
+            "train.fused_optimizer applies to adam and adamw only; set train.optimizer=adamw "
+            "or leave fused_optimizer off"
+        )
     return config
 
 
