@@ -47,7 +47,7 @@ class AttentionSublayer(nn.Module):
         if isinstance(self.attention, MultiHeadAttention):
             if context is not None:
                 raise ConfigError(
-                    "segment memory needs relative attention (model.attention=relative)"
+                    "segment memory needs model.family=xl (relative attention with memory)"
                 )
             cache = None if state is None else state.setdefault("kv", KVCache())
             return self.attention(h, cache=cache)
