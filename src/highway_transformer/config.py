@@ -7,7 +7,6 @@ experiments; a file or ``key=value`` overrides (``model.gate.kind=sdu``) change 
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import sys
 import types
@@ -442,7 +441,3 @@ def check_task_config(config: Config) -> None:
         raise ConfigError(f"task.length must be >= 1 for the {task.name} task, got {task.length}")
     if task.name == "adding" and task.length < 2:
         raise ConfigError("the adding problem needs task.length >= 2")
-
-
-def dataclass_fields(obj: Any) -> list[dataclasses.Field[Any]]:
-    return list(fields(obj))

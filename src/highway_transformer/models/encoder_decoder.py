@@ -243,17 +243,3 @@ class EncoderDecoder(nn.Module):
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters() if p.requires_grad)
-
-
-def build_encoder_decoder(
-    config: ModelConfig,
-    src_vocab: int,
-    tgt_vocab: int,
-    score: str = "scaled_dot",
-    max_len: int = 0,
-    share_embeddings: bool = False,
-) -> EncoderDecoder:
-    """An :class:`EncoderDecoder` for vocabularies with ``<pad>=0, <bos>=1, <eos>=2``."""
-    return EncoderDecoder(
-        config, src_vocab, tgt_vocab, score, max_len, share_embeddings=share_embeddings
-    )
