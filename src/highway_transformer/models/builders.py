@@ -236,7 +236,6 @@ def build_block(
     max_len: int = 0,
 ) -> Block:
     """Block ``layer`` (0-based) of any model class: sublayers plus their connections."""
-    check_model_config(config)
     site = Site(config, layer, causal, score, max_len)
     kinds = block_layout(config, cross)
     sublayers = [SUBLAYERS[kind].build(site) for kind in kinds]
@@ -245,7 +244,8 @@ def build_block(
 
 
 def build_blocks(config: ModelConfig, **site: object) -> nn.ModuleList:
-    """``config.n_layers`` blocks (see :func:`build_block` for the keyword arguments)."""
+    """``config.n_layers`` blocks of a checked config (keyword arguments: :func:`build_block`)."""
+    check_model_config(config)
     return nn.ModuleList(build_block(config, i, **site) for i in range(config.n_layers))  # type: ignore[arg-type]
 
 

@@ -24,6 +24,7 @@ from torch import Tensor, nn
 from ..config import ModelConfig
 from ..errors import ConfigError
 from ..nn.block import AttentionSublayer, collect_gate_biases
+from ..nn.connections import combiner_class
 from ..nn.gating import parse_layer_spec
 from ..nn.memory import check_memory, update_memory
 from ..nn.positional import SinusoidalPositionalEncoding
@@ -201,16 +202,6 @@ def build_model(config: ModelConfig) -> LanguageModel:
     return LanguageModel(config)
 
 
-#: d×d products per gated sublayer (HT gates: W1, W2; GTrXL gates: their W and U matrices).
-GATE_MATMULS = {
-    "gtrxl-input": 1,
-    "gtrxl-output": 1,
-    "gtrxl-highway": 1,
-    "gtrxl-sigmoid-tanh": 2,
-    "gtrxl-gru": 6,
-}
-
-
 def count_flops_per_token(config: ModelConfig, seq_len: int) -> float:
     """Training FLOPs per token (forward + backward = 3 × forward) of the matmuls.
 
@@ -234,11 +225,11 @@ def count_flops_per_token(config: ModelConfig, seq_len: int) -> float:
             gates = {"rnn": 1, "gru": 3, "lstm": 4}[config.local_rnn.cell]
             per_layer += 2 * gates * d * d * (1 + config.local_rnn.window)
     gate_flops = 0.0
-    if config.gate.kind != "none":
-        spec = parse_layer_spec(config.gate.layers, config.n_layers)
-        for layer in range(config.n_layers):
-            for kind in block_layout(config):
-                if spec.gated(layer, kind, tuple(config.gate.sublayers)):
-                    gate_flops += 2 * d * d * GATE_MATMULS.get(config.gate.kind, 2)
+    matmuls = combiner_class(config.gate.kind).matmuls
+    spec = parse_layer_spec(config.gate.layers, config.n_layers)
+    for layer in range(config.n_layers):
+        for kind in block_layout(config):
+            if spec.gated(layer, kind, tuple(config.gate.sublayers)):
+                gate_flops += 2 * d * d * matmuls
     forward = config.n_layers * per_layer + gate_flops + 2 * d * config.vocab_size
     return 3.0 * forward

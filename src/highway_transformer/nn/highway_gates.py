@@ -6,6 +6,8 @@ the sublayer output ``y``. ``W1, W2 ∈ R^{d×d}`` cost ``2d(d+1)`` parameters p
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import torch
 from torch import Tensor, nn
 
@@ -20,6 +22,8 @@ class _GatedTransform(Combiner):
     first half is the gate, the second the transform. ``b1`` starts at ``bias`` (HT §3: 0
     unless set), ``b2`` at zero.
     """
+
+    matmuls: ClassVar[int] = 2  # W1, W2
 
     def __init__(self, d_model: int, activation: str = "sigmoid", bias: float | None = None):
         super().__init__()
