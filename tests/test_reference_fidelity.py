@@ -26,7 +26,8 @@ from highway_transformer.config import (
     ModelConfig,
 )
 from highway_transformer.evaluate import evaluate
-from highway_transformer.models.lm import LanguageModel, build_block
+from highway_transformer.models.builders import build_block
+from highway_transformer.models.lm import LanguageModel
 from highway_transformer.nn.memory import MemoryPolicy
 from highway_transformer.nn.norms import RTLayerNorm, build_norm
 from highway_transformer.presets import PRESETS, get_preset
@@ -410,12 +411,13 @@ def test_memory_policy_on_a_model_without_memory_is_an_error() -> None:
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        ({"model.memory.mem_len": 8}, "relative attention"),
-        ({"model.family": "xl"}, "model.attention=relative"),
-        ({"model.dropout_pos": 0.1}, "relative attention"),
-        ({"model.untie_r": True}, "relative attention"),
+        ({"model.memory.mem_len": 8}, "family=xl only"),
+        ({"model.family": "xl", "model.attention": "dot"}, "model.attention=relative"),
+        ({"model.dropout_pos": 0.1}, "family=xl only"),
+        ({"model.untie_r": True}, "family=xl only"),
+        ({"model.gate.kind": "highway", "model.gate.activation": "tanh"}, "sigmoid"),
         ({"model.dropout_out": 0.1, "task.name": "copy"}, "language models only"),
-        ({"model.layer_norm": "rms"}, "layer_norm .rms.; choose one of: rt, torch"),
+        ({"model.layer_norm": "rms"}, "layer_norm.*'rms'; choose one of: rt, torch"),
         ({"model.final_norm": "maybe"}, "final_norm"),
     ],
 )
