@@ -18,7 +18,7 @@ one-line :class:`~highway_transformer.errors.ConfigError` as a loaded one.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, fields
 
 from torch import nn
@@ -249,10 +249,20 @@ def build_block(
     return Block(kinds, sublayers, connections)
 
 
-def build_blocks(config: ModelConfig, **site: object) -> nn.ModuleList:
-    """``config.n_layers`` blocks of a checked config (keyword arguments: :func:`build_block`)."""
+def build_blocks(
+    config: ModelConfig,
+    *,
+    causal: bool = True,
+    cross: bool = False,
+    score: str | None = None,
+    max_len: int = 0,
+) -> nn.ModuleList:
+    """``config.n_layers`` blocks of a checked config (the arguments as for :func:`build_block`)."""
     check_model_config(config)
-    return nn.ModuleList(build_block(config, i, **site) for i in range(config.n_layers))  # type: ignore[arg-type]
+    return nn.ModuleList(
+        build_block(config, i, causal=causal, cross=cross, score=score, max_len=max_len)
+        for i in range(config.n_layers)
+    )
 
 
 def final_norm(config: ModelConfig) -> nn.Module:
@@ -266,9 +276,9 @@ def final_norm(config: ModelConfig) -> nn.Module:
 # --------------------------------------------------------------------------- validation
 
 
-def _choice(what: str, value: object, choices: object) -> None:
-    if value not in choices:  # type: ignore[operator]
-        raise unknown_choice(what, value, choices)  # type: ignore[arg-type]
+def _choice(what: str, value: str, choices: Collection[str]) -> None:
+    if value not in choices:
+        raise unknown_choice(what, value, choices)
 
 
 def _check_fidelity_options(config: ModelConfig, family: Family) -> None:
