@@ -155,11 +155,28 @@ def _print_results(results: dict, out: Path) -> None:
     print(f"run folder: {out}")
 
 
+class _CommandParser(argparse.ArgumentParser):
+    """A sub-command parser whose ``KEY=VALUE`` overrides may come before and after options
+    (``highway train a=1 --no-progress b=2``)."""
+
+    _intermixing = False
+
+    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+        remainder = any(a.nargs in (argparse.REMAINDER, argparse.PARSER) for a in self._actions)
+        if self._intermixing or remainder:
+            return super().parse_known_args(args, namespace)
+        self._intermixing = True  # the intermixed parse calls parse_known_args itself
+        try:
+            return self.parse_known_intermixed_args(args, namespace)
+        finally:
+            self._intermixing = False
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="highway", description="Self-gated Transformer sequence models (Highway Transformer)."
     )
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_CommandParser)
 
     p = sub.add_parser("train", help="train a model from a preset and/or a config file")
     p.add_argument("--preset", help="preset name (see `highway presets`)")
@@ -217,14 +234,29 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def torch_oom() -> type[BaseException]:
+    """torch's out-of-memory error, without importing torch for commands that never use it."""
+    torch = sys.modules.get("torch")
+    return getattr(torch, "OutOfMemoryError", MemoryError) if torch else MemoryError
+
+
+def _fail(message: str) -> int:
+    print("error: " + " ".join(message.split()), file=sys.stderr)  # always one line
+    return 2
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)
     except HighwayError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return _fail(str(exc))
+    except OSError as exc:  # a place we cannot write or read: disk full, permissions, a file
+        where = f" {exc.filename}" if exc.filename else ""
+        return _fail(f"cannot use{where}: {exc.strerror or exc}; free space or choose another path")
+    except (MemoryError, torch_oom()):
+        return _fail("out of memory; use a smaller model, batch_size or seq_len")
     except KeyboardInterrupt:
         print("interrupted; continue with `highway train ... --resume`", file=sys.stderr)
         return 130
