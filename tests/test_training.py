@@ -18,7 +18,7 @@ from highway_transformer.config import (
     TrainConfig,
 )
 from highway_transformer.data.corpora import load_corpus
-from highway_transformer.errors import CheckpointError, TrainingDiverged
+from highway_transformer.errors import CheckpointError, ConfigError, TrainingDiverged
 from highway_transformer.evaluate import evaluate
 from highway_transformer.models.lm import build_model
 from highway_transformer.train import checkpoint as ckpt
@@ -222,7 +222,7 @@ def test_refuses_to_overwrite_a_checkpoint(text_file: Path, tmp_path: Path) -> N
     train(tiny_config(text_file, **{"train.max_steps": 4}), run, progress=False)
     metrics_before = (run / "metrics.jsonl").read_text()
     weights_before = _final_weights(run)
-    with pytest.raises(CheckpointError, match="--resume"):
+    with pytest.raises(ConfigError, match="--resume"):
         train(tiny_config(text_file), run, progress=False)
     assert (run / "metrics.jsonl").read_text() == metrics_before
     after = _final_weights(run)

@@ -40,13 +40,22 @@ def _train(args: argparse.Namespace) -> int:
             raise ConfigError(
                 "--resume applies to language models only; task runs start afresh (use a new --out)"
             )
-        results = run_task(config, out, progress=not args.no_progress, log=_log)
+        results = run_task(
+            config, out, progress=not args.no_progress, log=_log, overwrite=args.overwrite
+        )
         for split in ("valid", "test"):
             metrics = " | ".join(f"{k} {v:.4f}" for k, v in results[split].items())
             print(f"{split}: {metrics}")
         print(f"run folder: {out}")
         return 0
-    results = train(config, out, resume=args.resume, progress=not args.no_progress, log=_log)
+    results = train(
+        config,
+        out,
+        resume=args.resume,
+        overwrite=args.overwrite,
+        progress=not args.no_progress,
+        log=_log,
+    )
     _print_results(results, out)
     return 0
 
@@ -183,6 +192,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", help="YAML or TOML file applied on top of the preset")
     p.add_argument("--out", help="run folder (default runs/NAME)")
     p.add_argument("--resume", action="store_true", help="continue the run folder's checkpoint")
+    p.add_argument(
+        "--overwrite", action="store_true", help="replace the records of a run already in --out"
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument(
         "--task",

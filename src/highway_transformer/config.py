@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 
 import yaml
 
+from .data.vocab import LEVELS
 from .errors import ConfigError, HighwayError, unknown_choice
 
 if sys.version_info >= (3, 11):
@@ -35,7 +36,7 @@ INITS = ("uniform", "normal", "torch")
 OPTIMIZERS = ("sgd", "adam", "adamw")
 SCHEDULES = ("constant", "linear", "cosine", "anneal")
 PRECISIONS = ("fp32", "bf16", "fp16")
-LEVELS = ("char", "word", "byte")
+
 
 
 @dataclass

@@ -30,6 +30,7 @@ from ..errors import ConfigError
 from ..evaluate import autocast_context
 from ..train import checkpoint as ckpt
 from ..train.optim import LRSchedule, apply_gradients, build_optimizer, check_finite, set_lr
+from ..train.runlock import own_run_folder
 from ..train.trainer import setup_runtime, train
 from .definitions import Task, build_task_model, task_class
 
@@ -224,6 +225,7 @@ def run_task(
     out_dir: str | Path,
     progress: bool = False,
     log: Callable[[str], None] | None = None,
+    overwrite: bool = False,
 ) -> dict[str, Any]:
     """Train and evaluate ``config`` on ``config.task.name``; return the results.
 
@@ -232,5 +234,6 @@ def run_task(
     ``checkpoint/`` and ``best/`` into ``out_dir``.
     """
     if config.task.name == "lm":
-        return train(config, out_dir, progress=progress, log=log)
-    return TaskRun(config, out_dir, progress=progress, log=log).fit()
+        return train(config, out_dir, overwrite=overwrite, progress=progress, log=log)
+    with own_run_folder(out_dir, overwrite=overwrite, log=log):
+        return TaskRun(config, out_dir, progress=progress, log=log).fit()

@@ -29,6 +29,7 @@ from ..errors import CheckpointError, ConfigError
 from ..evaluate import EvalResult, autocast_context, evaluate
 from ..models.lm import LanguageModel, build_model
 from . import checkpoint as ckpt
+from .runlock import own_run_folder
 from .optim import LRSchedule, apply_gradients, build_optimizer, check_finite, set_lr
 
 METRICS_FILE = "metrics.jsonl"
@@ -127,7 +128,7 @@ class Trainer:
         except CheckpointError:
             return False
         saved = ckpt.read_config(folder)
-        self._check_compatible(saved, Vocabulary.load(folder / ckpt.VOCAB_FILE))
+        self._check_compatible(saved, ckpt.read_vocab(folder))
         ckpt.load_weights(self.model, folder)
         trainer = ckpt.load_trainer_state(folder)
         ckpt.restore_optimizer(self.optimizer, trainer.info["optimizer"], trainer.tensors)
@@ -375,14 +376,17 @@ def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
     return records
 
 
-def train(config: Config, out_dir: str | Path, resume: bool = False, **kwargs: Any) -> dict:
-    """Train ``config`` into ``out_dir`` (resuming from its checkpoint if asked)."""
-    trainer = Trainer(config, out_dir, **kwargs)
-    if resume:
-        trainer.resume()
-    elif (Path(out_dir) / "checkpoint").exists():
-        raise CheckpointError(
-            f"{out_dir} already holds a checkpoint; pass --resume to continue it or choose a new"
-            " --out folder (nothing was overwritten)"
-        )
-    return trainer.fit()
+def train(
+    config: Config,
+    out_dir: str | Path,
+    resume: bool = False,
+    overwrite: bool = False,
+    **kwargs: Any,
+) -> dict:
+    """Train ``config`` into ``out_dir``, owning the folder (see :mod:`.runlock`): resume its
+    checkpoint if asked; a fresh run replaces earlier records only with ``overwrite``."""
+    with own_run_folder(out_dir, resume, overwrite, kwargs.get("log")):
+        trainer = Trainer(config, out_dir, **kwargs)
+        if resume:
+            trainer.resume()
+        return trainer.fit()
