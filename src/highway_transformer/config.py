@@ -38,7 +38,6 @@ SCHEDULES = ("constant", "linear", "cosine", "anneal")
 PRECISIONS = ("fp32", "bf16", "fp16")
 
 
-
 @dataclass
 class GateConfig:
     """Which gate joins which sublayers to the stream (HT §3, §4; Tables 5-6).

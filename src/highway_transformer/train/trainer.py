@@ -29,8 +29,8 @@ from ..errors import CheckpointError, ConfigError
 from ..evaluate import EvalResult, autocast_context, evaluate
 from ..models.lm import LanguageModel, build_model
 from . import checkpoint as ckpt
-from .runlock import own_run_folder
 from .optim import LRSchedule, apply_gradients, build_optimizer, check_finite, set_lr
+from .runlock import own_run_folder
 
 METRICS_FILE = "metrics.jsonl"
 RESULTS_FILE = "results.json"
