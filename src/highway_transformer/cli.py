@@ -133,10 +133,11 @@ def _download(args: argparse.Namespace) -> int:
 
 
 def _generate(args: argparse.Namespace) -> int:
-    from .generate import generate_text
+    from .generate import check_sampling, generate_text
     from .train.checkpoint import load_pretrained
     from .train.trainer import resolve_device
 
+    check_sampling(args.tokens, args.temperature, args.top_k, args.top_p, args.seed)
     model, _, vocab = load_pretrained(args.checkpoint, resolve_device(args.device))
     text = generate_text(
         model,

@@ -506,6 +506,46 @@ def _field_value(config: Config, dotted: str) -> Any:
     return node
 
 
+def _type_fits(value: Any, hint: Any) -> bool:
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(_type_fits(value, a) for a in args)
+    if hint is type(None):
+        return value is None
+    if origin is tuple:
+        items = args[:1] * len(value) if len(args) == 2 and args[1] is Ellipsis else args
+        return (
+            isinstance(value, tuple)
+            and len(items) == len(value)
+            and all(_type_fits(v, a) for v, a in zip(value, items, strict=True))
+        )
+    if hint is float:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if is_dataclass(hint):
+        return isinstance(value, hint)
+    return isinstance(value, hint) if isinstance(hint, type) else True
+
+
+def check_types(obj: Any, prefix: str = "") -> None:
+    """Every field of a (nested) config dataclass has its declared type (API-built configs
+    are not coerced the way files and overrides are)."""
+    for name, hint in _resolve_hints(type(obj)).items():
+        value = getattr(obj, name)
+        if not _type_fits(value, hint):
+            wanted = getattr(hint, "__name__", str(hint).replace("typing.", ""))
+            raise ConfigError(f"{prefix}{name} must be of type {wanted}, got {value!r}")
+        if is_dataclass(value):
+            check_types(value, f"{prefix}{name}.")
+
+
+def validate_model(model: ModelConfig) -> ModelConfig:
+    """Check a model config on its own (what :func:`validate` checks of ``model``)."""
+    validate(Config(model=model))
+    return model
+
+
 def check_ranges(config: Config) -> None:
     """Every field of :data:`FIELD_RANGES` within its range; the error names field and fix."""
     for name, allowed in FIELD_RANGES.items():
@@ -522,6 +562,7 @@ def validate(config: Config) -> Config:
     from .nn.connections import COMBINERS
     from .nn.gating import parse_layer_spec
 
+    check_types(config)
     check_ranges(config)
     m, d, t = config.model, config.data, config.train
     _choice("model family", m.family, FAMILIES)

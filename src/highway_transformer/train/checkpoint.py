@@ -399,6 +399,11 @@ def load_pretrained(folder: str | Path, device: str | torch.device = "cpu"):
 
     folder = resolve(folder)
     config = read_config(folder)
+    if config.task.name != "lm":
+        raise CheckpointError(
+            f"{folder} holds a {config.task.name} model, not a language model; "
+            "evaluate it with `highway eval` (generation needs a language model)"
+        )
     vocab = read_vocab(folder)
     if len(vocab) != config.model.vocab_size:
         raise CheckpointError(

@@ -246,11 +246,11 @@ class Trainer:
         if result.loss < self.state.best_valid:
             self.state.best_valid, self.state.best_step = result.loss, self.state.step
             ckpt.save_checkpoint(self.out_dir / "best", self.model, self.config, self.vocab)
-        self.save()
+        self.save(valid_loss=result.loss)
         return result
 
-    def save(self) -> Path:
-        """Write the resumable checkpoint (atomically)."""
+    def save(self, valid_loss: float | None = None) -> Path:
+        """Write the resumable checkpoint (atomically; refused if anything is non-finite)."""
         optim_info, optim_tensors = ckpt.flatten_optimizer(self.optimizer)
         rng_info, rng_tensors = ckpt.capture_rng()
         memory = self.state.memory or []
@@ -270,7 +270,12 @@ class Trainer:
         }
         state = ckpt.TrainerState(self.state.step, info, tensors)
         return ckpt.save_checkpoint(
-            self.out_dir / "checkpoint", self.model, self.config, self.vocab, state
+            self.out_dir / "checkpoint",
+            self.model,
+            self.config,
+            self.vocab,
+            state,
+            valid_loss=valid_loss,
         )
 
     # ------------------------------------------------------------------ records
