@@ -28,6 +28,7 @@ from ..data.vocab import Vocabulary
 from ..errors import CheckpointError, ConfigError
 from ..evaluate import EvalResult, autocast_context, evaluate
 from ..models.lm import LanguageModel, build_model
+from ..resources import check_resources
 from . import checkpoint as ckpt
 from .optim import LRSchedule, apply_gradients, build_optimizer, check_finite, set_lr
 from .runlock import own_run_folder
@@ -103,6 +104,7 @@ class Trainer:
                 f"model.vocab_size={config.model.vocab_size} but the corpus has "
                 f"{len(self.corpus.vocab)} symbols; leave vocab_size at 0 to take it from the data"
             )
+        check_resources(config, self.corpus.train.numel(), self.device)
         self.model: LanguageModel = build_model(config.model).to(self.device)
         self.forward = torch.compile(self.model) if t.compile else self.model
         self.optimizer = build_optimizer(self.model.parameters(), t)
