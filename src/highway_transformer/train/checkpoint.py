@@ -301,24 +301,32 @@ def save_checkpoint(
     return Path(folder)
 
 
+def check_finite_loss(valid_loss: float, step: int | None = None) -> None:
+    if not math.isfinite(valid_loss):
+        raise TrainingDiverged(_diverged(f"the validation loss became {valid_loss}", step))
+
+
+def _diverged(what: str, step: int | None) -> str:
+    at = f" at step {step}" if step is not None else ""
+    return (
+        f"{what}{at}; training stopped and the last good checkpoint is intact (lower "
+        "train.lr, set train.clip, or use precision=fp32)"
+    )
+
+
 def check_finite_state(
     model: nn.Module, trainer: TrainerState | None, valid_loss: float | None
 ) -> None:
     """Raise :class:`TrainingDiverged` if anything about to be saved is NaN or infinite."""
-    if valid_loss is not None and not math.isfinite(valid_loss):
-        raise TrainingDiverged(
-            f"the validation loss is {valid_loss}; lower train.lr or set train.clip "
-            "(the last good checkpoint is intact)"
-        )
+    step = trainer.step if trainer is not None else None
+    if valid_loss is not None:
+        check_finite_loss(valid_loss, step)
     named = list(model.state_dict().items())
     if trainer is not None:
         named += list(trainer.tensors.items())
     for name, tensor in named:
         if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
-            raise TrainingDiverged(
-                f"{name} holds NaN or infinite values; lower train.lr or set train.clip "
-                "(the last good checkpoint is intact)"
-            )
+            raise TrainingDiverged(_diverged(f"{name} holds NaN or infinite values", step))
 
 
 def read_config(folder: str | Path) -> Config:

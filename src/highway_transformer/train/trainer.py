@@ -245,13 +245,16 @@ class Trainer:
         )
         if annealed:
             self.log(f"validation stalled: learning rate annealed at step {self.state.step}")
+        ckpt.check_finite_loss(
+            result.loss, self.state.step
+        )  # a diverged run never replaces a checkpoint
         if result.loss < self.state.best_valid:
             self.state.best_valid, self.state.best_step = result.loss, self.state.step
             ckpt.save_checkpoint(self.out_dir / "best", self.model, self.config, self.vocab)
-        self.save(valid_loss=result.loss)
+        self.save()
         return result
 
-    def save(self, valid_loss: float | None = None) -> Path:
+    def save(self) -> Path:
         """Write the resumable checkpoint (atomically; refused if anything is non-finite)."""
         optim_info, optim_tensors = ckpt.flatten_optimizer(self.optimizer)
         rng_info, rng_tensors = ckpt.capture_rng()
@@ -272,12 +275,7 @@ class Trainer:
         }
         state = ckpt.TrainerState(self.state.step, info, tensors)
         return ckpt.save_checkpoint(
-            self.out_dir / "checkpoint",
-            self.model,
-            self.config,
-            self.vocab,
-            state,
-            valid_loss=valid_loss,
+            self.out_dir / "checkpoint", self.model, self.config, self.vocab, state
         )
 
     # ------------------------------------------------------------------ records
