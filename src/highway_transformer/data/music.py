@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..errors import ConfigError, DataError, unknown_choice
-from .download import cache_dir, fetch
+from .download import cache_dir, fetch, sha256_of
 
 N_KEYS = 88
 LOWEST_MIDI_NOTE = 21  # A0, the lowest piano key; the highest is 108 (C8)
@@ -138,6 +138,11 @@ def _resolve(name_or_path: str, data_dir: str | Path | None, download: bool) -> 
         return fetch(entry.url, entry.sha256, dest)
     for candidate in (dest, root / "music" / entry.filename):
         if candidate.is_file():
+            if entry.sha256 is not None and sha256_of(candidate) != entry.sha256:
+                raise DataError(
+                    f"{candidate} is not the published {entry.filename} (SHA-256 differs); "
+                    "delete it and fetch it again (--download), or pass the file's own path"
+                )
             return candidate
     raise DataError(
         f"{entry.filename} not found in {root}; put it there (from {entry.url}) "
