@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ..errors import ConfigError, RunFolderBusy
+from ..folders import make_folder
 from . import checkpoint as ckpt
 
 LOCK_FILE = "run.lock"
@@ -60,9 +61,7 @@ def own_run_folder(
 
 
 def _acquire(out: Path, log: Callable[[str], None]) -> Path:
-    if out.exists() and not out.is_dir():
-        raise ConfigError(f"--out {out} is a file; give a folder for the run")
-    out.mkdir(parents=True, exist_ok=True)
+    make_folder(out, "--out")
     lock = out / LOCK_FILE
     owner = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.time()}
     for _ in range(2):  # a second try after taking over a stale lock
