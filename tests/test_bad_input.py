@@ -7,12 +7,13 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from highway_transformer import cli
 from highway_transformer.config import FIELD_RANGES, Config, ModelConfig, build_config
 from highway_transformer.data.vocab import Vocabulary
-from highway_transformer.errors import CheckpointError, ConfigError, HighwayError
+from highway_transformer.errors import CheckpointError, ConfigError, DataError, HighwayError
 from highway_transformer.folders import make_folder
 from highway_transformer.generate import check_sampling
 from highway_transformer.models.lm import build_model
@@ -283,3 +284,19 @@ def test_report_out_onto_a_file(tmp_path: Path, capsys: pytest.CaptureFixture[st
 
 def test_errors_are_our_types() -> None:
     assert issubclass(ConfigError, HighwayError) and issubclass(CheckpointError, HighwayError)
+
+
+@pytest.mark.parametrize("empty", [np.empty((1, 0), dtype=object), np.zeros((0,))])
+def test_an_empty_music_split(empty: np.ndarray, tmp_path: Path) -> None:
+    from scipy.io import savemat
+
+    from highway_transformer.data.music import load_music
+
+    roll = np.zeros((4, 88))
+    roll[:, 40] = 1
+    cells = np.empty((1, 1), dtype=object)
+    cells[0, 0] = roll
+    path = tmp_path / "music.mat"
+    savemat(path, {"traindata": cells, "validdata": empty, "testdata": cells})
+    with pytest.raises(DataError, match="validdata.*empty split"):
+        load_music(str(path))

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from safetensors import SafetensorError
 
 from highway_transformer import cli
 from highway_transformer.config import Config, DataConfig, ModelConfig, TrainConfig
@@ -187,14 +188,21 @@ def test_generate_on_a_task_checkpoint(run: Path) -> None:
 # ------------------------------------------------------------------ saving
 
 
+@pytest.mark.parametrize(
+    "error",
+    [
+        OSError(errno.ENOSPC, "No space left on device"),
+        SafetensorError("Error while serializing: IoError(No space left on device)"),
+    ],
+)
 def test_disk_full_during_a_save_keeps_the_previous_checkpoint(
-    run: Path, monkeypatch: pytest.MonkeyPatch
+    run: Path, monkeypatch: pytest.MonkeyPatch, error: Exception
 ) -> None:
     model, config, vocab = ckpt.load_pretrained(run / "checkpoint")
     before = snapshot(run / "checkpoint")
 
     def full(*args, **kwargs):
-        raise OSError(errno.ENOSPC, "No space left on device")
+        raise error
 
     monkeypatch.setattr(ckpt, "save_model", full)
     with pytest.raises(CheckpointError, match="disk is full.*intact"):

@@ -186,6 +186,8 @@ def _as_roll(piece: object, where: str) -> np.ndarray:
 def _pieces(value: object, where: str) -> list[object]:
     """Split one stored split into its pieces (a cell array, or a stacked numeric array)."""
     array = np.asarray(value)
+    if array.size == 0:
+        return []
     if array.dtype == object:
         return list(array.ravel())
     if array.ndim == 3:  # savemat stacks equal-length pieces into one [N, T, 88] array
@@ -231,6 +233,11 @@ def load_music(
     splits = []
     for key in SPLIT_KEYS:
         pieces = _pieces(contents[key], f"{key} in {path}")
+        if not pieces:
+            raise DataError(
+                f"{key} in {path} holds no pieces (empty split); a music file needs at least "
+                "one piano roll in each of traindata, validdata and testdata"
+            )
         splits.append(
             [
                 torch.from_numpy(_as_roll(piece, f"piece {i} of {key} in {path}"))

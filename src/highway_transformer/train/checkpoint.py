@@ -357,7 +357,8 @@ def load_weights(model: nn.Module, folder: str | Path) -> None:
     except (OSError, SafetensorError) as exc:
         raise CheckpointError(f"cannot read weights {path}: {exc}") from None
     except RuntimeError as exc:
-        raise CheckpointError(f"weights in {path} do not fit the model: {str(exc)[:200]}") from None
+        detail = " ".join(str(exc).split())[:200]  # torch's message spans several lines
+        raise CheckpointError(f"weights in {path} do not fit the model: {detail}") from None
     if missing or unexpected:
         raise CheckpointError(
             f"weights in {path} do not fit the model (missing {sorted(missing)[:3]}, "
