@@ -22,7 +22,7 @@ SHA1 = Archive("https://example.org/s.zip", "s", 3, sha1_of_member=hashlib.sha1(
 def test_every_source_uses_https() -> None:
     urls = [corpora.PTB_URL, corpora.ENWIK8.url, corpora.TEXT8.url, corpora.WIKITEXT103_URL]
     urls += [url for entry in images.MNIST.values() for url in entry.urls]
-    urls += [entry.url for entry in music.MUSIC_DATASETS.values() if "umontreal" not in entry.url]
+    urls += [entry.url for entry in music.MUSIC_DATASETS.values()]
     assert all(url.startswith("https://") for url in urls)
 
 
