@@ -145,11 +145,14 @@ def test_out_under_a_file(tmp_path: Path) -> None:
 def test_impossible_allocation_fails_fast_with_the_estimate(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    argv = ["train", "data.seq_len=100000000", "--out", str(tmp_path / "r"), "--no-progress"]
+    text = tmp_path / "text.txt"
+    text.write_text("a small corpus of a few words. " * 2000, encoding="utf-8")
+    corpus = ["data.corpus=file", f"data.path={text}", "--no-progress"]
+    argv = ["train", "data.seq_len=100000000", "--out", str(tmp_path / "r"), *corpus]
     err = run_cli(argv, capsys)
     assert "GiB" in err and "data.seq_len" in err
     huge = ["train", "model.d_model=400000", "model.d_inner=400000", "model.n_heads=1"]
-    err = run_cli([*huge, "--out", str(tmp_path / "h"), "--no-progress"], capsys)
+    err = run_cli([*huge, "--out", str(tmp_path / "h"), *corpus], capsys)
     assert "weights" in err and "GiB" in err
 
 

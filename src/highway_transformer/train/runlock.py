@@ -23,17 +23,16 @@ from ..folders import make_folder
 from . import checkpoint as ckpt
 
 LOCK_FILE = "run.lock"
-#: What a run writes into its folder; any of them means the folder holds a run.
+#: What a run writes into its folder; any of them means the folder holds a run. (A
+#: ``*.tmp`` checkpoint is an unfinished write, replaced by the next save: not a record.)
 RUN_RECORDS = (
     "metrics.jsonl",
     "metrics.csv",
     "results.json",
     "checkpoint",
     "checkpoint.old",
-    "checkpoint.tmp",
     "best",
     "best.old",
-    "best.tmp",
 )
 
 
