@@ -11,6 +11,8 @@ tokens either way (tested).
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import Tensor
 
@@ -70,6 +72,24 @@ def sample_next(
     return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
 
 
+def check_sampling(
+    n_tokens: int, temperature: float, top_k: int, top_p: float, seed: int | None
+) -> None:
+    """Raise :class:`ConfigError` for a sampling setting outside its meaningful range."""
+    if n_tokens < 0:
+        raise ConfigError(f"--tokens must be >= 0, got {n_tokens}")
+    if not math.isfinite(temperature) or temperature < 0:
+        raise ConfigError(
+            f"--temperature must be a finite number >= 0 (0 is greedy), got {temperature}"
+        )
+    if top_k < 0:
+        raise ConfigError(f"--top-k must be >= 0 (0 keeps every symbol), got {top_k}")
+    if not 0 < top_p <= 1:  # also refuses NaN
+        raise ConfigError(f"--top-p must be in (0, 1] (1 keeps every symbol), got {top_p}")
+    if seed is not None and not 0 <= seed < 2**63:
+        raise ConfigError(f"--seed must be >= 0, got {seed}")
+
+
 @torch.no_grad()
 def generate_ids(
     model: LanguageModel,
@@ -84,8 +104,13 @@ def generate_ids(
     """Continue ``prompt_ids`` by ``n_tokens`` ids."""
     if not prompt_ids:
         raise ConfigError("the prompt is empty; give at least one symbol")
-    if n_tokens < 0:
-        raise ConfigError("--tokens must be >= 0")
+    check_sampling(n_tokens, temperature, top_k, top_p, seed)
+    size = model.config.vocab_size
+    if max(prompt_ids) >= size or min(prompt_ids) < 0:
+        raise ConfigError(
+            f"the prompt has ids outside the model's {size} symbols; its vocabulary is larger "
+            "than the model: use the vocabulary saved with this checkpoint"
+        )
     model.eval()
     device = next(model.parameters()).device
     generator = None

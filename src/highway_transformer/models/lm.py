@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..config import ModelConfig
+from ..config import ModelConfig, validate_model
 from ..errors import ConfigError
 from ..nn.block import AttentionSublayer, collect_gate_biases
 from ..nn.connections import combiner_class
@@ -208,7 +208,9 @@ class LanguageModel(nn.Module):
 
 
 def build_model(config: ModelConfig) -> LanguageModel:
-    """Build a language model from a validated model config."""
+    """Build a language model from a model config (checked first: wrong types, ranges and
+    unknown names raise :class:`ConfigError`)."""
+    validate_model(config)
     return LanguageModel(config)
 
 
