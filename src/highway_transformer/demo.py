@@ -136,10 +136,9 @@ def write_demo_report(
 
 
 def _plot(out: Path, records: dict[str, list[dict[str, Any]]]) -> Path:
-    import matplotlib
+    from .report.figures import pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     for variant, recs in records.items():
