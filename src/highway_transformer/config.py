@@ -34,7 +34,8 @@ INITS = ("uniform", "normal", "torch")
 OPTIMIZERS = ("sgd", "adam", "adamw")
 SCHEDULES = ("constant", "linear", "cosine", "anneal")
 PRECISIONS = ("fp32", "bf16", "fp16")
-LEVELS = ("char", "word", "byte")
+SUBWORD_LEVELS = ("bpe", "unigram")  # trained on the training split (data/subword.py)
+LEVELS = ("char", "word", "byte", *SUBWORD_LEVELS)
 
 
 @dataclass
@@ -119,7 +120,9 @@ class DataConfig:
 
     corpus: str = "pydoc"  # pydoc | ptb-word | ptb-char | enwik8 | text8 | wikitext-103 | file
     path: str | None = None  # a user text file (corpus=file) or a folder holding the corpus
-    level: str = "char"  # char | word | byte (corpus=file)
+    level: str = "char"  # char | word | byte | bpe | unigram (corpus=file)
+    subword_vocab_size: int | None = None  # bpe | unigram: most tokens (None: 1000)
+    cache: bool | None = None  # corpus=file: memory-mapped token-id cache (None: on)
     batch_size: int = 16
     seq_len: int = 400
     context: int = 0
@@ -423,6 +426,7 @@ def validate(config: Config) -> Config:
     if list(m.adaptive_cutoffs) != sorted(set(m.adaptive_cutoffs)):
         raise ConfigError("model.adaptive_cutoffs must be strictly increasing")
     _choice("corpus level", d.level, LEVELS)
+    check_file_corpus_config(d)
     for name in ("batch_size", "seq_len", "eval_batch_size"):
         _positive(f"data.{name}", getattr(d, name))
     for ctx_name, len_name in (("context", "seq_len"), ("eval_context", "eval_seq_len")):
@@ -440,6 +444,24 @@ def validate(config: Config) -> Config:
     _positive("train.eval_interval", t.eval_interval)
     _positive("train.clip", t.clip, allow_zero=True)
     return config
+
+
+def check_file_corpus_config(d: DataConfig) -> None:
+    """Subword levels and the token cache apply to user files only; sizes to subword levels."""
+    if d.level in SUBWORD_LEVELS and d.corpus != "file":
+        raise ConfigError(
+            f"data.level={d.level} trains a tokenizer on your own text: use it with "
+            f"data.corpus=file (the {d.corpus} corpus has its published vocabulary)"
+        )
+    if d.cache is not None and d.corpus != "file":
+        raise ConfigError(f"data.cache applies to data.corpus=file, not {d.corpus}; remove it")
+    if d.subword_vocab_size is not None:
+        if d.level not in SUBWORD_LEVELS:
+            raise ConfigError(
+                f"data.subword_vocab_size applies to data.level={' or '.join(SUBWORD_LEVELS)}, "
+                f"not {d.level}; remove it or choose a subword level"
+            )
+        _positive("data.subword_vocab_size", d.subword_vocab_size)
 
 
 def check_task_config(config: Config) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from .data.subword import SubwordVocabulary
 from .data.vocab import Vocabulary
 from .errors import ConfigError, DataError
 from .models.lm import LanguageModel
@@ -21,6 +22,8 @@ from .models.lm import LanguageModel
 
 def tokenize_prompt(vocab: Vocabulary, prompt: str) -> list[int]:
     """Prompt symbols at the vocabulary's level; unknown symbols map to ``<unk>`` or fail."""
+    if isinstance(vocab, SubwordVocabulary):  # byte-level: every prompt encodes
+        return vocab.encode_text(prompt).tolist()
     if vocab.level == "byte":
         symbols = [chr(b) for b in prompt.encode("utf-8")]
     elif vocab.level == "word":
@@ -37,6 +40,8 @@ def tokenize_prompt(vocab: Vocabulary, prompt: str) -> list[int]:
 
 
 def detokenize(vocab: Vocabulary, ids: list[int]) -> str:
+    if isinstance(vocab, SubwordVocabulary):
+        return vocab.decode_text(ids)
     symbols = vocab.decode(ids)
     if vocab.level == "byte":
         return "".join(symbols).encode("latin-1").decode("utf-8", errors="replace")

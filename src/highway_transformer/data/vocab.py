@@ -7,6 +7,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from ..config import SUBWORD_LEVELS
 from ..errors import CheckpointError, DataError
 
 UNK = "<unk>"
@@ -14,7 +15,7 @@ EOS = "<eos>"
 
 
 class Vocabulary:
-    """An ordered list of symbols. ``level`` is ``char``, ``word`` or ``byte``.
+    """An ordered list of symbols; ``level`` is one of :data:`~highway_transformer.config.LEVELS`.
 
     ``eos`` is the line-end symbol appended to every line (word and PTB char levels; counted
     as a symbol in bpc, as the papers do). ``unk`` maps symbols outside the vocabulary.
@@ -85,7 +86,13 @@ class Vocabulary:
 
     @classmethod
     def load(cls, path: str | Path) -> Vocabulary:
+        """A saved vocabulary; a subword one comes back with its tokenizer (same folder)."""
         try:
-            return cls.from_dict(json.loads(Path(path).read_text(encoding="utf-8")))
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
         except (OSError, json.JSONDecodeError) as exc:
             raise CheckpointError(f"cannot read vocabulary {path}: {exc}") from None
+        if isinstance(data, dict) and data.get("level") in SUBWORD_LEVELS:
+            from .subword import SubwordVocabulary
+
+            return SubwordVocabulary.from_saved(data, Path(path).parent)
+        return cls.from_dict(data)

@@ -5,6 +5,7 @@ Layout of a checkpoint folder::
     model.safetensors    weights (tied weights stored once)
     config.json          the full Config (model, data incl. evaluation settings, train)
     vocab.json           the vocabulary
+    tokenizer.json       the subword tokenizer (bpe/unigram levels; SHA-256 in vocab.json)
     trainer.json         step, schedule, RNG and metric positions (resume only)
     trainer.safetensors  optimizer tensors, RNG states, Transformer-XL memory (resume only)
 

@@ -212,8 +212,9 @@ class Trainer:
         if index == 0:
             self.state.memory = None  # a new pass over the stream starts without memory
         start, end, loss_start = self.bounds[index]
-        x = self.inputs[:, start:end].to(self.device, non_blocking=True)
-        y = self.targets[:, start + loss_start : end].to(self.device, non_blocking=True)
+        # ids may be a memory-mapped uint16/uint32 corpus: only this window becomes int64
+        x = self.inputs[:, start:end].to(self.device, torch.long, non_blocking=True)
+        y = self.targets[:, start + loss_start : end].to(self.device, torch.long, non_blocking=True)
         set_lr(self.optimizer, self.schedule.lr(self.state.step))
         with autocast_context(self.device, t.precision):
             hidden, memory = self.forward(x, memory=self.state.memory)
