@@ -19,7 +19,7 @@ from highway_transformer.data.batching import (
 )
 from highway_transformer.data.corpora import load_corpus
 from highway_transformer.data.download import fetch, sha256_of
-from highway_transformer.data.vocab import EOS, UNK, Vocabulary
+from highway_transformer.data.vocab import EOS, UNK, Vocabulary, count_symbols
 from highway_transformer.errors import CheckpointError, ConfigError, DataError
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -131,6 +131,13 @@ def test_vocab_round_trip(tmp_path: Path) -> None:
     (tmp_path / "partial.json").write_text('{"level": "char"}', encoding="utf-8")
     with pytest.raises(CheckpointError, match="malformed"):
         Vocabulary.load(tmp_path / "partial.json")
+
+
+def test_fast_character_counts_match_counter() -> None:
+    text = "the quick brown fox\njumps over the lazy dog  \t" * 50
+    assert count_symbols(text) == Counter(text)
+    assert count_symbols("naïve ∑") == Counter("naïve ∑")  # not ASCII: the general path
+    assert Vocabulary.build(text, "char", unk=UNK).symbols[:3] == [UNK, " ", "o"]
 
 
 # ------------------------------------------------------------------ corpora
