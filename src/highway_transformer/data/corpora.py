@@ -22,7 +22,8 @@ from __future__ import annotations
 import hashlib
 import tarfile
 import zipfile
-from collections.abc import Callable, Iterable
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -104,6 +105,33 @@ def line_tokens(text: str, eos: str = EOS) -> list[str]:
         out.extend(line.split())
         out.append(eos)
     return out
+
+
+def line_chunks(text: str, size: int = 1 << 22) -> Iterator[str]:
+    """Pieces of ``text`` of about ``size`` characters, each ending after a line feed.
+
+    ``line_tokens`` of the pieces, joined, equals ``line_tokens(text)``: a cut after ``\\n``
+    never splits a line break.
+    """
+    start = 0
+    while start < len(text):
+        end = text.find("\n", start + size - 1) + 1 or len(text)
+        yield text[start:end]
+        start = end
+
+
+def count_words(text: str) -> Counter[str]:
+    """Counts of ``line_tokens(text)``, a piece at a time (no list of every token)."""
+    counts: Counter[str] = Counter()
+    for piece in line_chunks(text):
+        counts.update(line_tokens(piece))
+    return counts
+
+
+def encode_words(text: str, vocab: Vocabulary) -> Tensor:
+    """Ids of ``line_tokens(text)``, a piece at a time: 8 bytes a token, not a Python list."""
+    parts = [np.asarray(vocab.encode(line_tokens(piece)), np.int64) for piece in line_chunks(text)]
+    return torch.from_numpy(np.concatenate(parts) if parts else np.zeros(0, np.int64))
 
 
 def byte_vocabulary() -> Vocabulary:
@@ -280,9 +308,9 @@ def _wikitext103(config: DataConfig, vocab: Vocabulary | None, download: bool) -
             folder.mkdir(parents=True, exist_ok=True)
             for split, path in names.items():
                 path.write_bytes(zf.read(f"wikitext-103/wiki.{split}.tokens"))
-    tokens = {s: line_tokens(read_text(names[s])) for s in SPLITS}
-    vocab = vocab or Vocabulary.build(tokens["train"], "word", unk=UNK, eos=EOS)
-    return Corpus("wikitext-103", vocab, *(torch.tensor(vocab.encode(tokens[s])) for s in SPLITS))
+    texts = {s: read_text(names[s]) for s in SPLITS}
+    vocab = vocab or Vocabulary.build(count_words(texts["train"]), "word", unk=UNK, eos=EOS)
+    return Corpus("wikitext-103", vocab, *(encode_words(texts[s], vocab) for s in SPLITS))
 
 
 def _file_sources(path: Path) -> list[Path]:
@@ -352,9 +380,8 @@ def _encode_file(
     if level == "char":
         vocab = vocab or Vocabulary.build(texts["train"], "char", unk=UNK)
         return {s: encode_chars(texts[s], vocab) for s in SPLITS}, vocab
-    tokens = {s: line_tokens(texts[s]) for s in SPLITS}
-    vocab = vocab or Vocabulary.build(tokens["train"], "word", unk=UNK, eos=EOS)
-    return {s: torch.tensor(vocab.encode(tokens[s])) for s in SPLITS}, vocab
+    vocab = vocab or Vocabulary.build(count_words(texts["train"]), "word", unk=UNK, eos=EOS)
+    return {s: encode_words(texts[s], vocab) for s in SPLITS}, vocab
 
 
 def _encode_subword(

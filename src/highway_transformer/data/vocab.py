@@ -57,7 +57,10 @@ class Vocabulary:
         eos: str | None = None,
         extra: Iterable[str] = (),
     ) -> Vocabulary:
-        """Symbols sorted by frequency (ties by symbol), specials first."""
+        """Symbols sorted by frequency (ties by symbol), specials first.
+
+        ``tokens`` are the symbols of the text, or a :class:`~collections.Counter` of them.
+        """
         counts = count_symbols(tokens)
         specials = [s for s in (unk, eos, *extra) if s is not None]
         for special in specials:
