@@ -116,3 +116,28 @@ def test_missing_tokenizers_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setitem(sys.modules, "tokenizers", None)
     with pytest.raises(MissingExtra, match=r"highway-transformer\[subword\]"):
         SubwordVocabulary.train(_text(), "bpe", 300)
+
+
+def test_cli_trains_evaluates_and_generates_with_a_unigram_vocabulary(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from highway_transformer import cli
+
+    (tmp_path / "corpus.txt").write_text(_text(600), encoding="utf-8")
+    out = tmp_path / "run"
+    settings = ["data.corpus=file", f"data.path={tmp_path / 'corpus.txt'}", "data.level=unigram",
+                "data.subword_vocab_size=300", "model.d_model=16", "model.n_layers=1",
+                "model.n_heads=2", "model.d_inner=32", "data.batch_size=4", "data.seq_len=16",
+                "data.eval_batch_size=4", "train.optimizer=adam", "train.lr=0.01",
+                "train.max_steps=2", "train.eval_interval=2"]  # fmt: skip
+    assert cli.main(["train", *settings, "--out", str(out), "--no-progress"]) == 0
+    assert (out / "best" / TOKENIZER_FILE).is_file()
+    assert cli.main(["eval", str(out), "--split", "test", "--json"]) == 0
+    capsys.readouterr()
+    prompt = "the gate "
+    assert cli.main(["generate", str(out), "--prompt", prompt, "--tokens", "4",
+                     "--temperature", "0", "--device", "cpu"]) == 0  # fmt: skip
+    assert capsys.readouterr().out.startswith(prompt)
+    assert cli.main(["train", "data.level=unigram"]) == 2  # the embedded corpus: not a subword
+    err = capsys.readouterr().err.strip()
+    assert "data.corpus=file" in err and len(err.splitlines()) == 1
