@@ -48,6 +48,13 @@ def test_tokenizer_round_trips_any_text(level: str, english: str) -> None:
     assert len(vocab.encode_text(sentence)) <= len(sentence.split()) * 2
 
 
+@pytest.mark.parametrize("level", ["bpe", "unigram"])
+def test_the_same_text_gives_the_same_tokenizer(level: str, english: str) -> None:
+    # the unigram trainer orders some pieces differently on every run; ids must not change
+    first, second = (SubwordVocabulary.train(english[:30_000], level, 400) for _ in range(2))
+    assert first.sha256 == second.sha256 and first == second
+
+
 def test_vocabulary_saves_its_tokenizer_with_a_checksum(tmp_path: Path) -> None:
     vocab = SubwordVocabulary.train(_text(), "bpe", 300)
     vocab.save(tmp_path / "vocab.json")

@@ -9,6 +9,7 @@ SHA-256, checked when it is loaded, so a checkpoint never runs with another toke
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,30 @@ DEFAULT_SIZE = 1000  # data.subword_vocab_size when not set
 
 def _tokenizers() -> Any:
     return import_extra("tokenizers", "subword vocabularies (data.level=bpe|unigram)")
+
+
+def _canonical_unigram(tk: Any, tokenizer: Any) -> Any:
+    """The trained unigram model with reproducible ids and scores.
+
+    The trainer lists equally scored pieces in any order, and appends the characters it must
+    keep (bytes absent from the text or pruned) with scores 1e-4 apart, then equal, in a
+    different order each run. Here that tail is sorted by character, keeping its scores; the
+    rest by score (rounded to 1e-6), then piece: the same text gives the same tokenizer.json.
+    """
+    pieces = json.loads(tokenizer.to_str())["model"]["vocab"]
+    ranked = sorted(((round(score, 6), piece) for piece, score in pieces), key=lambda x: -x[0])
+    tail = len(ranked) - 1
+    while tail > 0 and len(ranked[tail - 1][1]) == 1:
+        step = ranked[tail - 1][0] - ranked[tail][0]
+        if min(abs(step), abs(step - 1e-4)) > 1e-6:  # the tail's steps: 1e-4, then 0
+            break
+        tail -= 1
+    head = sorted(ranked[:tail], key=lambda x: (-x[0], x[1]))
+    chars = sorted(piece for _, piece in ranked[tail:])
+    scores = [score for score, _ in ranked[tail:]]
+    return tk.models.Unigram(
+        [(p, sc) for sc, p in head] + list(zip(chars, scores, strict=True)), None, False
+    )
 
 
 class SubwordVocabulary(Vocabulary):
@@ -64,6 +89,8 @@ class SubwordVocabulary(Vocabulary):
         tokenizer.pre_tokenizer = tk.pre_tokenizers.ByteLevel(add_prefix_space=False)
         tokenizer.decoder = tk.decoders.ByteLevel()
         tokenizer.train_from_iterator(text.splitlines(keepends=True), trainer=trainer)
+        if level == "unigram":
+            tokenizer.model = _canonical_unigram(tk, tokenizer)
         return cls(tokenizer, level)
 
     def encode_text(self, text: str) -> np.ndarray:
