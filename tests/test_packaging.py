@@ -51,3 +51,15 @@ def test_missing_extra_names_the_install_command(monkeypatch: pytest.MonkeyPatch
 def test_import_extra_refuses_unlisted_modules() -> None:
     with pytest.raises(KeyError, match="not an optional dependency"):
         import_extra("json", "nothing")
+
+
+def test_demo_without_matplotlib_stops_before_training(
+    tmp_path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from highway_transformer import cli
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    assert cli.main(["demo", "--out", str(tmp_path / "demo"), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "highway-transformer[report]" in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "demo").exists()  # nothing was trained

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import Config, DataConfig, GateConfig, ModelConfig, TrainConfig
+from .extras import import_extra
 from .report.convergence import best_value, curve, steps_to_reach
 from .train.trainer import read_metrics, train
 
@@ -84,6 +85,7 @@ def run_comparison(
 def run_demo(
     out: str | Path, steps: int = 400, progress: bool = True, log: Callable[[str], None] = print
 ) -> dict[str, Any]:
+    import_extra("matplotlib", "the demo's figure")  # fail before minutes of training
     configs = {variant: demo_config(variant, steps) for variant in VARIANTS}
     title = "Demo: plain vs σ-SDU vs tanh-SDU Transformer (embedded corpus, char level)"
     return run_comparison(out, configs, progress, log, title)
