@@ -74,3 +74,11 @@ def test_the_core_imports_without_any_extra() -> None:
     code = f"import sys; {block}; import {modules}"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-500:]
+
+
+def test_wandb_without_its_extra_names_it(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from highway_transformer.train.writers import WandbWriter
+
+    monkeypatch.setitem(sys.modules, "wandb", None)
+    with pytest.raises(MissingExtra, match=r"wandb_project='p'.*highway-transformer\[wandb\]"):
+        WandbWriter(tmp_path, "p", "run", {})
