@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import Config, DataConfig, GateConfig, ModelConfig, TrainConfig
+from .extras import import_extra
 from .report.convergence import best_value, curve, steps_to_reach
 from .train.runfolder import read_metrics
 from .train.trainer import train
@@ -88,6 +89,7 @@ def run_comparison(
 def run_demo(
     out: str | Path, steps: int = 400, progress: bool = True, log: Callable[[str], None] = print
 ) -> dict[str, Any]:
+    import_extra("matplotlib", "the demo's figure")  # fail before minutes of training
     configs = {variant: demo_config(variant, steps) for variant in VARIANTS}
     title = "Demo: plain vs σ-SDU vs tanh-SDU Transformer (embedded corpus, char level)"
     return run_comparison(out, configs, progress, log, title)
@@ -140,10 +142,9 @@ def write_demo_report(
 
 
 def _plot(out: Path, records: dict[str, list[dict[str, Any]]]) -> Path:
-    import matplotlib
+    from .report.figures import pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     for variant, recs in records.items():

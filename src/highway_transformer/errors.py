@@ -40,3 +40,7 @@ def unknown_choice(what: str, name: object, choices: Iterable[str]) -> ConfigErr
 
 class RunFolderBusy(HighwayError):
     """Another process owns the run folder (its lock file names the owner)."""
+
+
+class MissingExtra(HighwayError, ImportError):
+    """An optional dependency is not installed; the message names the extra to install."""

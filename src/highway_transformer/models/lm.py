@@ -140,7 +140,7 @@ class LanguageModel(nn.Module):
         if memory is not None:
             check_memory(memory, len(self.blocks), tokens.shape[0], self.config.d_model)
         start = state.position if state is not None else 0
-        x = self.embedding(tokens)
+        x = self.embedding(tokens.long())  # ids of a memory-mapped corpus are uint16/uint32
         if self.embedding_scale != 1.0:
             x = x * self.embedding_scale
         if self.positional is not None:
@@ -179,6 +179,7 @@ class LanguageModel(nn.Module):
 
     def token_nll(self, hidden: Tensor, targets: Tensor) -> Tensor:
         """Per-token negative log-likelihood in nats; targets of -100 are ignored (give 0)."""
+        targets = targets.long()  # a memory-mapped corpus holds uint16/uint32 ids
         if isinstance(self.output, nn.AdaptiveLogSoftmaxWithLoss):
             flat = targets.reshape(-1)
             keep = flat != -100

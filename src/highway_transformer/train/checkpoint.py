@@ -5,6 +5,7 @@ Layout of a checkpoint folder::
     model.safetensors    weights (tied weights stored once)
     config.json          the full Config (model, data incl. evaluation settings, train, task)
     vocab.json           the vocabulary (language modelling)
+    tokenizer.json       the subword tokenizer (bpe/unigram levels; SHA-256 in vocab.json)
     trainer.json         step, schedule, scaler, RNG, task position (resume only)
     trainer.safetensors  optimizer tensors, RNG states, task tensors such as Transformer-XL
                          memory and generator states (resume only)
