@@ -346,5 +346,6 @@ def test_task_checkpoint_from_another_config_is_a_clear_error(tmp_path, capsys) 
     config_file.write_text(json.dumps(config))
     capsys.readouterr()
     assert cli.main(["eval", str(out / "best"), "--device", "cpu"]) == 2
-    err = capsys.readouterr().err
+    weights, err = capsys.readouterr().err.splitlines()  # which weights, then the error
+    assert weights == f"weights: {out / 'best'}"
     assert err.startswith("error:") and "do not fit" in err and "Traceback" not in err

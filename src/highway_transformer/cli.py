@@ -55,6 +55,8 @@ def _weights(path: str, which: str) -> Path:
     """The weights folder ``eval``/``generate`` use: a run folder's ``best/`` (best
     validation) unless ``--weights last`` asks for ``checkpoint/``; a checkpoint folder as
     given. Says which on stderr, so a reported number can be traced to its weights."""
+    from .train.checkpoint import resolve
+
     folder = Path(path)
     sub = {"best": "best", "last": "checkpoint"}[which]
     if (folder / sub / "config.json").is_file():
@@ -62,6 +64,7 @@ def _weights(path: str, which: str) -> Path:
     elif which == "best" and (folder / "checkpoint" / "config.json").is_file():
         _log(f"note: {path} has no best/ weights yet; using checkpoint/ (the last step)")
         folder = folder / "checkpoint"
+    folder = resolve(folder)  # a clear error where there are no weights
     _log(f"weights: {folder}")
     return folder
 
@@ -171,20 +174,22 @@ def _download(args: argparse.Namespace) -> int:
 
 
 def _generate(args: argparse.Namespace) -> int:
-    from .generate import generate_text
+    from .generate import generate
     from .train.checkpoint import load_pretrained
     from .train.trainer import resolve_device
 
     weights = _weights(args.checkpoint, args.weights)
     model, _, vocab = load_pretrained(weights, resolve_device(args.device))
-    text = generate_text(
+    text = generate(
         model,
-        vocab,
         args.prompt,
         args.tokens,
         temperature=args.temperature,
         top_k=args.top_k,
         top_p=args.top_p,
+        num_beams=args.beams,
+        stop_strings=args.stop,
+        vocab=vocab,
         seed=args.seed,
         use_cache=not args.no_cache,
     )
@@ -277,7 +282,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--temperature", type=float, default=1.0, help="0 means greedy (default 1)")
     p.add_argument("--top-k", type=int, default=0, help="sample among the k likeliest (0: all)")
     p.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling mass (1: all)")
-    p.add_argument("--beams", type=int, default=1, help="beam search with this many beams")
+    p.add_argument("--beams", type=int, help="beam search with this many beams (not sampling)")
     p.add_argument("--stop", action="append", default=[], help="stop at this text (repeatable)")
     p.add_argument("--seed", type=int, default=None, help="sampling seed")
     _weights_option(p)

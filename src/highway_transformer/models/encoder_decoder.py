@@ -37,6 +37,7 @@ from ..nn.positional import SinusoidalPositionalEncoding
 from ..nn.scores import ScoredAttention
 from .init import initialize
 from .lm import build_sublayer
+from .pretrained import PretrainedMixin
 
 
 def _connection(config: ModelConfig, layer: int, kind: str) -> Connection:
@@ -113,7 +114,7 @@ def _bind(
     return call
 
 
-class EncoderDecoder(nn.Module):
+class EncoderDecoder(PretrainedMixin, nn.Module):
     """Encoder-decoder Transformer (slides; Vaswani et al. 2017) with HT gates.
 
     ``forward(src [B, S], tgt_in [B, T]) -> logits [B, T, V_tgt]`` (teacher forcing, where
@@ -151,6 +152,7 @@ class EncoderDecoder(nn.Module):
                 "turn sharing off or build a joint vocabulary"
             )
         self.config = config
+        self.score, self.share_embeddings = score, share_embeddings
         self.src_vocab, self.tgt_vocab = src_vocab, tgt_vocab
         self.pad_id, self.bos_id, self.eos_id = pad_id, bos_id, eos_id
         self.max_len = max_len
@@ -176,6 +178,18 @@ class EncoderDecoder(nn.Module):
                 module.reset_score_parameters()
         if config.tie_weights:
             self.output.weight = self.tgt_embedding.weight
+
+    def init_arguments(self) -> dict:
+        return {
+            "src_vocab": self.src_vocab,
+            "tgt_vocab": self.tgt_vocab,
+            "score": self.score,
+            "max_len": self.max_len,
+            "share_embeddings": self.share_embeddings,
+            "pad_id": self.pad_id,
+            "bos_id": self.bos_id,
+            "eos_id": self.eos_id,
+        }
 
     # ------------------------------------------------------------------ parts
 

@@ -24,12 +24,13 @@ from ..nn.block import collect_gate_biases
 from ..nn.positional import SinusoidalPositionalEncoding
 from .init import initialize
 from .lm import build_block
+from .pretrained import PretrainedMixin
 
 HEADS = ("per_step", "pooled")
 POOLINGS = ("last", "mean")
 
 
-class SequenceModel(nn.Module):
+class SequenceModel(PretrainedMixin, nn.Module):
     """Input projection, (PE), N gated blocks, (final norm), per-step or pooled output head.
 
     ``forward(x, mask=None)``: ``x`` is ``[B, T, n_in]`` floats (``token_input=False``) or
@@ -75,6 +76,17 @@ class SequenceModel(nn.Module):
         self.final_norm = nn.LayerNorm(d) if config.norm == "pre" else nn.Identity()
         self.output = nn.Linear(d, n_out)
         initialize(self, config.init, config.init_range, config.init_std)
+
+    def init_arguments(self) -> dict:
+        return {
+            "n_in": self.n_in,
+            "n_out": self.n_out,
+            "head": self.head,
+            "token_input": self.token_input,
+            "pooling": self.pooling,
+            "causal": self.causal,
+            "max_len": self.max_len,
+        }
 
     def check_length(self, length: int) -> None:
         """Raise :class:`DataError` when ``length`` exceeds ``max_len`` (0: no limit)."""
