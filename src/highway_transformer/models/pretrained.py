@@ -139,7 +139,7 @@ def _load_weights(model: Any, path: Path) -> None:
     try:
         missing, unexpected = load_model(model, str(path), strict=False)
     except (OSError, SafetensorError, RuntimeError) as exc:
-        raise CheckpointError(f"cannot load weights {path}: {str(exc)[:200]}") from None
+        raise CheckpointError(f"cannot load weights {path}: {' '.join(str(exc).split())[:200]}") from None
     if missing or unexpected:
         raise CheckpointError(
             f"weights in {path} do not fit the model (missing {sorted(missing)[:3]}, "

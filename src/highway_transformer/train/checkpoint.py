@@ -189,7 +189,7 @@ def load_weights(model: nn.Module, folder: str | Path) -> None:
     except (OSError, SafetensorError) as exc:
         raise CheckpointError(f"cannot read weights {path}: {exc}") from None
     except RuntimeError as exc:
-        raise CheckpointError(f"weights in {path} do not fit the model: {str(exc)[:200]}") from None
+        raise CheckpointError(f"weights in {path} do not fit the model: {' '.join(str(exc).split())[:200]}") from None
     if missing or unexpected:
         raise CheckpointError(
             f"weights in {path} do not fit the model (missing {sorted(missing)[:3]}, "
