@@ -265,7 +265,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_train)
 
     p = sub.add_parser("eval", help="evaluate a run's best weights on a split or a text file")
-    p.add_argument("checkpoint", metavar="RUN_OR_CHECKPOINT", help="run folder or checkpoint folder")
+    p.add_argument("checkpoint", metavar="RUN", help="run folder or checkpoint folder")
     p.add_argument("--split", default="test", choices=["valid", "test", "both"], help="split")
     p.add_argument("--file", help="score this whole text file instead (bits, perplexity, OOV)")
     _weights_option(p)
@@ -276,7 +276,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_eval)
 
     p = sub.add_parser("generate", help="continue a prompt with a trained model")
-    p.add_argument("checkpoint", metavar="RUN_OR_CHECKPOINT", help="run folder or checkpoint folder")
+    p.add_argument("checkpoint", metavar="RUN", help="run folder or checkpoint folder")
     p.add_argument("--prompt", required=True, help="text to continue")
     p.add_argument("--tokens", type=int, default=200, help="symbols to generate (default 200)")
     p.add_argument("--temperature", type=float, default=1.0, help="0 means greedy (default 1)")

@@ -290,8 +290,9 @@ class LanguageModel(PretrainedMixin, nn.Module):
 
         ``prompts``: ids (``[1, 5, 2]``), a batch of id lists or a ``[B, L]`` tensor, or text
         (``"The "`` or a list of strings) with ``vocab=``. Options: ``temperature`` (0:
-        greedy), ``top_k``, ``top_p``, ``num_beams`` (beam search; 1 is greedy), ``stop_strings`` (with
-        ``vocab``), ``seed``, ``use_cache``. Returns new ids per prompt, or text for text.
+        greedy), ``top_k``, ``top_p``, ``num_beams`` (beam search; 1 is greedy),
+        ``stop_strings`` (with ``vocab``), ``seed``, ``use_cache``. Returns the new ids of
+        each prompt, or text for text prompts.
         """
         from ..generate import generate
 

@@ -114,9 +114,7 @@ def _hub() -> Any:
 
 def _download(repo_id: str, hub: dict[str, Any]) -> Path:
     if repo_id.count("/") != 1 or repo_id.startswith((".", "/")):
-        raise CheckpointError(
-            f"{repo_id} is neither a folder nor a Hub repository id (owner/name)"
-        )
+        raise CheckpointError(f"{repo_id} is neither a folder nor a Hub repository id (owner/name)")
     hf = _hub()
     try:
         return Path(hf.snapshot_download(repo_id, **hub))
@@ -139,9 +137,14 @@ def _load_weights(model: Any, path: Path) -> None:
     try:
         missing, unexpected = load_model(model, str(path), strict=False)
     except (OSError, SafetensorError, RuntimeError) as exc:
-        raise CheckpointError(f"cannot load weights {path}: {' '.join(str(exc).split())[:200]}") from None
+        raise CheckpointError(f"cannot load weights {path}: {_one_line(exc)}") from None
     if missing or unexpected:
         raise CheckpointError(
             f"weights in {path} do not fit the model (missing {sorted(missing)[:3]}, "
             f"unexpected {sorted(unexpected)[:3]})"
         )
+
+
+def _one_line(exc: Exception) -> str:
+    """torch's message on one line, shortened."""
+    return " ".join(str(exc).split())[:200]
