@@ -90,7 +90,15 @@ def test_eval_file_counts_every_symbol_once_and_oov(runs, tmp_path, capsys) -> N
     text = "the cat sat on the log. Zed the dog.\nsat on the mat. Z"
     path = tmp_path / "mine.txt"
     path.write_text(text, encoding="utf-8")
-    argv = ["eval", str(runs["sdu"]), "data.eval_seq_len=512", "--file", str(path), "--json"]
+    argv = [
+        "eval",
+        str(runs["sdu"]),
+        "data.eval_seq_len=512",
+        "data.eval_batch_size=1",
+        "--file",
+        str(path),
+        "--json",
+    ]
     code, out, _ = _run(capsys, *argv)
     assert code == 0
     score = json.loads(out)
