@@ -5,6 +5,8 @@ The main entry points::
     from highway_transformer import ModelConfig, GateConfig, build_model, get_preset, train
 """
 
+import sys
+import types
 from importlib import import_module
 from typing import Any
 
@@ -43,6 +45,19 @@ _EXPORTS = {
     "Trainer": "train.trainer",
     "train": "train.trainer",
 }
+
+
+class _Package(types.ModuleType):
+    """Keeps ``highway_transformer.train`` the function: importing the ``train`` subpackage
+    would otherwise rebind the name to the module (the imports here are lazy)."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _EXPORTS and isinstance(value, types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
 
 
 def __getattr__(name: str) -> Any:

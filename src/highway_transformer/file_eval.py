@@ -1,7 +1,8 @@
 """Score a whole text file with a trained language model (``highway eval RUN --file TEXT``).
 
 The file is tokenised the way the model's vocabulary was built (characters, PTB-style lines
-with an end-of-line symbol, words, bytes) and every symbol of it is a target exactly once:
+with an end-of-line symbol, words, bytes; plain text for a character-PTB model has its
+spaces spelled ``_``) and every symbol of it is a target exactly once:
 vocabularies with a line-end symbol start from it (a file begins where a line ended), so
 even the first symbol is predicted; without one the first symbol can only be context.
 Symbols outside the vocabulary are counted (and scored as ``<unk>`` where there is one).
@@ -19,6 +20,7 @@ from .data.corpora import encode_bytes, line_tokens
 from .data.vocab import Vocabulary
 from .errors import DataError
 from .evaluate import EvalResult, evaluate
+from .generate import spells_spaces
 from .models.lm import LanguageModel
 
 
@@ -40,9 +42,16 @@ def file_symbols(text: bytes, vocab: Vocabulary) -> list[str]:
         decoded = text.decode("utf-8")
     except UnicodeDecodeError:
         raise DataError("the file is not UTF-8 text; this model reads text, not bytes") from None
+    if spells_spaces(vocab) and not spelled_out(decoded):  # plain text for a char-PTB model
+        return [s for line in decoded.splitlines() for s in [*"_".join(line.split()), vocab.eos]]
     if vocab.eos is not None:  # PTB word/char formats: whitespace tokens + a line-end symbol
         return line_tokens(decoded, vocab.eos)
     return list(decoded) if vocab.level == "char" else decoded.split()
+
+
+def spelled_out(text: str) -> bool:
+    """Whether ``text`` is in the char-PTB format (single symbols separated by spaces)."""
+    return all(len(token) == 1 for token in text.split()[:1000])
 
 
 def encode_file(path: str | Path, vocab: Vocabulary) -> tuple[torch.Tensor, int, int]:

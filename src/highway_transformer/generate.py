@@ -24,6 +24,14 @@ from .models.lm import LanguageModel
 from .nn.attention import KVCache
 
 
+def spells_spaces(vocab: Vocabulary) -> bool:
+    """Character PTB writes the space between words as ``_`` (its symbols are separated by
+    spaces): prompts and generated text use ordinary spaces, mapped to and from ``_``."""
+    return (
+        vocab.level == "char" and vocab.eos is not None and "_" in vocab.index
+    ) and " " not in vocab.index
+
+
 def tokenize_prompt(vocab: Vocabulary, prompt: str) -> list[int]:
     """Prompt symbols at the vocabulary's level; unknown symbols map to ``<unk>`` or fail."""
     if vocab.level == "byte":
@@ -31,7 +39,9 @@ def tokenize_prompt(vocab: Vocabulary, prompt: str) -> list[int]:
     elif vocab.level == "word":
         symbols = prompt.split()
     else:
-        symbols = list(prompt)
+        symbols = list(prompt.replace(" ", "_") if spells_spaces(vocab) else prompt)
+        if vocab.eos is not None:
+            symbols = [vocab.eos if s == "\n" else s for s in symbols]
     unknown = sorted({s for s in symbols if s not in vocab.index})
     if unknown and vocab.unk is None:
         raise DataError(
@@ -47,7 +57,8 @@ def detokenize(vocab: Vocabulary, ids: list[int]) -> str:
         return "".join(symbols).encode("latin-1").decode("utf-8", errors="replace")
     if vocab.level == "word":
         return " ".join("\n" if s == vocab.eos else s for s in symbols)
-    return "".join("\n" if s == vocab.eos else s for s in symbols)
+    text = "".join("\n" if s == vocab.eos else s for s in symbols)
+    return text.replace("_", " ") if spells_spaces(vocab) else text
 
 
 def sample_next(
