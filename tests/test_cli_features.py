@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from highway_transformer import cli
-from highway_transformer.config import DataConfig, ModelConfig
+from highway_transformer.config import Config, DataConfig, ModelConfig
 from highway_transformer.data.vocab import Vocabulary
 from highway_transformer.file_eval import evaluate_file
 from highway_transformer.models.lm import LanguageModel
@@ -122,7 +122,8 @@ def test_file_scores_with_a_line_end_vocabulary_predict_every_symbol(tmp_path) -
     model = LanguageModel(ModelConfig(vocab_size=4, d_model=8, n_heads=2, d_inner=16, n_layers=1))
     path = tmp_path / "w.txt"
     path.write_text("a b\nb a c\n", encoding="utf-8")
-    score = evaluate_file(model.eval(), vocab, path, DataConfig(seq_len=64, eval_batch_size=1))
+    config = Config(data=DataConfig(seq_len=64, eval_batch_size=1))
+    score = evaluate_file(model.eval(), vocab, path, config)
     assert (score.symbols, score.oov, score.result.tokens) == (7, 1, 7)
     ids = torch.tensor([vocab.encode(["<eos>", "a", "b", "<eos>", "b", "a", "<unk>", "<eos>"])])
     with torch.no_grad():

@@ -40,6 +40,8 @@ _EXPORTS = {
     "build_model": "models.lm",
     "PRESETS": "presets",
     "get_preset": "presets",
+    "TASKS": "tasks",
+    "Task": "tasks",
     "load_pretrained": "train.checkpoint",
     "save_checkpoint": "train.checkpoint",
     "Trainer": "train.trainer",
@@ -70,6 +72,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "PRESETS",
+    "TASKS",
     "CheckpointError",
     "Config",
     "ConfigError",
@@ -83,6 +86,7 @@ __all__ = [
     "LocalRNNConfig",
     "MemoryConfig",
     "ModelConfig",
+    "Task",
     "TaskConfig",
     "TrainConfig",
     "Trainer",

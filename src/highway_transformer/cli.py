@@ -20,34 +20,39 @@ from pathlib import Path
 
 from .errors import HighwayError
 
+#: ``--task`` choices; kept here so ``highway --help`` does not import torch (checked
+#: against the task registry by the tests).
+TASK_NAMES = ("lm", "music", "pixels", "copy", "adding", "seq2seq")
+
 
 def _train(args: argparse.Namespace) -> int:
     from .config import Config, build_config
-    from .presets import get_preset
+    from .presets import get_preset, task_preset
+    from .train.distributed import is_main_process
     from .train.trainer import train
 
-    base = get_preset(args.preset) if args.preset else Config()
+    if args.preset:
+        base = get_preset(args.preset)
+    elif args.task:
+        base = task_preset(args.task)  # a task's own small preset, not the d512 LM config
+    else:
+        base = Config()
     overrides = [f"task.name={args.task}"] if args.task else []
     if args.data_path:
         overrides.append(f"data.path={args.data_path}")
     config = build_config(base, args.config, overrides + list(args.overrides))
-    out = Path(args.out or Path("runs") / config.name)
-    if config.task.name != "lm":
-        from .errors import ConfigError
-        from .tasks import run_task
+    if args.nproc is not None:
+        from .train.distributed import check_divisible
+        from .train.launch import launch, without_nproc
 
-        if args.resume:
-            raise ConfigError(
-                "--resume applies to language models only; task runs start afresh (use a new --out)"
-            )
-        results = run_task(config, out, progress=not args.no_progress, log=_log)
-        for split in ("valid", "test"):
-            metrics = " | ".join(f"{k} {v:.4f}" for k, v in results[split].items())
-            print(f"{split}: {metrics}")
-        print(f"run folder: {out}")
+        check_divisible(config.data.batch_size, args.nproc)
+        launch(args.nproc, without_nproc(args.argv[1:]))
         return 0
+    out = Path(args.out or Path("runs") / config.name)
     results = train(config, out, resume=args.resume, progress=not args.no_progress, log=_log)
-    _print_results(results, out)
+    if is_main_process():
+        _print_metrics(results)
+        print(f"run folder: {out}")
     return 0
 
 
@@ -70,53 +75,38 @@ def _weights(path: str, which: str) -> Path:
 
 
 def _eval(args: argparse.Namespace) -> int:
-    from .config import build_config
-    from .train.checkpoint import load_pretrained, read_config
+    from .train.evaluation import evaluate_checkpoint
     from .train.trainer import resolve_device
 
     splits = ["valid", "test"] if args.split == "both" else [args.split]
     weights = _weights(args.checkpoint, args.weights)
-    if read_config(weights).task.name != "lm":
-        from .errors import ConfigError
-        from .tasks import evaluate_task_checkpoint
-
-        if args.file:
-            raise ConfigError("--file scores text with a language model; this is a task run")
-        extra = {"data.path": args.data_path} if args.data_path else None
-        out = evaluate_task_checkpoint(weights, splits, resolve_device(args.device), extra)
-        print(json.dumps(out, indent=2))
-        return 0
-    device = resolve_device(args.device)
-    model, config, vocab = load_pretrained(weights, device)
     overrides = list(args.overrides)
     if args.data_path:
         overrides.append(f"data.path={args.data_path}")
-    config = build_config(config, None, overrides)
-    model.config.memory = config.model.memory
     if args.file:
-        return _eval_file(args, model, vocab, config, device)
-    from .data.corpora import load_corpus
-    from .evaluate import evaluate
-
-    corpus = load_corpus(config.data, vocab=vocab, download=False)
-    out = {}
-    for split in splits:
-        result = evaluate(model, corpus.split(split), config.data, device, config.train.precision)
-        out[split] = result.as_dict()
-        if not args.json:
-            print(
-                f"{split}: loss {result.loss:.4f} nats | {result.bits:.4f} bits/token | "
-                f"ppl {result.perplexity:.2f} | {result.tokens} tokens"
-            )
+        return _eval_file(args, weights, overrides)
+    out = evaluate_checkpoint(weights, splits, resolve_device(args.device), overrides)
     if args.json:
         print(json.dumps(out, indent=2))
+    else:
+        _print_metrics(out)
     return 0
 
 
-def _eval_file(args: argparse.Namespace, model, vocab, config, device) -> int:
+def _eval_file(args: argparse.Namespace, weights: Path, overrides: list[str]) -> int:
+    from .config import build_config
     from .file_eval import evaluate_file
+    from .train.checkpoint import load_pretrained
+    from .train.trainer import resolve_device
 
-    score = evaluate_file(model, vocab, args.file, config.data, device, config.train.precision)
+    device = resolve_device(args.device)
+    model, config, vocab = load_pretrained(weights, device)
+    if vocab is None:
+        from .errors import ConfigError
+
+        raise ConfigError("--file scores text with a language model; this is a task run")
+    config = build_config(config, None, overrides)
+    score = evaluate_file(model, vocab, args.file, config, device)
     if args.json:
         print(json.dumps({"file": str(args.file), **score.as_dict()}, indent=2))
         return 0
@@ -174,12 +164,18 @@ def _download(args: argparse.Namespace) -> int:
 
 
 def _generate(args: argparse.Namespace) -> int:
+    from .errors import CheckpointError
     from .generate import generate
     from .train.checkpoint import load_pretrained
     from .train.trainer import resolve_device
 
     weights = _weights(args.checkpoint, args.weights)
-    model, _, vocab = load_pretrained(weights, resolve_device(args.device))
+    model, config, vocab = load_pretrained(weights, resolve_device(args.device))
+    if vocab is None:
+        raise CheckpointError(
+            f"{args.checkpoint} is a {config.task.name} checkpoint; generate continues text "
+            "with a language model (task.name=lm)"
+        )
     text = generate(
         model,
         args.prompt,
@@ -201,11 +197,16 @@ def _log(message: str) -> None:
     print(message, file=sys.stderr)
 
 
-def _print_results(results: dict, out: Path) -> None:
+def _print_metrics(results: dict) -> None:
+    """One line of named metrics per split present in ``results``."""
     for split in ("valid", "test"):
-        r = results[split]
-        print(f"{split}: loss {r['loss']:.4f} | {r['bpc']:.4f} bits/token | ppl {r['ppl']:.2f}")
-    print(f"run folder: {out}")
+        if split in results:
+            shown = " | ".join(f"{k} {_number(v)}" for k, v in results[split].items())
+            print(f"{split}: {shown}")
+
+
+def _number(value: float) -> str:
+    return f"{value:.4f}" if isinstance(value, float) else str(value)
 
 
 def _version() -> str:
@@ -255,10 +256,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument(
         "--task",
-        choices=["lm", "music", "pixels", "copy", "adding", "seq2seq"],
-        help="task beyond language modelling (default: the preset's or lm)",
+        choices=list(TASK_NAMES),
+        help="the task to train, from its small preset unless --preset is given "
+        "(default: the preset's task, or lm)",
     )
     _data_path_option(p, "where the corpus or the task's data lives")
+    p.add_argument(
+        "--nproc",
+        type=int,
+        help="train in N local processes (data parallel; torchrun on this machine)",
+    )
     p.add_argument(
         "overrides", nargs="*", metavar="KEY=VALUE", help="e.g. train.lr=0.5 (see `highway config`)"
     )
@@ -323,6 +330,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
     try:
         return int(args.func(args) or 0)
     except HighwayError as exc:

@@ -15,13 +15,14 @@ from pathlib import Path
 
 import torch
 
-from .config import DataConfig
+from .config import Config
 from .data.corpora import encode_bytes, line_tokens
 from .data.vocab import Vocabulary
 from .errors import DataError
 from .evaluate import EvalResult, evaluate
 from .generate import spells_spaces
 from .models.lm import LanguageModel
+from .nn.memory import MemoryPolicy
 
 
 @dataclass
@@ -82,12 +83,14 @@ def evaluate_file(
     model: LanguageModel,
     vocab: Vocabulary,
     path: str | Path,
-    data: DataConfig,
+    config: Config,
     device: torch.device | str = "cpu",
-    precision: str = "fp32",
 ) -> FileScore:
-    """Mean NLL over every symbol of the file, with the model's evaluation batching."""
+    """Mean NLL over every symbol of the file, with the evaluation batching and memory
+    settings of ``config``."""
     ids, symbols, oov = encode_file(path, vocab)
     if ids.numel() < 2:
         raise DataError(f"{path} is too short to score: it needs at least 2 symbols")
-    return FileScore(evaluate(model, ids, data, device, precision), symbols, oov)
+    policy = MemoryPolicy.evaluation(config.model.memory) if model.uses_memory else None
+    result = evaluate(model, ids, config.data, device, config.train.precision, policy=policy)
+    return FileScore(result, symbols, oov)

@@ -12,8 +12,8 @@ batch), beam search (caches reordered with the beams) and stop strings.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+import math
+from collections.abc import Sequence
 
 import torch
 from torch import Tensor
@@ -22,6 +22,7 @@ from .data.vocab import Vocabulary
 from .errors import ConfigError, DataError
 from .models.lm import LanguageModel
 from .nn.attention import KVCache
+from .nn.memory import MemoryPolicy
 
 
 def spells_spaces(vocab: Vocabulary) -> bool:
@@ -87,20 +88,29 @@ def sample_next(
 
 class Stepper:
     """Feeds tokens to the model for a batch of equal-length contexts, with the fastest exact
-    cache the model has (or recomputing the whole context); rows can be reordered (beams)."""
+    cache the model has (or recomputing the whole context); rows can be reordered (beams).
 
-    def __init__(self, model: LanguageModel, ids: Tensor, use_cache: bool) -> None:
+    Transformer-XL memory is made long enough to hold the whole context of ``total_len``
+    positions: exact, one new position of work per token.
+    """
+
+    def __init__(self, model: LanguageModel, ids: Tensor, use_cache: bool, total_len: int) -> None:
+        model.eval()
         self.model = model
         self.state = model.new_state() if use_cache and model.supports_cache else None
         self.context = ids
         self.pending = ids
+        self.policy = None
+        if model.uses_memory:
+            evaluation = MemoryPolicy.evaluation(model.config.memory)
+            self.policy = MemoryPolicy(total_len, evaluation.clamp_len, False)
 
     def logits(self) -> Tensor:
         """``[B, V]`` scores of the next token of every row."""
         if self.state is not None:
-            hidden, _ = self.model(self.pending, state=self.state)
+            hidden, _ = self.model(self.pending, state=self.state, policy=self.policy)
         else:
-            hidden, _ = self.model(self.context)
+            hidden, _ = self.model(self.context, policy=self.policy)
         return self.model.logits(hidden[:, -1]).float()
 
     def push(self, tokens: Tensor) -> None:
@@ -121,22 +131,6 @@ class Stepper:
                         value.keys, value.values = value.keys[rows], value.values[rows]
                     elif isinstance(value, Tensor):
                         cache[key] = value[rows]
-
-
-@contextmanager
-def decoding(model: LanguageModel, total_len: int) -> Iterator[None]:
-    """Evaluation mode; Transformer-XL memory long enough to hold the whole context (exact:
-    one new position of work per token)."""
-    model.eval()
-    saved_mem_len, saved_options = model.mem_len, dict(model.memory_options)
-    if model.uses_memory:
-        model.set_memory_options(train=False)
-        model.mem_len = total_len
-        model.memory_options["same_length"] = False
-    try:
-        yield
-    finally:
-        model.mem_len, model.memory_options = saved_mem_len, saved_options
 
 
 class StopStrings:
@@ -160,11 +154,34 @@ class StopStrings:
         return None  # pragma: no cover - the full text holds one
 
 
-def _check(prompt_len: int, n_tokens: int) -> None:
-    if prompt_len < 1:
-        raise ConfigError("the prompt is empty; give at least one symbol")
+def check_sampling(
+    n_tokens: int, temperature: float, top_k: int, top_p: float, seed: int | None
+) -> None:
+    """Raise :class:`ConfigError` for a sampling setting outside its meaningful range."""
     if n_tokens < 0:
-        raise ConfigError("the number of new tokens must be >= 0")
+        raise ConfigError(f"--tokens must be >= 0, got {n_tokens}")
+    if not math.isfinite(temperature) or temperature < 0:
+        raise ConfigError(
+            f"--temperature must be a finite number >= 0 (0 is greedy), got {temperature}"
+        )
+    if top_k < 0:
+        raise ConfigError(f"--top-k must be >= 0 (0 keeps every symbol), got {top_k}")
+    if not 0 < top_p <= 1:  # also refuses NaN
+        raise ConfigError(f"--top-p must be in (0, 1] (1 keeps every symbol), got {top_p}")
+    if seed is not None and not 0 <= seed < 2**63:
+        raise ConfigError(f"--seed must be >= 0, got {seed}")
+
+
+def check_prompt(model: LanguageModel, prompt_ids: Sequence[int]) -> None:
+    """A non-empty prompt of ids the model has."""
+    if not prompt_ids:
+        raise ConfigError("the prompt is empty; give at least one symbol")
+    size = model.config.vocab_size
+    if max(prompt_ids) >= size or min(prompt_ids) < 0:
+        raise ConfigError(
+            f"the prompt has ids outside the model's {size} symbols; its vocabulary is larger "
+            "than the model: use the vocabulary saved with this checkpoint"
+        )
 
 
 @torch.no_grad()
@@ -180,20 +197,21 @@ def sample_batch(
     stop: StopStrings | None = None,
 ) -> list[list[int]]:
     """Continue every row of ``ids [B, L]`` (equal-length prompts) by up to ``n_tokens``."""
-    _check(ids.shape[1], n_tokens)
+    check_sampling(n_tokens, temperature, top_k, top_p, None)
+    for row in ids.tolist():
+        check_prompt(model, row)
     out: list[list[int]] = [[] for _ in range(ids.shape[0])]
     ends: list[int | None] = [None] * len(out)
-    with decoding(model, ids.shape[1] + n_tokens):
-        stepper = Stepper(model, ids, use_cache)
-        for _ in range(n_tokens):
-            tokens = sample_next(stepper.logits(), temperature, top_k, top_p, generator)
-            for row, token in enumerate(tokens.tolist()):
-                out[row].append(token)
-                if stop is not None and ends[row] is None:
-                    ends[row] = stop.end(out[row])
-            if all(e is not None for e in ends):
-                break
-            stepper.push(tokens)
+    stepper = Stepper(model, ids, use_cache, ids.shape[1] + n_tokens)
+    for _ in range(n_tokens):
+        tokens = sample_next(stepper.logits(), temperature, top_k, top_p, generator)
+        for row, token in enumerate(tokens.tolist()):
+            out[row].append(token)
+            if stop is not None and ends[row] is None:
+                ends[row] = stop.end(out[row])
+        if all(e is not None for e in ends):
+            break
+        stepper.push(tokens)
     return [o if e is None else o[:e] for o, e in zip(out, ends, strict=True)]
 
 
@@ -208,33 +226,34 @@ def beam_search(
 ) -> list[int]:
     """The continuation with the highest mean log-probability per new token among
     ``num_beams`` hypotheses (a hypothesis that completes a stop string is finished)."""
-    _check(len(prompt_ids), n_tokens)
+    check_sampling(n_tokens, 0.0, 0, 1.0, None)
+    check_prompt(model, prompt_ids)
     if num_beams < 1:
         raise ConfigError("the number of beams must be >= 1")
     device = next(model.parameters()).device
     finished: list[tuple[float, list[int]]] = []
     beams: list[list[int]] = [[]]
     scores = torch.zeros(1, device=device)
-    with decoding(model, len(prompt_ids) + n_tokens):
-        stepper = Stepper(model, torch.tensor([prompt_ids], device=device), use_cache)
-        for _ in range(n_tokens):
-            logprobs = stepper.logits().log_softmax(-1)
-            vocab = logprobs.shape[-1]
-            total = (scores[:, None] + logprobs).view(-1)
-            top = torch.topk(total, min(num_beams, total.numel()))
-            rows, tokens = top.indices // vocab, top.indices % vocab
-            beams = [beams[r] + [t] for r, t in zip(rows.tolist(), tokens.tolist(), strict=True)]
-            alive = [i for i, b in enumerate(beams) if stop is None or stop.end(b) is None]
-            for i in set(range(len(beams))) - set(alive):
-                finished.append((float(top.values[i]) / len(beams[i]), beams[i]))
-            if not alive or len(finished) >= num_beams:
-                break
-            keep = torch.tensor(alive, device=device)
-            beams, scores = [beams[i] for i in alive], top.values[keep]
-            stepper.reorder(rows[keep])
-            stepper.push(tokens[keep])
-        else:
-            finished += [(float(s) / max(len(b), 1), b) for s, b in zip(scores, beams, strict=True)]
+    ids = torch.tensor([prompt_ids], device=device)
+    stepper = Stepper(model, ids, use_cache, len(prompt_ids) + n_tokens)
+    for _ in range(n_tokens):
+        logprobs = stepper.logits().log_softmax(-1)
+        vocab = logprobs.shape[-1]
+        total = (scores[:, None] + logprobs).view(-1)
+        top = torch.topk(total, min(num_beams, total.numel()))
+        rows, tokens = top.indices // vocab, top.indices % vocab
+        beams = [beams[r] + [t] for r, t in zip(rows.tolist(), tokens.tolist(), strict=True)]
+        alive = [i for i, b in enumerate(beams) if stop is None or stop.end(b) is None]
+        for i in set(range(len(beams))) - set(alive):
+            finished.append((float(top.values[i]) / len(beams[i]), beams[i]))
+        if not alive or len(finished) >= num_beams:
+            break
+        keep = torch.tensor(alive, device=device)
+        beams, scores = [beams[i] for i in alive], top.values[keep]
+        stepper.reorder(rows[keep])
+        stepper.push(tokens[keep])
+    else:
+        finished += [(float(s) / max(len(b), 1), b) for s, b in zip(scores, beams, strict=True)]
     return max(finished, key=lambda f: f[0])[1] if finished else []
 
 
@@ -249,7 +268,7 @@ def generate_ids(
     use_cache: bool = True,
 ) -> list[int]:
     """Continue ``prompt_ids`` by ``n_tokens`` ids."""
-    _check(len(prompt_ids), n_tokens)
+    check_sampling(n_tokens, temperature, top_k, top_p, seed)
     device = next(model.parameters()).device
     generator = None if seed is None else torch.Generator(device=device).manual_seed(seed)
     ids = torch.tensor([prompt_ids], device=device)
@@ -282,6 +301,7 @@ def generate(
     if as_text and vocab is None:
         raise ConfigError("text prompts need the vocabulary: generate(..., vocab=vocab)")
     rows = [tokenize_prompt(vocab, p) if as_text else [int(t) for t in p] for p in batch]
+    check_sampling(max_new_tokens, temperature, top_k, top_p, seed)
     stop = StopStrings(stop_strings, vocab)
     device = next(model.parameters()).device
     generator = None if seed is None else torch.Generator(device=device).manual_seed(seed)
@@ -293,8 +313,7 @@ def generate(
         by_length: dict[int, list[int]] = {}
         for i, row in enumerate(rows):
             by_length.setdefault(len(row), []).append(i)
-        for length, members in by_length.items():  # equal lengths share a batch: no padding
-            _check(length, max_new_tokens)
+        for members in by_length.values():  # equal lengths share a batch: no padding
             ids = torch.tensor([rows[i] for i in members], device=device)
             continued = sample_batch(
                 model, ids, max_new_tokens, temperature, top_k, top_p, generator, use_cache, stop
