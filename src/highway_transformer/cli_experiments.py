@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from .errors import ConfigError
+from .experiments.scale import SCALES
 
 
 def _log(message: str) -> None:
@@ -56,7 +57,7 @@ def split_targets(items: list[str]) -> tuple[list[str], list[str]]:
 
 
 def _run_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--scale", default="small", help="paper | small | tiny (default small)")
+    parser.add_argument("--scale", default="small", help=" | ".join(SCALES) + " (default small)")
     parser.add_argument("--seeds", type=int, default=1, help="seeds per row (default 1)")
     parser.add_argument("--jobs", type=int, default=1, help="runs trained at once (default 1)")
     parser.add_argument("--out", default="runs", help="root folder (default runs)")

@@ -1,0 +1,49 @@
+"""The ``cpu`` and ``cpu-adamw`` scales: factors, full splits, optimiser replacement."""
+
+from __future__ import annotations
+
+import pytest
+
+from highway_transformer.experiments import describe_scale, experiment_config, get_experiment
+from highway_transformer.experiments.scale import CPU_SGD_LR_FACTOR
+
+
+def test_cpu_scale_shrinks_char_ptb_t_l3_by_its_factors() -> None:
+    c = experiment_config(get_experiment("ht-table1/t-l3"), "cpu")
+    assert (c.model.d_model, c.model.d_inner, c.model.n_heads, c.model.n_layers) == (128, 512, 8, 3)
+    assert (c.data.seq_len, c.data.context, c.data.batch_size) == (100, 20, 16)
+    t = c.train
+    assert t.max_steps == 100 * 989 // 5
+    assert t.eval_interval == t.max_steps // 50
+    assert (t.eval_max_tokens, c.data.max_eval_tokens, c.data.max_train_tokens) == (
+        50_000,
+        None,
+        None,
+    )
+    # The published SGD with linear decay and clip 0.15, the rate scaled by the pilot's factor.
+    assert (t.optimizer, t.schedule, t.clip, t.warmup_steps) == ("sgd", "linear", 0.15, 0)
+    assert t.lr == pytest.approx(2.0 * CPU_SGD_LR_FACTOR)
+
+
+def test_cpu_scale_keeps_adam_rows_learning_rate_and_word_ptb_annealing() -> None:
+    xl = experiment_config(get_experiment("ht-table5/l6-xl"), "cpu").train
+    assert (xl.optimizer, xl.lr, xl.schedule, xl.max_steps) == ("adam", 2.5e-4, "cosine", 8000)
+    word = experiment_config(get_experiment("ht-table3/t-l3"), "cpu").train
+    assert (word.optimizer, word.schedule) == ("sgd", "anneal")
+    assert word.lr == pytest.approx(2.0 * CPU_SGD_LR_FACTOR)
+
+
+@pytest.mark.parametrize("row", ["ht-table1/t-l3+tanh", "ht-table3/t-l3", "ht-table5/l6-xl"])
+def test_cpu_adamw_replaces_every_rows_optimiser(row: str) -> None:
+    c = experiment_config(get_experiment(row), "cpu-adamw")
+    t = c.train
+    assert (t.optimizer, t.lr, t.betas, t.weight_decay) == ("adamw", 1e-3, (0.9, 0.99), 0.01)
+    assert (t.schedule, t.clip, t.min_lr) == ("cosine", 1.0, 0.0)
+    assert t.warmup_steps == round(t.max_steps * 0.02)
+
+
+def test_cpu_scales_state_their_deviations() -> None:
+    assert "sgd learning rate x" in describe_scale("cpu")
+    text = describe_scale("cpu-adamw")
+    assert "adamw lr 0.001" in text and "not the papers' optimiser" in text
+    assert "all train / all valid-test tokens" in text
