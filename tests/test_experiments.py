@@ -44,13 +44,13 @@ def file_overrides(path: Path, level: str = "char") -> list[str]:
 
 def test_every_table_has_its_rows() -> None:
     counts = {
-        "ht-table1": 3, "ht-table2": 3, "ht-table3": 3, "ht-table4": 3, "ht-table5": 11,
+        "ht-table1": 4, "ht-table2": 4, "ht-table3": 4, "ht-table4": 4, "ht-table5": 12,
         "ht-table6": 17, "ht-table7": 5, "rt-table1": 2, "rt-table2": 2, "rt-table3": 2,
         "rt-table4": 2,
     }  # fmt: skip
     for table, count in counts.items():
         assert len(table_experiments(table)) == count, table
-    assert len(list_experiments()) == 48
+    assert len(list_experiments()) == 53
     for e in list_experiments():
         assert e.preset in PRESETS
         assert get_experiment(e.baseline).table == e.table
@@ -121,7 +121,12 @@ def test_unknown_names_suggest_the_closest() -> None:
     with pytest.raises(ConfigError, match="unknown table or experiment"):
         resolve_experiments(["ht-table1", "nonsense"])
     names = [e.name for e in resolve_experiments(["ht-table1/t-l3", "ht-table1"])]
-    assert names == ["ht-table1/t-l3", "ht-table1/t-l3+sigmoid", "ht-table1/t-l3+tanh"]
+    assert names == [
+        "ht-table1/t-l3",
+        "ht-table1/t-l3+sigmoid",
+        "ht-table1/t-l3+tanh",
+        "ht-table1/t-l3+param-matched",
+    ]
 
 
 # --------------------------------------------------------------------------- scale

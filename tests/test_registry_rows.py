@@ -50,3 +50,27 @@ def test_table5_ablations_carry_their_eval_column_and_protocols() -> None:
     memory = config.model.memory
     assert config.data.eval_seq_len == 128
     assert (memory.eval_mem_len, memory.eval_clamp_len, memory.eval_same_length) == (896, -1, False)
+
+
+@pytest.mark.parametrize("table", ["ht-table1", "ht-table3"])
+def test_param_matched_baseline_has_the_gated_rows_parameter_count(table: str) -> None:
+    from highway_transformer.experiments import experiment_config
+    from highway_transformer.experiments.param_match import count_parameters
+
+    rows = {e.row.split("+")[-1]: e for e in table_experiments(table)}
+    matched = rows["param-matched"]
+    assert matched.baseline == matched.preset == f"{table}/t-l3" and matched.published == {}
+    configs = {k: experiment_config(rows[k], "tiny") for k in ("t-l3", "sigmoid", "param-matched")}
+    plain, gated, wide = (count_parameters(c.model) for c in configs.values())
+    assert plain < gated
+    step = (
+        count_parameters(
+            configs["t-l3"].model.__class__(
+                **{**configs["t-l3"].model.__dict__, "d_inner": configs["t-l3"].model.d_inner + 1}
+            )
+        )
+        - plain
+    )
+    assert abs(wide - gated) <= step / 2
+    assert configs["param-matched"].model.gate.kind == "none"
+    assert configs["param-matched"].model.d_inner > configs["t-l3"].model.d_inner

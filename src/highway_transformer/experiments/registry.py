@@ -40,6 +40,8 @@ class Experiment:
     protocols: dict[str, str] = field(default_factory=dict)
     # Overrides that make `highway eval` measure the published eval column the paper's way.
     eval_overrides: tuple[str, ...] = field(default=())
+    # A parameter-matched baseline: the gated row whose parameter count d_inner is raised to.
+    match_params_of: str | None = None
 
     @property
     def row(self) -> str:
@@ -74,6 +76,8 @@ TABLES: dict[str, tuple[str, str]] = {
     "rt-table3": ("RT Table 3: char PTB NLL (bpc), Transformer vs R-Transformer", "bpc"),
     "rt-table4": ("RT Table 4: word PTB perplexity, Transformer vs R-Transformer", "ppl"),
 }
+
+METRIC_OF = {table: metric for table, (_, metric) in TABLES.items()}
 
 # (row suffix, eval, test) of HT Tables 1-4; the first row is the baseline.
 _SMALL_TABLES: dict[str, tuple[str, str, list[tuple[str, float, float]]]] = {
@@ -193,6 +197,31 @@ def _xl_rows(table: str, base: str, rows: dict[str, tuple[float, float]]):
     return out
 
 
+# Tables with a parameter-matched plain row (matched to the sigma-SDU row; tanh has the same size).
+_PARAM_MATCHED: dict[str, str] = {
+    "ht-table1": "t-l3",
+    "ht-table2": "rt-l3",
+    "ht-table3": "t-l3",
+    "ht-table4": "rt-l3",
+    "ht-table5": "l6-xl",
+}
+
+
+def _param_matched_rows() -> list[Experiment]:
+    out = []
+    for table, base in _PARAM_MATCHED.items():
+        baseline, gated = f"{table}/{base}", f"{table}/{base}+sigmoid"
+        description = (
+            f"{_description(baseline)}, d_inner raised to the parameter count of {gated} "
+            "(not in the paper)"
+        )
+        out.append(
+            Experiment(f"{baseline}+param-matched", table, baseline, {},
+                       METRIC_OF[table], baseline, description, match_params_of=gated)
+        )  # fmt: skip
+    return out
+
+
 def _rt_rows() -> list[Experiment]:
     out = []
     for table, (metric, rows) in _RT_TABLES.items():
@@ -213,6 +242,7 @@ def _build() -> dict[str, Experiment]:
     rows = _ht_small()
     rows += _xl_rows("ht-table5", "l6-xl", _TABLE5)
     rows += _xl_rows("ht-table6", "l12-xl", _TABLE6)
+    rows += _param_matched_rows()
     rows += _rt_rows()
     return {e.name: e for e in rows}
 

@@ -22,7 +22,8 @@ from typing import Any
 
 from ..config import Config, build_config, parse_override, save_config
 from ..errors import ConfigError, HighwayError
-from .registry import Experiment, resolve_experiments
+from .param_match import match_parameters
+from .registry import Experiment, get_experiment, resolve_experiments
 from .scale import describe_scale, get_scale, scale_config
 
 EXPERIMENT_FILE = "experiment.json"
@@ -70,6 +71,9 @@ def experiment_config(
     config = scale_config(experiment.config(), scale)
     extra = ([f"data.path={data_path}"] if data_path is not None else []) + list(overrides)
     config = build_config(config, None, extra)
+    if experiment.match_params_of:
+        matched = get_experiment(experiment.match_params_of)
+        config = match_parameters(config, experiment_config(matched, scale, seed, None, overrides))
     config = config.replace(**{"train.seed": config.train.seed + seed - 1})
     config.name = experiment.name.replace("/", "_") + f"_{scale}_seed{seed}"
     return config

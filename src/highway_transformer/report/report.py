@@ -44,6 +44,7 @@ from ..errors import CheckpointError, ConfigError
 from .convergence import steps_to_reach
 from .figures import plot_convergence, plot_gate_heatmaps, plot_tsne
 from .gates import bias_matrices, load_gate_biases, split_name, tsne_embedding
+from .stats import summary
 
 EXPERIMENT_FILE = "experiment.json"
 DOWN = "⇓"
@@ -202,15 +203,6 @@ def group_runs(runs: list[RunRecord]) -> dict[str, list[RunRecord]]:
 # --------------------------------------------------------------------------- numbers
 
 
-def stats(values: Iterable[float]) -> dict[str, float] | None:
-    """Mean, sample standard deviation (0 for one value) and count; None for no values."""
-    data = [float(v) for v in values if v is not None and math.isfinite(float(v))]
-    if not data:
-        return None
-    std = float(np.std(data, ddof=1)) if len(data) > 1 else 0.0
-    return {"mean": float(np.mean(data)), "std": std, "n": len(data)}
-
-
 def relative_change(value: float | None, base: float | None) -> float | None:
     """``(value - base) / base`` in percent; None when either is unknown."""
     if value is None or base is None or base == 0:
@@ -255,11 +247,11 @@ def paper_rows(groups: dict[str, list[RunRecord]], metric: str) -> list[dict[str
             "baseline": exp.get("baseline", name),
             "is_baseline": exp.get("baseline", name) == name,
             "seeds": [r.seed for r in runs],
-            "parameters": _mean(stats((r.results or {}).get("parameters") for r in runs)),
-            "eval_loss": stats(_result(r, "valid", "loss") for r in runs),
-            f"eval_{metric}": stats(_result(r, "valid", metric) for r in runs),
-            "test_loss": stats(_result(r, "test", "loss") for r in runs),
-            f"test_{metric}": stats(_result(r, "test", metric) for r in runs),
+            "parameters": _mean(summary((r.results or {}).get("parameters") for r in runs)),
+            "eval_loss": summary(_result(r, "valid", "loss") for r in runs),
+            f"eval_{metric}": summary(_result(r, "valid", metric) for r in runs),
+            "test_loss": summary(_result(r, "test", "loss") for r in runs),
+            f"test_{metric}": summary(_result(r, "test", metric) for r in runs),
             "published": dict(exp.get("published", {})),
         }
     for row in rows.values():
@@ -313,16 +305,16 @@ def time_rows(groups: dict[str, list[RunRecord]]) -> list[dict[str, Any]]:
     rows = {}
     for name, runs in groups.items():
         done = [r.results for r in runs if r.results]
-        seconds = stats(r.get("train_seconds") for r in done)
+        seconds = summary(r.get("train_seconds") for r in done)
         exp = runs[0].experiment
         rows[name] = {
             "name": name,
             "baseline": exp.get("baseline", name),
-            "parameters": _mean(stats(r.get("parameters") for r in done)),
-            "steps": _mean(stats(r.get("steps") for r in done)),
+            "parameters": _mean(summary(r.get("parameters") for r in done)),
+            "steps": _mean(summary(r.get("steps") for r in done)),
             "train_seconds": seconds,
             "train_hours": None if seconds is None else seconds["mean"] / 3600,
-            "seconds_per_step": stats(
+            "seconds_per_step": summary(
                 r["train_seconds"] / r["steps"] for r in done if r.get("steps")
             ),
             "published_train_hours": exp.get("published", {}).get("train_hours"),
@@ -514,7 +506,7 @@ def _fmt(value: float | None, digits: int = 4) -> str:
     return "—" if value is None else f"{value:.{digits}f}"
 
 
-def _fmt_stats(s: dict[str, float] | None, digits: int) -> str:
+def _fmt_summary(s: dict[str, float] | None, digits: int) -> str:
     if s is None:
         return "—"
     if s["n"] > 1:
@@ -547,11 +539,11 @@ def paper_markdown(rows: list[dict[str, Any]], metric: str) -> list[str]:
             r["name"],
             str(len(r["seeds"])),
             "—" if r["parameters"] is None else f"{r['parameters']:,.0f}",
-            _fmt_stats(r["eval_loss"], 4),
-            _mark(_fmt_stats(r[f"eval_{m}"], d), r[f"eval_{m}_improved"]),
+            _fmt_summary(r["eval_loss"], 4),
+            _mark(_fmt_summary(r[f"eval_{m}"], d), r[f"eval_{m}_improved"]),
             base or _fmt_change(r[f"eval_{m}_change_pct"]),
-            _fmt_stats(r["test_loss"], 4),
-            _mark(_fmt_stats(r[f"test_{m}"], d), r[f"test_{m}_improved"]),
+            _fmt_summary(r["test_loss"], 4),
+            _mark(_fmt_summary(r[f"test_{m}"], d), r[f"test_{m}_improved"]),
             base or _fmt_change(r[f"test_{m}_change_pct"]),
             _fmt(pub.get(f"eval_{m}"), d),
             _fmt(pub.get(f"test_{m}"), d),
@@ -595,9 +587,9 @@ def time_markdown(rows: list[dict[str, Any]]) -> list[str]:
             r["name"],
             "—" if r["parameters"] is None else f"{r['parameters']:,.0f}",
             "—" if r["steps"] is None else f"{r['steps']:.0f}",
-            _fmt_stats(r["train_seconds"], 1),
+            _fmt_summary(r["train_seconds"], 1),
             _fmt(r["train_hours"], 3),
-            _fmt_stats(r["seconds_per_step"], 4),
+            _fmt_summary(r["seconds_per_step"], 4),
             "baseline" if own else _fmt_change(r["time_change_pct"]),
             _fmt(r["published_train_hours"], 2),
             "baseline" if own else _fmt_change(r["published_time_change_pct"]),
