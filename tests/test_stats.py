@@ -66,3 +66,61 @@ def test_plateau_needs_a_flat_tail() -> None:
     assert plateaued(BASELINE)
     assert not plateaued(FALLING)
     assert not plateaued(BASELINE[:2])
+
+
+def _report_runs(root, with_metadata: bool):  # noqa: ANN001, ANN202
+    import json
+
+    from test_report import make_run
+
+    for seed, (base, gated) in enumerate([(1.6, 1.5), (1.7, 1.55), (1.65, 1.6)], 1):
+        make_run(root, "ht-table1/t-l3", [2.0, 1.5, 1.2, 1.1], base, base - 0.05, 100.0, seed)
+        path = make_run(
+            root, "ht-table1/t-l3+sigmoid", [1.8, 1.3, 1.1, 1.0], gated, gated - 0.05, 110.0, seed
+        )
+        if with_metadata:
+            results = json.loads((path / "results.json").read_text())
+            results["metadata"] = {"threads": 2, "device": "cpu", "precision": "fp32",
+                                   "torch": "2.13.0"}  # fmt: skip
+            (path / "results.json").write_text(json.dumps(results))
+
+
+def test_report_json_holds_per_seed_values_paired_intervals_and_metadata(tmp_path) -> None:  # noqa: ANN001
+    from highway_transformer.report.report import write_report
+
+    _report_runs(tmp_path / "runs", with_metadata=True)
+    report = write_report([tmp_path / "runs"], tmp_path / "report")
+    rows = {r["name"]: r for r in report["paper_table"]}
+    gated = rows["ht-table1/t-l3+sigmoid"]
+    assert gated["per_seed"]["2"]["eval_bpc"] == pytest.approx(1.55)
+    # eval diffs -0.1, -0.15, -0.05: mean -0.1, std 0.05, half width 4.3026527 * 0.05 / sqrt 3.
+    paired = gated["eval_bpc_paired"]
+    half = 4.3026527 * 0.05 / 3**0.5
+    assert paired["mean"] == pytest.approx(-0.1)
+    assert paired["interval"] == pytest.approx([-0.1 - half, -0.1 + half], abs=1e-6)
+    assert paired["verdict"] == "unresolved"
+    assert rows["ht-table1/t-l3"]["eval_bpc_paired"] is None
+    # Mean validation curves: baseline 2.0 -> 1.1, the 50 % target 1.55 is reached at step 20.
+    fractions = {r["name"]: r for r in report["fractions"]["rows"]}
+    assert report["fractions"]["targets"]["0.5"] == pytest.approx(1.55)
+    assert fractions["ht-table1/t-l3+sigmoid"]["steps"]["0.9"] == 30
+    assert fractions["ht-table1/t-l3+sigmoid"]["ratio"]["0.9"] == pytest.approx(0.75)
+    assert report["fractions"]["baseline_plateaued"] is False
+    meta = {(r["name"], r["seed"]): r["metadata"] for r in report["runs"]}
+    assert meta[("ht-table1/t-l3+sigmoid", 3)] == {"threads": 2, "device": "cpu",
+        "precision": "fp32", "torch": "2.13.0", "train_seconds": 110.0}  # fmt: skip
+    assert meta[("ht-table1/t-l3", 1)]["threads"] is None  # no metadata recorded: not invented
+    index = (tmp_path / "report" / "index.md").read_text(encoding="utf-8")
+    assert "-0.1000 [-0.2242, +0.0242] unresolved" in index
+    assert "| ht-table1/t-l3+sigmoid | 3 | 2 | cpu | fp32 | 2.13.0 | 110.0 |" in index
+
+
+def test_report_labels_the_table5_protocols() -> None:
+    from highway_transformer.experiments import get_experiment
+    from highway_transformer.report.report import protocols_markdown
+
+    rows = [{"protocols": get_experiment("ht-table5/l6-xl").protocols}]
+    text = "\n".join(protocols_markdown(rows))
+    assert "*paper eval bpc*: validation during training (segment 128, memory 896" in text
+    assert "*paper test bpc*: test protocol (segment 80, memory 2100" in text
+    assert protocols_markdown([{"protocols": {}}]) == []

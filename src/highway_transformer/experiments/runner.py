@@ -119,6 +119,7 @@ def write_experiment_file(spec: RunSpec) -> Path:
         "metric": e.metric,
         "baseline": e.baseline,
         "published": e.published,
+        "protocols": e.protocols,
         "description": e.description,
     }
     spec.run_dir.mkdir(parents=True, exist_ok=True)

@@ -44,7 +44,14 @@ from ..errors import CheckpointError, ConfigError
 from .convergence import steps_to_reach
 from .figures import plot_convergence, plot_gate_heatmaps, plot_tsne
 from .gates import bias_matrices, load_gate_biases, split_name, tsne_embedding
-from .stats import summary
+from .stats import (
+    FRACTIONS,
+    fraction_target,
+    paired_difference,
+    plateaued,
+    steps_to_fraction,
+    summary,
+)
 
 EXPERIMENT_FILE = "experiment.json"
 DOWN = "⇓"
@@ -152,7 +159,7 @@ def _with_registry_defaults(experiment: dict[str, Any]) -> dict[str, Any]:
         return experiment
     defaults = {"table": known.table, "row": known.row, "metric": known.metric,
                 "baseline": known.baseline, "published": known.published,
-                "also_in": list(known.also_in)}  # fmt: skip
+                "protocols": known.protocols, "also_in": list(known.also_in)}  # fmt: skip
     return {**defaults, **experiment}
 
 
@@ -253,11 +260,17 @@ def paper_rows(groups: dict[str, list[RunRecord]], metric: str) -> list[dict[str
             "test_loss": summary(_result(r, "test", "loss") for r in runs),
             f"test_{metric}": summary(_result(r, "test", metric) for r in runs),
             "published": dict(exp.get("published", {})),
+            "protocols": dict(exp.get("protocols", {})),
+            "per_seed": _per_seed(runs, metric),
         }
     for row in rows.values():
         base = rows.get(row["baseline"])
         for split in ("eval", "test"):
             key = f"{split}_{metric}"
+            row[f"{key}_paired"] = (
+                None if row["is_baseline"] or base is None
+                else paired_difference(_by_seed(row, key), _by_seed(base, key))
+            )  # fmt: skip
             mine = _mean(row[key])
             theirs = _mean(base[key]) if base else None
             change = None if row["is_baseline"] else relative_change(mine, theirs)
@@ -267,6 +280,58 @@ def paper_rows(groups: dict[str, list[RunRecord]], metric: str) -> list[dict[str
             paper = None if row["is_baseline"] else row["published"].get(key)
             row[f"published_{key}_change_pct"] = relative_change(paper, paper_base)
     return list(rows.values())
+
+
+def _per_seed(runs: list[RunRecord], metric: str) -> dict[str, dict[str, float | None]]:
+    """Final valid/test values of each seed (``report.json`` keeps them for re-analysis)."""
+    return {
+        str(r.seed): {
+            "eval_loss": _result(r, "valid", "loss"),
+            f"eval_{metric}": _result(r, "valid", metric),
+            "test_loss": _result(r, "test", "loss"),
+            f"test_{metric}": _result(r, "test", metric),
+        }
+        for r in runs
+    }
+
+
+def _by_seed(row: dict[str, Any], key: str) -> dict[int, float | None]:
+    return {int(seed): values.get(key) for seed, values in row["per_seed"].items()}
+
+
+def fraction_rows(
+    groups: dict[str, list[RunRecord]], baseline: str | None, fractions: tuple[float, ...]
+) -> dict[str, Any]:
+    """Validation steps each row needs to cover fractions of the baseline's improvement."""
+    if baseline is None or baseline not in groups:
+        return {"skipped": f"the baseline row {baseline} is not among the runs"}
+    base_curve = [(s, v) for s, _, v in mean_curve(groups[baseline], "valid", "loss")]
+    if not base_curve:
+        return {"skipped": f"the baseline row {baseline} logged no valid loss"}
+    base_steps = {f: steps_to_fraction(base_curve, base_curve, f) for f in fractions}
+    rows = []
+    for name, runs in groups.items():
+        curve = [(s, v) for s, _, v in mean_curve(runs, "valid", "loss")]
+        steps = {f: steps_to_fraction(curve, base_curve, f) for f in fractions}
+        rows.append(
+            {
+                "name": name,
+                "steps": {str(f): steps[f] for f in fractions},
+                "ratio": {
+                    str(f): None
+                    if steps[f] is None or not base_steps[f]
+                    else steps[f] / base_steps[f]
+                    for f in fractions
+                },  # fmt: skip
+            }
+        )
+    return {
+        "baseline": baseline,
+        "fractions": list(fractions),
+        "targets": {str(f): fraction_target(base_curve, f) for f in fractions},
+        "baseline_plateaued": plateaued(base_curve),
+        "rows": rows,
+    }
 
 
 def acceleration_rows(
@@ -506,7 +571,7 @@ def _fmt(value: float | None, digits: int = 4) -> str:
     return "—" if value is None else f"{value:.{digits}f}"
 
 
-def _fmt_summary(s: dict[str, float] | None, digits: int) -> str:
+def _fmt_stats(s: dict[str, float] | None, digits: int) -> str:
     if s is None:
         return "—"
     if s["n"] > 1:
@@ -539,11 +604,11 @@ def paper_markdown(rows: list[dict[str, Any]], metric: str) -> list[str]:
             r["name"],
             str(len(r["seeds"])),
             "—" if r["parameters"] is None else f"{r['parameters']:,.0f}",
-            _fmt_summary(r["eval_loss"], 4),
-            _mark(_fmt_summary(r[f"eval_{m}"], d), r[f"eval_{m}_improved"]),
+            _fmt_stats(r["eval_loss"], 4),
+            _mark(_fmt_stats(r[f"eval_{m}"], d), r[f"eval_{m}_improved"]),
             base or _fmt_change(r[f"eval_{m}_change_pct"]),
-            _fmt_summary(r["test_loss"], 4),
-            _mark(_fmt_summary(r[f"test_{m}"], d), r[f"test_{m}_improved"]),
+            _fmt_stats(r["test_loss"], 4),
+            _mark(_fmt_stats(r[f"test_{m}"], d), r[f"test_{m}_improved"]),
             base or _fmt_change(r[f"test_{m}_change_pct"]),
             _fmt(pub.get(f"eval_{m}"), d),
             _fmt(pub.get(f"test_{m}"), d),
@@ -552,6 +617,98 @@ def paper_markdown(rows: list[dict[str, Any]], metric: str) -> list[str]:
         ]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
+
+
+def _fmt_interval(paired: dict[str, Any] | None, digits: int) -> str:
+    if paired is None:
+        return "—"
+    text = f"{paired['mean']:+.{digits}f}"
+    if paired["interval"] is not None:
+        lo, hi = paired["interval"]
+        text += f" [{lo:+.{digits}f}, {hi:+.{digits}f}] {paired['verdict']}"
+    return text
+
+
+def statistics_markdown(rows: list[dict[str, Any]], metric: str) -> list[str]:
+    """Per-seed values, mean ± std and the paired difference to the baseline per row."""
+    d = 4 if metric == "bpc" else 2
+    lines = [
+        f"| model | seeds | eval {metric} per seed | eval {metric} mean ± std "
+        f"| Δ eval vs baseline, paired [95% t-interval] | test {metric} per seed "
+        f"| Δ test vs baseline, paired [95% t-interval] |",
+        "| --- | ---: | --- | ---: | --- | --- | --- |",
+    ]
+    for r in rows:
+        per_seed = r["per_seed"]
+
+        def values(key: str, per_seed: dict[str, Any] = per_seed) -> str:
+            return ", ".join(
+                f"s{seed} {_fmt(v.get(key), d)}" for seed, v in sorted(per_seed.items())
+            )
+
+        base = "baseline" if r["is_baseline"] else None
+        lines.append(
+            "| " + " | ".join([
+                r["name"], str(len(r["seeds"])), values(f"eval_{metric}"),
+                _fmt_stats(r[f"eval_{metric}"], d),
+                base or _fmt_interval(r[f"eval_{metric}_paired"], d),
+                values(f"test_{metric}"),
+                base or _fmt_interval(r[f"test_{metric}_paired"], d),
+            ]) + " |"
+        )  # fmt: skip
+    return lines
+
+
+def fractions_markdown(table: dict[str, Any]) -> list[str]:
+    if "skipped" in table:
+        return [f"*skipped — {table['skipped']}.*"]
+    fractions = table["fractions"]
+    targets = ", ".join(f"{f:.0%}: {table['targets'][str(f)]:.4f}" for f in fractions)
+    plateau = (
+        "has plateaued (under 2% of its improvement came in its last 20% of steps)"
+        if table["baseline_plateaued"]
+        else "has **not** plateaued (2% or more of its improvement came in its last 20% of "
+        "steps): steps to fractions near 100% restate its last steps"
+    )
+    lines = [
+        f"Targets (validation loss covering that fraction of the baseline's improvement from "
+        f"its first to its best logged value): {targets}. The baseline {plateau}.",
+        "",
+        "| model | " + " | ".join(f"steps to {f:.0%} (ratio)" for f in fractions) + " |",
+        "| --- " + "| ---: " * len(fractions) + "|",
+    ]
+    for r in table["rows"]:
+        cells = [
+            "not reached" if r["steps"][str(f)] is None
+            else f"{r['steps'][str(f)]} ({_fmt(r['ratio'][str(f)], 3)})"
+            for f in fractions
+        ]  # fmt: skip
+        lines.append(f"| {r['name']} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def runs_markdown(runs: list[dict[str, Any]]) -> list[str]:
+    lines = [
+        "| run | seed | threads | device | precision | torch | wall seconds |",
+        "| --- | ---: | ---: | --- | --- | --- | ---: |",
+    ]
+    for run in runs:
+        m = run["metadata"]
+        cells = [run["name"], str(run["seed"])]
+        cells += ["—" if m.get(k) is None else str(m[k]) for k in METADATA_KEYS]
+        cells.append(_fmt(m.get("train_seconds"), 1))
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def protocols_markdown(rows: list[dict[str, Any]]) -> list[str]:
+    """How the published columns were measured, where the table says (HT Table 5)."""
+    labels = {k: v for r in rows for k, v in r["protocols"].items()}
+    if not labels:
+        return []
+    lines = ["Published columns and how they were measured:", ""]
+    lines += [f"- *paper {key.replace('_', ' ')}*: {label}" for key, label in labels.items()]
+    return [*lines, ""]
 
 
 def acceleration_markdown(table: dict[str, Any], split: str) -> list[str]:
@@ -587,9 +744,9 @@ def time_markdown(rows: list[dict[str, Any]]) -> list[str]:
             r["name"],
             "—" if r["parameters"] is None else f"{r['parameters']:,.0f}",
             "—" if r["steps"] is None else f"{r['steps']:.0f}",
-            _fmt_summary(r["train_seconds"], 1),
+            _fmt_stats(r["train_seconds"], 1),
             _fmt(r["train_hours"], 3),
-            _fmt_summary(r["seconds_per_step"], 4),
+            _fmt_stats(r["seconds_per_step"], 4),
             "baseline" if own else _fmt_change(r["time_change_pct"]),
             _fmt(r["published_train_hours"], 2),
             "baseline" if own else _fmt_change(r["published_time_change_pct"]),
@@ -627,7 +784,16 @@ def index_markdown(report: dict[str, Any]) -> str:
         "",
         "## Results (paper format)",
         "",
+        *protocols_markdown(report["paper_table"]),
         *paper_markdown(report["paper_table"], m),
+        "",
+        "## Seeds and paired differences",
+        "",
+        "Δ is row minus baseline, seed by seed (rows share their seeds), then averaged; the "
+        "interval is the 95% Student-t interval of that mean (*lower* / *higher*: it excludes "
+        "0; *unresolved*: it does not). One seed gives no interval.",
+        "",
+        *statistics_markdown(report["paper_table"], m),
         "",
         "## Convergence",
         "",
@@ -648,11 +814,22 @@ def index_markdown(report: dict[str, Any]) -> str:
         "",
         *acceleration_markdown(report["acceleration"]["train"], "train"),
         "",
+        "### Steps to a fraction of the baseline's improvement (validation)",
+        "",
+        *fractions_markdown(report["fractions"]),
+        "",
         "## Time cost and parameters (HT Table 7 style)",
         "",
         *time_markdown(report["time"]),
         "",
         *_gates_markdown(report["gates"]),
+        "",
+        "## Runs",
+        "",
+        "Where each run trained (thread count decides bit-exactness: 1- and 2-thread runs "
+        "differ from about the 8th digit).",
+        "",
+        *runs_markdown(report["runs"]),
         "",
         "## Missing or incomplete",
         "",
@@ -733,12 +910,14 @@ def write_report(run_dirs: Iterable[str | Path], out_dir: str | Path) -> dict[st
                 "run_dir": _portable(r.run_dir),
                 "name": r.name,
                 "seed": r.seed,
+                "metadata": _metadata(r),
                 "problems": r.problems,
             }
             for r in runs
         ],
         "paper_table": paper_table,
         "acceleration": acceleration,
+        "fractions": fraction_rows(groups, baseline, FRACTIONS),
         "direction": direction_rows(groups, paper_table, acceleration["valid"], metric),
         "time": time_rows(groups),
         "gates": gates,
@@ -751,6 +930,23 @@ def write_report(run_dirs: Iterable[str | Path], out_dir: str | Path) -> dict[st
         json.dumps(report, indent=2, ensure_ascii=False), encoding="utf-8"
     )
     return report
+
+
+#: Run facts shown per run: results.json["metadata"] key -> column title.
+METADATA_KEYS = {"threads": "threads", "device": "device", "precision": "precision",
+                 "torch": "torch"}  # fmt: skip
+
+
+def _metadata(run: RunRecord) -> dict[str, Any]:
+    """Threads, device, precision, torch version and wall time of one run, where recorded
+    (older results.json files have no ``metadata``: those facts read as None)."""
+    results = run.results or {}
+    recorded = results.get("metadata")
+    recorded = recorded if isinstance(recorded, dict) else {}
+    facts: dict[str, Any] = {key: recorded.get(key) for key in METADATA_KEYS}
+    facts["precision"] = facts["precision"] or run.config.get("train", {}).get("precision")
+    facts["train_seconds"] = results.get("train_seconds")
+    return facts
 
 
 def _portable(path: Path) -> str:
