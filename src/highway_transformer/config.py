@@ -153,6 +153,7 @@ class TrainConfig:
     device: str = "auto"  # auto | cpu | cuda | cuda:N | mps
     compile: bool = False  # torch.compile the model
     threads: int = 0  # torch CPU threads; 0: leave as is
+    wandb_project: str = ""  # log to this Weights & Biases project (needs wandb); "": off
 
 
 TASKS = ("lm", "music", "pixels", "copy", "adding", "seq2seq")

@@ -14,7 +14,6 @@ import torch
 from torch import nn
 
 from ..config import TrainConfig
-from ..errors import TrainingDiverged
 
 
 def build_optimizer(params: Iterable[nn.Parameter], config: TrainConfig) -> torch.optim.Optimizer:
@@ -83,24 +82,3 @@ class LRSchedule:
 def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
     for group in optimizer.param_groups:
         group["lr"] = lr
-
-
-def check_finite(value: float, step: int, checkpoint_dir: object) -> None:
-    """Stop with a clear message when the loss is NaN/inf; nothing is saved after it."""
-    if not math.isfinite(value):
-        raise TrainingDiverged(
-            f"the training loss became {value} at step {step}; training stopped and the last"
-            f" good checkpoint in {checkpoint_dir} is intact (lower train.lr, set train.clip, or"
-            " use precision=fp32)"
-        )
-
-
-def apply_gradients(
-    loss: torch.Tensor, model: nn.Module, optimizer: torch.optim.Optimizer, clip: float
-) -> None:
-    """Backward, clip the gradient's L2 norm to ``clip`` (0: off), step, clear gradients."""
-    loss.backward()
-    if clip > 0:
-        torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
-    optimizer.step()
-    optimizer.zero_grad(set_to_none=True)
