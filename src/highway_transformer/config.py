@@ -33,6 +33,7 @@ POSITIONALS = ("sinusoidal", "none")
 INITS = ("uniform", "normal", "torch")
 OPTIMIZERS = ("sgd", "adam", "adamw")
 SCHEDULES = ("constant", "linear", "cosine", "anneal")
+ANNEAL_RULES = ("best", "window", "window-strict")
 PRECISIONS = ("fp32", "bf16", "fp16")
 LEVELS = ("char", "word", "byte")
 
@@ -139,6 +140,13 @@ class TrainConfig:
     min_lr: float = 0.0
     anneal_factor: float = 0.25  # anneal: lr *= factor when validation stalls
     anneal_patience: int = 0  # evaluations without improvement before annealing
+    # anneal: "best" anneals after anneal_patience + 1 evaluations without a new best;
+    # "window" anneals when a validation is no better than (>=) the worst of the previous
+    # anneal_window ones, from evaluation anneal_after + 1 on (RT word-PTB script: 5, 5);
+    # "window-strict" when it is worse (>) than that (RT char-PTB script: 3, 5).
+    anneal_rule: str = "best"
+    anneal_window: int = 5
+    anneal_after: int = 0
     momentum: float = 0.0
     weight_decay: float = 0.0
     betas: tuple[float, float] = (0.9, 0.999)
@@ -435,6 +443,14 @@ def validate(config: Config) -> Config:
     check_task_config(config)
     _choice("optimizer", t.optimizer, OPTIMIZERS)
     _choice("learning-rate schedule", t.schedule, SCHEDULES)
+    _choice("anneal rule", t.anneal_rule, ANNEAL_RULES)
+    if t.anneal_rule != "best" and t.schedule != "anneal":
+        raise ConfigError(
+            f"train.anneal_rule={t.anneal_rule} applies to train.schedule=anneal only, "
+            f"not {t.schedule}; drop it or set train.schedule=anneal"
+        )
+    _positive("train.anneal_window", t.anneal_window)
+    _positive("train.anneal_after", t.anneal_after, allow_zero=True)
     _choice("precision", t.precision, PRECISIONS)
     _positive("train.lr", t.lr)
     _positive("train.max_steps", t.max_steps)

@@ -5,8 +5,8 @@ it is compared with (its baseline) and the published figures. Row names reuse th
 names (``ht-table1/t-l3+sigmoid``, ``ht-table5/l6-xl+sigmoid-l1-3``). HT Table 7 (training
 hours of the 6-layer XL variants) has no runs of its own: its figures are attached to the
 Table 5 rows (``published["train_hours"]``) and ``table_experiments("ht-table7")`` returns
-those rows. R-Transformer Tables 3-4 (char / word PTB) are the plain T-L3 and RT-L3 rows of
-HT Tables 1-4, which use the R-Transformer code's settings.
+those rows. R-Transformer Tables 3-4 (char / word PTB) train the ``rt-paper/`` presets: the
+R-Transformer code's settings (its pre-LN block and its annealing schedules) for both models.
 
 Published keys: ``eval_bpc`` / ``test_bpc`` (bits per character; HT Tables 1-2 call them
 "ppl"), ``eval_ppl`` / ``test_ppl`` (word perplexity), ``train_hours`` (HT Table 7).
@@ -135,16 +135,16 @@ _TABLE6: dict[str, tuple[float, float]] = {
     "+highway": (1.120, 1.10922),
     "+gated": (1.117, 1.10292),
 }
-# RT Tables 3-4: row -> (preset, published test figure).
+# RT Tables 1-4: row -> (preset, published test figure).
 _RT_TABLES: dict[str, tuple[str, dict[str, tuple[str, float]]]] = {
     "rt-table1": ("accuracy", {"transformer": ("rt-table1/transformer", 98.2),
                                "rtransformer": ("rt-table1/rtransformer", 99.1)}),
     "rt-table2": ("nll", {"transformer": ("rt-table2/transformer", 3.34),
                           "rtransformer": ("rt-table2/rtransformer", 2.37)}),
-    "rt-table3": ("bpc", {"transformer": ("ht-table1/t-l3", 1.45),
-                          "rtransformer": ("ht-table2/rt-l3", 1.24)}),
-    "rt-table4": ("ppl", {"transformer": ("ht-table3/t-l3", 122.37),
-                          "rtransformer": ("ht-table4/rt-l3", 84.38)}),
+    "rt-table3": ("bpc", {"transformer": ("rt-paper/char-ptb-transformer", 1.45),
+                          "rtransformer": ("rt-paper/char-ptb", 1.24)}),
+    "rt-table4": ("ppl", {"transformer": ("rt-paper/word-ptb-transformer", 122.37),
+                          "rtransformer": ("rt-paper/word-ptb", 84.38)}),
 }  # fmt: skip
 
 
