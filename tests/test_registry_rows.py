@@ -74,3 +74,22 @@ def test_param_matched_baseline_has_the_gated_rows_parameter_count(table: str) -
     assert abs(wide - gated) <= step / 2
     assert configs["param-matched"].model.gate.kind == "none"
     assert configs["param-matched"].model.d_inner > configs["t-l3"].model.d_inner
+
+
+def test_wt103_preset_evaluates_as_the_reference_script() -> None:
+    from highway_transformer.presets import get_preset
+
+    config = get_preset("xl-paper/wt103-base")
+    memory = config.model.memory
+    assert (config.data.eval_seq_len, memory.eval_mem_len, memory.eval_clamp_len) == (64, 640, 400)
+    assert memory.eval_same_length is True
+    assert "the script ties them" in config.source
+
+
+def test_tying_an_adaptive_softmax_is_refused() -> None:
+    from highway_transformer.errors import ConfigError
+    from highway_transformer.presets import get_preset
+
+    config = get_preset("xl-paper/wt103-base")
+    with pytest.raises(ConfigError, match="cannot tie an adaptive softmax"):
+        config.replace(**{"model.tie_weights": True}).validate()

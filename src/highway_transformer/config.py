@@ -431,6 +431,11 @@ def validate(config: Config) -> Config:
         raise ConfigError(f"model.shaw_clip must be >= 1, got {m.shaw_clip}")
     if list(m.adaptive_cutoffs) != sorted(set(m.adaptive_cutoffs)):
         raise ConfigError("model.adaptive_cutoffs must be strictly increasing")
+    if m.adaptive_cutoffs and m.tie_weights:
+        raise ConfigError(
+            "model.tie_weights=true cannot tie an adaptive softmax (model.adaptive_cutoffs); "
+            "set model.tie_weights=false"
+        )
     _choice("corpus level", d.level, LEVELS)
     for name in ("batch_size", "seq_len", "eval_batch_size"):
         _positive(f"data.{name}", getattr(d, name))
