@@ -124,3 +124,17 @@ def test_report_labels_the_table5_protocols() -> None:
     assert "*paper eval bpc*: validation during training (segment 128, memory 896" in text
     assert "*paper test bpc*: test protocol (segment 80, memory 2100" in text
     assert protocols_markdown([{"protocols": {}}]) == []
+
+
+def test_curves_leave_out_a_last_partial_log_interval(tmp_path) -> None:  # noqa: ANN001
+    from highway_transformer.report.report import RunRecord, mean_curve
+
+    records = [
+        {"step": 10, "split": "train", "loss": 2.0},
+        {"step": 20, "split": "train", "loss": 1.5},
+        {"step": 23, "split": "train", "loss": 0.2},  # the mean of 3 steps, not 10
+        {"step": 23, "split": "valid", "loss": 1.4},
+    ]
+    run = RunRecord(tmp_path, {"name": "x"}, {"train": {"log_interval": 10}}, None, records)
+    assert [s for s, _, _ in mean_curve([run], "train", "loss")] == [10, 20]
+    assert [s for s, _, _ in mean_curve([run], "valid", "loss")] == [23]

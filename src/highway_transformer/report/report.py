@@ -233,7 +233,7 @@ def mean_curve(runs: list[RunRecord], split: str, key: str) -> list[tuple[int, f
         per_run = {
             int(r["step"]): (float(r.get("time", math.nan)), float(r[key]))
             for r in run.records
-            if r.get("split") == split and key in r
+            if r.get("split") == split and key in r and not _partial_interval(run, r)
         }
         for step, point in per_run.items():
             by_step.setdefault(step, []).append(point)
@@ -241,6 +241,13 @@ def mean_curve(runs: list[RunRecord], split: str, key: str) -> list[tuple[int, f
         (step, float(np.mean([p[0] for p in pts])), float(np.mean([p[1] for p in pts])))
         for step, pts in sorted(by_step.items())
     ]
+
+
+def _partial_interval(run: RunRecord, record: dict[str, Any]) -> bool:
+    """A training record averaging fewer than ``log_interval`` steps (the run's last one when
+    ``max_steps`` is no multiple of it): left out of curves, where it would end them with a jump."""
+    interval = run.config.get("train", {}).get("log_interval")
+    return record.get("split") == "train" and bool(interval) and int(record["step"]) % interval != 0
 
 
 def paper_rows(groups: dict[str, list[RunRecord]], metric: str) -> list[dict[str, Any]]:
@@ -798,7 +805,7 @@ def index_markdown(report: dict[str, Any]) -> str:
         "## Convergence",
         "",
         "Mean over seeds at each logged step; training loss is the running mean over each "
-        "log interval.",
+        "log interval (a last, shorter interval is left out).",
         "",
         *_image_lines(report["figures"]["convergence_steps"], "convergence vs steps"),
         "",
