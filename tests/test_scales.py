@@ -47,3 +47,29 @@ def test_cpu_scales_state_their_deviations() -> None:
     text = describe_scale("cpu-adamw")
     assert "adamw lr 0.001" in text and "not the papers' optimiser" in text
     assert "all train / all valid-test tokens" in text
+
+
+def test_table5_rows_measure_validation_the_papers_way(tmp_path) -> None:  # noqa: ANN001
+    import json
+    import random
+
+    from highway_transformer.experiments import run_experiments
+
+    rng = random.Random(0)
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("".join(rng.choice("abcdefgh \n") for _ in range(6000)), encoding="utf-8")
+    overrides = ["data.corpus=file", f"data.path={corpus}", "data.level=char",
+                 "train.max_steps=4", "train.eval_interval=2"]  # fmt: skip
+    (run_dir,) = run_experiments("ht-table5/l6-xl", tmp_path / "runs", "tiny", overrides=overrides)
+    record = json.loads((run_dir / "protocol_eval.json").read_text(encoding="utf-8"))
+    assert record["protocol"].startswith("validation during training (segment 128")
+    assert "data.eval_seq_len=16" in record["overrides"]  # 128 at the tiny scale's lengths x1/8
+    assert "model.memory.eval_mem_len=112" in record["overrides"]
+    assert record["valid"]["bpc"] > 0
+    from highway_transformer.report.report import write_report
+
+    report = write_report([run_dir], tmp_path / "report")
+    (row,) = report["paper_table"]
+    assert row["eval_bpc_paper_protocol"]["mean"] == pytest.approx(record["valid"]["bpc"])
+    index = (tmp_path / "report" / "index.md").read_text(encoding="utf-8")
+    assert "| ht-table5/l6-xl | " in index and "eval bpc, paper's protocol" in index

@@ -23,6 +23,7 @@ from typing import Any
 from ..config import Config, build_config, parse_override, save_config
 from ..errors import ConfigError, HighwayError
 from .param_match import match_parameters
+from .protocols import measure_protocol
 from .registry import Experiment, get_experiment, resolve_experiments
 from .scale import describe_scale, get_scale, scale_config
 
@@ -240,4 +241,7 @@ def run_experiments(
             _run_inline(spec, log, progress)
     elif todo:
         _run_parallel(todo, jobs, log)
+    for spec in specs:  # HT Table 5: validation measured the paper's way as well
+        if measure_protocol(spec.run_dir, spec.experiment, spec.scale) is not None:
+            log(f"{spec.experiment.name} seed {spec.seed}: validation with the paper's protocol")
     return [spec.run_dir for spec in specs]
