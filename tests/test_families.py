@@ -255,4 +255,4 @@ def test_bad_memory_settings_are_config_errors(key: str, value: int) -> None:
     from highway_transformer.config import Config
 
     with pytest.raises(ConfigError, match=key.split(".")[-1]):
-        Config().replace(**{key: value}).validate()
+        Config().replace(**{"model.family": "xl", key: value}).validate()

@@ -28,6 +28,7 @@ TASK_NAMES = ("lm", "music", "pixels", "copy", "adding", "seq2seq")
 def _train(args: argparse.Namespace) -> int:
     from .config import Config, build_config
     from .presets import get_preset, task_preset
+    from .train.distributed import is_main_process
     from .train.trainer import train
 
     if args.preset:
@@ -40,10 +41,18 @@ def _train(args: argparse.Namespace) -> int:
     if args.data_dir:
         overrides.append(f"data.path={args.data_dir}")
     config = build_config(base, args.config, overrides + list(args.overrides))
+    if args.nproc is not None:
+        from .train.distributed import check_divisible
+        from .train.launch import launch, without_nproc
+
+        check_divisible(config.data.batch_size, args.nproc)
+        launch(args.nproc, without_nproc(args.argv[1:]))
+        return 0
     out = Path(args.out or Path("runs") / config.name)
     results = train(config, out, resume=args.resume, progress=not args.no_progress, log=_log)
-    _print_metrics(results)
-    print(f"run folder: {out}")
+    if is_main_process():
+        _print_metrics(results)
+        print(f"run folder: {out}")
     return 0
 
 
@@ -160,6 +169,11 @@ def build_parser() -> argparse.ArgumentParser:
         "(default: the preset's task, or lm)",
     )
     p.add_argument("--data-dir", help="where the task's data lives (sets data.path)")
+    p.add_argument(
+        "--nproc",
+        type=int,
+        help="train in N local processes (data parallel; torchrun on this machine)",
+    )
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="e.g. train.lr=0.5")
     p.set_defaults(func=_train)
 
@@ -207,6 +221,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
     try:
         return int(args.func(args) or 0)
     except HighwayError as exc:

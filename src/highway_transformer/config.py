@@ -7,7 +7,6 @@ experiments; a file or ``key=value`` overrides (``model.gate.kind=sdu``) change 
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import sys
 import types
@@ -27,14 +26,12 @@ else:  # pragma: no cover
 
 T = TypeVar("T")
 
-FAMILIES = ("transformer", "rtransformer", "xl")
-ATTENTIONS = ("dot", "relative", "shaw")
 POSITIONALS = ("sinusoidal", "none")
-INITS = ("uniform", "normal", "torch")
 OPTIMIZERS = ("sgd", "adam", "adamw")
 SCHEDULES = ("constant", "linear", "cosine", "anneal")
 ANNEAL_RULES = ("best", "window", "window-strict")
 PRECISIONS = ("fp32", "bf16", "fp16")
+DIST_BACKENDS = ("auto", "gloo", "nccl")
 LEVELS = ("char", "word", "byte")
 
 
@@ -92,8 +89,10 @@ class ModelConfig:
     init: str = "uniform"  # uniform | normal | torch (PyTorch defaults)
     init_range: float = 0.1  # uniform: U(-a, a)
     init_std: float = 0.02  # normal: N(0, std)
+    init_proj_std: float | None = None  # adaptive projections N(0, std); None: as weights
+    init_norm: str = "ones"  # LayerNorm weight: ones | normal (N(1, init_std), XL code)
     positional: str = "sinusoidal"  # sinusoidal | none (relative attention ignores it)
-    attention: str = "dot"  # dot | relative (Transformer-XL) | shaw
+    attention: str | None = None  # dot | shaw | relative; None: the family's own (models.builders)
     shaw_clip: int = 16
     gate: GateConfig = field(default_factory=GateConfig)
     local_rnn: LocalRNNConfig = field(default_factory=LocalRNNConfig)
@@ -161,6 +160,11 @@ class TrainConfig:
     device: str = "auto"  # auto | cpu | cuda | cuda:N | mps
     compile: bool = False  # torch.compile the model
     threads: int = 0  # torch CPU threads; 0: leave as is
+    accumulate: int = 1  # micro-batches of data.batch_size rows per optimizer step
+    dist_backend: str = "auto"  # several processes: auto (gloo on CPU, nccl on CUDA) | gloo | nccl
+    dist_timeout: float = 600.0  # seconds a collective waits for a silent rank before failing
+    fused_optimizer: bool = False  # fused Adam/AdamW kernels (CUDA only)
+    pin_memory: bool = False  # page-locked host batches, non-blocking copies (CUDA only)
     wandb_project: str = ""  # log to this Weights & Biases project (needs wandb); "": off
 
 
@@ -385,25 +389,11 @@ def _positive(where: str, value: float, allow_zero: bool = False) -> None:
 
 def validate(config: Config) -> Config:
     """Check every field that can be checked without data; raise ConfigError naming the fix."""
-    from .nn.connections import COMBINERS
-    from .nn.gating import parse_layer_spec
+    from .models.builders import check_model_config
 
     m, d, t = config.model, config.data, config.train
-    _choice("model family", m.family, FAMILIES)
-    _choice("attention", m.attention, ATTENTIONS)
+    check_model_config(m)  # names and family-specific settings, read from the registries
     _choice("positional encoding", m.positional, POSITIONALS)
-    _choice("initialisation", m.init, INITS)
-    _choice("norm position", m.norm, ("post", "pre"))
-    if m.gate.kind not in COMBINERS:
-        raise unknown_choice("gate", m.gate.kind, COMBINERS)
-    _choice("gate activation", m.gate.activation, ("sigmoid", "tanh"))
-    if m.gate.kind.startswith("gtrxl") and m.norm != "pre":
-        raise ConfigError(
-            f"the {m.gate.kind} gate needs the identity-map reordering: set model.norm=pre "
-            "(GTrXL gates work with pre-LN only; SDU/highway/gated work with both)"
-        )
-    for sub in m.gate.sublayers:
-        _choice("gated sublayer kind", sub, ("attn", "ffn", "rnn"))
     for name in ("d_model", "n_layers", "n_heads", "d_inner"):
         _positive(f"model.{name}", getattr(m, name))
     if m.d_head is None and m.d_model % m.n_heads:
@@ -415,8 +405,6 @@ def validate(config: Config) -> Config:
         value = getattr(m, name)
         if not 0.0 <= value < 1.0:
             raise ConfigError(f"model.{name} must be in [0, 1), got {value}")
-    parse_layer_spec(m.gate.layers, m.n_layers)
-    _choice("local RNN cell", m.local_rnn.cell, ("rnn", "gru", "lstm"))
     if m.local_rnn.window < 1:
         raise ConfigError(f"model.local_rnn.window must be >= 1, got {m.local_rnn.window}")
     for name in ("clamp_len", "eval_clamp_len"):
@@ -427,7 +415,7 @@ def validate(config: Config) -> Config:
         raise ConfigError(f"model.memory.eval_mem_len must be >= 0, got {m.memory.eval_mem_len}")
     if m.memory.mem_len < 0:
         raise ConfigError(f"model.memory.mem_len must be >= 0, got {m.memory.mem_len}")
-    if m.attention == "shaw" and m.shaw_clip < 1:
+    if m.shaw_clip < 1:
         raise ConfigError(f"model.shaw_clip must be >= 1, got {m.shaw_clip}")
     if list(m.adaptive_cutoffs) != sorted(set(m.adaptive_cutoffs)):
         raise ConfigError("model.adaptive_cutoffs must be strictly increasing")
@@ -461,15 +449,24 @@ def validate(config: Config) -> Config:
     _positive("train.max_steps", t.max_steps)
     _positive("train.eval_interval", t.eval_interval)
     _positive("train.clip", t.clip, allow_zero=True)
+    _positive("train.accumulate", t.accumulate)
+    _choice("distributed backend", t.dist_backend, DIST_BACKENDS)
+    _positive("train.dist_timeout", t.dist_timeout)
+    if t.fused_optimizer and t.optimizer == "sgd":
+        raise ConfigError(
+            "train.fused_optimizer applies to adam and adamw only; set train.optimizer=adamw "
+            "or leave fused_optimizer off"
+        )
     return config
 
 
 def check_task_config(config: Config) -> None:
     """Check the ``task`` section; raise :class:`ConfigError` saying what to change."""
     task = config.task
-    if task.pooling not in ("last", "mean"):
-        raise ConfigError(f"unknown task.pooling {task.pooling!r}; choose last or mean")
+    from .models.sequence import POOLINGS
     from .nn.scores import normalize_score
+
+    _choice("task.pooling", task.pooling, tuple(POOLINGS))
 
     normalize_score(task.score)
     if task.beam_size < 1:
@@ -480,7 +477,3 @@ def check_task_config(config: Config) -> None:
         raise ConfigError(f"task.length must be >= 1 for the {task.name} task, got {task.length}")
     if task.name == "adding" and task.length < 2:
         raise ConfigError("the adding problem needs task.length >= 2")
-
-
-def dataclass_fields(obj: Any) -> list[dataclasses.Field[Any]]:
-    return list(fields(obj))

@@ -23,18 +23,20 @@ from torch import Tensor, nn
 
 from ..config import ModelConfig
 from ..errors import ConfigError
-from ..nn.attention import MultiHeadAttention
-from ..nn.block import (
-    AttentionSublayer,
-    Block,
-    FeedForwardSublayer,
-    LocalRNNSublayer,
-    collect_gate_biases,
-)
-from ..nn.connections import Connection, build_combiner
+from ..nn.block import AttentionSublayer, collect_gate_biases
+from ..nn.connections import combiner_class
 from ..nn.gating import parse_layer_spec
 from ..nn.memory import check_memory, update_memory
 from ..nn.positional import SinusoidalPositionalEncoding
+from .builders import (
+    attention_kind,
+    block_layout,
+    build_blocks,
+    check_model_config,
+    final_norm,
+    uses_absolute_positions,
+    uses_memory,
+)
 from .init import initialize
 
 
@@ -47,72 +49,12 @@ class DecodeState:
     memory: list[Tensor] | None = None
 
 
-def build_attention(config: ModelConfig, causal: bool = True) -> nn.Module:
-    """The attention module named by ``config.attention``."""
-    if config.attention == "dot":
-        return MultiHeadAttention(
-            config.d_model, config.n_heads, config.d_head, config.dropout_attn, causal=causal
-        )
-    if config.attention == "relative":
-        from ..nn.relative import RelativeMultiHeadAttention
-
-        return RelativeMultiHeadAttention(
-            config.d_model, config.n_heads, config.head_dim, config.dropout_attn
-        )
-    if config.attention == "shaw":
-        from ..nn.shaw import ShawAttention
-
-        if config.d_head is not None and config.d_head * config.n_heads != config.d_model:
-            raise ConfigError("Shaw attention needs d_head * n_heads == d_model")
-        return ShawAttention(
-            config.d_model, config.n_heads, config.shaw_clip, config.dropout_attn, causal=causal
-        )
-    raise ConfigError(f"unknown attention {config.attention!r}; choose dot, relative or shaw")
-
-
-def block_layout(config: ModelConfig) -> list[str]:
-    """The sublayer kinds of one block for the configured family."""
-    if config.family == "rtransformer":
-        return ["rnn"] * config.local_rnn.per_block + ["attn", "ffn"]
-    return ["attn", "ffn"]
-
-
-def build_sublayer(kind: str, config: ModelConfig, causal: bool = True) -> nn.Module:
-    if kind == "attn":
-        return AttentionSublayer(build_attention(config, causal))
-    if kind == "ffn":
-        return FeedForwardSublayer(config.d_model, config.d_inner, config.dropout)
-    if kind == "rnn":
-        from ..nn.local_rnn import LocalRNN
-
-        rnn = LocalRNN(config.d_model, config.local_rnn.window, config.local_rnn.cell)
-        return LocalRNNSublayer(rnn, config.d_model, config.local_rnn.linear_relu)
-    raise ConfigError(f"unknown sublayer kind {kind!r}")
-
-
-def build_block(config: ModelConfig, layer: int, causal: bool = True) -> Block:
-    """Block ``layer`` (0-based): sublayers plus connections, gated where the spec says."""
-    spec = parse_layer_spec(config.gate.layers, config.n_layers)
-    kinds = block_layout(config)
-    sublayers, connections = [], []
-    for kind in kinds:
-        gated = spec.gated(layer, kind, tuple(config.gate.sublayers))
-        combiner = build_combiner(
-            config.gate.kind if gated else "none",
-            config.d_model,
-            config.gate.activation,
-            config.gate.bias,
-        )
-        sublayers.append(build_sublayer(kind, config, causal))
-        connections.append(Connection(config.d_model, combiner, config.norm, config.dropout))
-    return Block(kinds, sublayers, connections)
-
-
 class LanguageModel(nn.Module):
     """Decoder-only LM: embedding, position information, N blocks, (final norm), output layer."""
 
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
+        check_model_config(config)
         if config.vocab_size <= 0:
             raise ConfigError(
                 "model.vocab_size must be set (it is taken from the corpus vocabulary)"
@@ -128,15 +70,11 @@ class LanguageModel(nn.Module):
             )
         else:
             self.embedding = nn.Embedding(config.vocab_size, d)
-        uses_absolute = (
-            config.positional == "sinusoidal"
-            and config.attention == "dot"
-            and config.family != "rtransformer"
-        )
+        uses_absolute = uses_absolute_positions(config)
         self.positional = SinusoidalPositionalEncoding(d) if uses_absolute else None
         self.embedding_dropout = nn.Dropout(config.embedding_dropout)
-        self.blocks = nn.ModuleList(build_block(config, i) for i in range(config.n_layers))
-        self.final_norm = nn.LayerNorm(d) if config.norm == "pre" else nn.Identity()
+        self.blocks = build_blocks(config)
+        self.final_norm = final_norm(config)
         self.output: nn.Module
         if adaptive:
             self.output = nn.AdaptiveLogSoftmaxWithLoss(
@@ -144,11 +82,7 @@ class LanguageModel(nn.Module):
             )
         else:
             self.output = nn.Linear(d, config.vocab_size)
-        initialize(self, config.init, config.init_range, config.init_std)
-        if config.gate.bias is not None:  # HT gates: a non-zero initial b1 where asked for
-            with torch.no_grad():
-                for bias in self.gate_biases().values():
-                    bias.fill_(config.gate.bias)
+        initialize(self, config)
         if config.tie_weights and not adaptive:
             self.output.weight = self.embedding.weight
         self.memory_options: dict[str, Any] = {}
@@ -159,7 +93,7 @@ class LanguageModel(nn.Module):
 
     @property
     def uses_memory(self) -> bool:
-        return self.config.attention == "relative"
+        return uses_memory(self.config)
 
     def set_memory_options(self, train: bool) -> None:
         """Switch between the training and the evaluation memory settings (XL §3; HT A.3)."""
@@ -202,7 +136,7 @@ class LanguageModel(nn.Module):
         if memory is not None:
             if not self.uses_memory:
                 raise ConfigError(
-                    "segment memory needs relative attention (model.attention=relative)"
+                    "segment memory needs model.family=xl (relative attention with memory)"
                 )
             check_memory(memory, len(self.blocks), tokens.shape[0], self.config.d_model)
         start = state.position if state is not None else 0
@@ -268,16 +202,6 @@ def build_model(config: ModelConfig) -> LanguageModel:
     return LanguageModel(config)
 
 
-#: d×d products per gated sublayer (HT gates: W1, W2; GTrXL gates: their W and U matrices).
-GATE_MATMULS = {
-    "gtrxl-input": 1,
-    "gtrxl-output": 1,
-    "gtrxl-highway": 1,
-    "gtrxl-sigmoid-tanh": 2,
-    "gtrxl-gru": 6,
-}
-
-
 def count_flops_per_token(config: ModelConfig, seq_len: int) -> float:
     """Training FLOPs per token (forward + backward = 3 × forward) of the matmuls.
 
@@ -286,13 +210,14 @@ def count_flops_per_token(config: ModelConfig, seq_len: int) -> float:
     the LocalRNN recurrences; embeddings, norms and element-wise work are ignored.
     """
     d, inner = config.d_model, config.n_heads * config.head_dim
+    relative = attention_kind(config) == "relative"
     per_layer = 0.0
     for kind in block_layout(config):
         if kind == "attn":
             per_layer += 2 * d * 3 * inner + 2 * inner * d
-            keys = seq_len + (config.memory.mem_len if config.attention == "relative" else 0)
-            per_layer += 2 * 2 * inner * keys / (2 if config.attention != "relative" else 1)
-            if config.attention == "relative":
+            keys = seq_len + (config.memory.mem_len if relative else 0)
+            per_layer += 2 * 2 * inner * keys / (2 if not relative else 1)
+            if relative:
                 per_layer += 2 * d * inner + 2 * inner * keys  # W_kR R and the BD term
         elif kind == "ffn":
             per_layer += 2 * 2 * d * config.d_inner
@@ -300,11 +225,11 @@ def count_flops_per_token(config: ModelConfig, seq_len: int) -> float:
             gates = {"rnn": 1, "gru": 3, "lstm": 4}[config.local_rnn.cell]
             per_layer += 2 * gates * d * d * (1 + config.local_rnn.window)
     gate_flops = 0.0
-    if config.gate.kind != "none":
-        spec = parse_layer_spec(config.gate.layers, config.n_layers)
-        for layer in range(config.n_layers):
-            for kind in block_layout(config):
-                if spec.gated(layer, kind, tuple(config.gate.sublayers)):
-                    gate_flops += 2 * d * d * GATE_MATMULS.get(config.gate.kind, 2)
+    matmuls = combiner_class(config.gate.kind).matmuls
+    spec = parse_layer_spec(config.gate.layers, config.n_layers)
+    for layer in range(config.n_layers):
+        for kind in block_layout(config):
+            if spec.gated(layer, kind, tuple(config.gate.sublayers)):
+                gate_flops += 2 * d * d * matmuls
     forward = config.n_layers * per_layer + gate_flops + 2 * d * config.vocab_size
     return 3.0 * forward

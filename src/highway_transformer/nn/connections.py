@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import torch
 from torch import Tensor, nn
 
 from ..errors import ConfigError, unknown_choice
@@ -34,9 +35,9 @@ from .highway_gates import GatedSublayer, HighwayGate, SelfDependencyUnit
 #: Combiner name -> factory ``(d_model, activation, bias) -> Combiner``.
 COMBINERS: dict[str, Callable[[int, str, float | None], Combiner]] = {
     "none": lambda d, act, bias: Residual(),
-    "sdu": lambda d, act, bias: SelfDependencyUnit(d, act),
-    "highway": lambda d, act, bias: HighwayGate(d, act),
-    "gated": lambda d, act, bias: GatedSublayer(d, act),
+    "sdu": lambda d, act, bias: SelfDependencyUnit(d, act, bias),
+    "highway": lambda d, act, bias: HighwayGate(d, act, bias),
+    "gated": lambda d, act, bias: GatedSublayer(d, act, bias),
     # Gated Transformer-XL gating layers (Parisotto et al. 2019), pre-LN only.
     **GTRXL_COMBINERS,
 }
@@ -45,11 +46,18 @@ COMBINERS: dict[str, Callable[[int, str, float | None], Combiner]] = {
 def build_combiner(
     kind: str, d_model: int, activation: str = "sigmoid", bias: float | None = None
 ) -> Combiner:
-    """A fresh combiner of the named kind (see :data:`COMBINERS`); ``bias=None`` keeps the
-    gate's own default initial bias."""
+    """A fresh combiner of the named kind (see :data:`COMBINERS`); ``bias`` is the initial
+    gate bias (HT gates: ``b1``; GTrXL: ``b_g``), ``None`` the gate's own default."""
     if kind not in COMBINERS:
         raise unknown_choice("gate", kind, COMBINERS)
     return COMBINERS[kind](d_model, activation, bias)
+
+
+def combiner_class(kind: str) -> type[Combiner]:
+    """The class the combiner ``kind`` builds, to read its class flags (``pre_ln_only``);
+    built on the meta device, so no weights are drawn and the RNG is untouched."""
+    with torch.device("meta"):
+        return type(build_combiner(kind, 1))
 
 
 NORM_POSITIONS = ("post", "pre")

@@ -6,6 +6,9 @@ the sublayer output ``y``. ``W1, W2 ∈ R^{d×d}`` cost ``2d(d+1)`` parameters p
 
 from __future__ import annotations
 
+from typing import ClassVar
+
+import torch
 from torch import Tensor, nn
 
 from ..errors import unknown_choice
@@ -16,17 +19,27 @@ class _GatedTransform(Combiner):
     """Shared part of the HT gates: ``T = act(x W1 + b1)`` and ``f = x W2 + b2``.
 
     W1 and W2 are stored as one ``[2d, d]`` projection (one matmul instead of two); the
-    first half is the gate, the second the transform. Biases start at zero.
+    first half is the gate, the second the transform. ``b1`` starts at ``bias`` (HT §3: 0
+    unless set), ``b2`` at zero.
     """
 
-    def __init__(self, d_model: int, activation: str = "sigmoid") -> None:
+    matmuls: ClassVar[int] = 2  # W1, W2
+
+    def __init__(self, d_model: int, activation: str = "sigmoid", bias: float | None = None):
         super().__init__()
         if activation not in ACTIVATIONS:
             raise unknown_choice("gate activation", activation, ACTIVATIONS)
         self.d_model = d_model
         self.activation = activation
+        self.initial_bias = 0.0 if bias is None else float(bias)
         self.proj = nn.Linear(d_model, 2 * d_model)
-        nn.init.zeros_(self.proj.bias)
+        self.reset_own_parameters()
+
+    @torch.no_grad()
+    def reset_own_parameters(self) -> None:
+        """The gate's biases (the model initialiser runs this after re-drawing Linears)."""
+        self.proj.bias.zero_()
+        self.proj.bias[: self.d_model].fill_(self.initial_bias)
 
     def gate_and_transform(self, x: Tensor) -> tuple[Tensor, Tensor]:
         gate_pre, transform = self.proj(x).chunk(2, dim=-1)
@@ -49,9 +62,6 @@ class SelfDependencyUnit(_GatedTransform):
 
 class HighwayGate(_GatedTransform):
     """Highway gate (HT eqs. 26-29): ``(1 - T) ⊙ x + y + T ⊙ f(x)``, T sigmoid."""
-
-    def __init__(self, d_model: int, activation: str = "sigmoid") -> None:
-        super().__init__(d_model, activation)
 
     def forward(self, x: Tensor, y: Tensor) -> Tensor:
         gate, transform = self.gate_and_transform(x)

@@ -3,7 +3,9 @@
 HT A.3 / the authors' script: 6 layers, 8 heads × 64, d_model 512, d_inner 2048, dropout 0.1,
 dropatt 0, Adam lr 2.5e-4 without warm-up, cosine decay, clip 0.25, tgt_len 512, mem_len 512,
 batch 22, 40k steps; evaluation tgt_len 80, mem_len 2100, clamp_len 820, same_length. The
-paper says N(0, 1) initialisation; the code's default (used here) is normal std 0.02.
+paper says N(0, 1) initialisation; the code's defaults are used here (``init_std`` 0.02 for
+weights, ``proj_init_std`` 0.01 for adaptive projections, LayerNorm weights N(1, 0.02)); see
+docs/fidelity.md, "Initialisation".
 """
 
 from __future__ import annotations
@@ -52,6 +54,8 @@ def xl_enwik8(n_layers: int, gate: GateConfig, steps: int) -> Config:
         tie_weights=True,
         init="normal",
         init_std=0.02,
+        init_proj_std=0.01,
+        init_norm="normal",
         gate=gate,
         memory=MemoryConfig(
             mem_len=512, eval_mem_len=2100, eval_clamp_len=820, eval_same_length=True
