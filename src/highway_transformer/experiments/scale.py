@@ -6,7 +6,10 @@ scale       width   heads  length  steps    batch  train tokens  valid/test toke
 ``paper``   1       1      1       1        as is  all           all
 ``small``   1/4     1      1/4     1/100    as is  2,000,000     200,000
 ``tiny``    1/16    1/4    1/8     1/5000   4      20,000        2,000
+``cpu``     1/4     1      1/4     1/5      as is  all           all
 ==========  ======  =====  ======  =======  =====  ============  =================
+
+(``cpu-adamw``: the ``cpu`` factors with AdamW in place of every row's optimiser.)
 
 * **width** multiplies ``d_model``, ``d_inner`` and ``d_head`` (``d_head`` by width / heads,
   so ``n_heads × d_head`` keeps its ratio to ``d_model``); ``d_model`` is rounded to a
