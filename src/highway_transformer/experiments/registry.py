@@ -1,4 +1,4 @@
-"""Named experiments: every model row of HT Tables 1-7 and R-Transformer Tables 3-4.
+"""Named experiments: every model row of HT Tables 1-7 and R-Transformer Tables 1-4.
 
 Each :class:`Experiment` names the preset that trains it, the table it belongs to, the row
 it is compared with (its baseline) and the published figures. Row names reuse the preset
@@ -7,6 +7,8 @@ hours of the 6-layer XL variants) has no runs of its own: its figures are attach
 Table 5 rows (``published["train_hours"]``) and ``table_experiments("ht-table7")`` returns
 those rows. R-Transformer Tables 3-4 (char / word PTB) train the ``rt-paper/`` presets: the
 R-Transformer code's settings (its pre-LN block and its annealing schedules) for both models.
+HT Tables 1-5 also hold a ``+param-matched`` row that is not in the paper: the plain model with
+``d_inner`` raised to the sigma row's parameter count (see ``param_match``).
 
 Published keys: ``eval_bpc`` / ``test_bpc`` (bits per character; HT Tables 1-2 call them
 "ppl"), ``eval_ppl`` / ``test_ppl`` (word perplexity), ``train_hours`` (HT Table 7).
