@@ -42,7 +42,10 @@ def _experiments(args: argparse.Namespace) -> int:
         width = max(len(e.name) for e in rows)
         for e in rows:
             note = " (baseline)" if e.is_baseline else ""
-            trained = "" if e.preset == e.name else f"  [trained as {e.preset}]"
+            trained = ""
+            if e.preset != e.name:
+                matched = f", d_inner matched to {e.match_params_of}" if e.match_params_of else ""
+                trained = f"  [trained as {e.preset}{matched}]"
             print(f"  {e.name:<{width}}  {_published(e.published)}{note}{trained}")
     return 0
 
