@@ -138,3 +138,19 @@ def test_curves_leave_out_a_last_partial_log_interval(tmp_path) -> None:  # noqa
     run = RunRecord(tmp_path, {"name": "x"}, {"train": {"log_interval": 10}}, None, records)
     assert [s for s, _, _ in mean_curve([run], "train", "loss")] == [10, 20]
     assert [s for s, _, _ in mean_curve([run], "valid", "loss")] == [23]
+
+
+def test_direction_summary_does_not_count_the_param_matched_row(tmp_path) -> None:  # noqa: ANN001
+    from test_report import make_run
+
+    from highway_transformer.report.report import write_report
+
+    root = tmp_path / "runs"
+    make_run(root, "ht-table1/t-l3", [2.0, 1.5, 1.2, 1.1], 1.6, 1.5, 100.0)
+    make_run(root, "ht-table1/t-l3+sigmoid", [1.8, 1.3, 1.1, 1.0], 1.4, 1.3, 110.0)
+    make_run(root, "ht-table1/t-l3+param-matched", [1.9, 1.4, 1.1, 1.0], 1.5, 1.4, 105.0)
+    report = write_report([root], tmp_path / "report")
+    rows = {r["name"]: r for r in report["direction"]}
+    assert rows["ht-table1/t-l3+param-matched"]["param_matched"] is True
+    index = (tmp_path / "report" / "index.md").read_text(encoding="utf-8")
+    assert "1 of 1 gated rows reached the baseline's best validation loss" in index

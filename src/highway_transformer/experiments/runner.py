@@ -121,6 +121,7 @@ def write_experiment_file(spec: RunSpec) -> Path:
         "baseline": e.baseline,
         "published": e.published,
         "protocols": e.protocols,
+        "match_params_of": e.match_params_of,
         "description": e.description,
     }
     spec.run_dir.mkdir(parents=True, exist_ok=True)
