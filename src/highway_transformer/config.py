@@ -30,6 +30,7 @@ T = TypeVar("T")
 POSITIONALS = ("sinusoidal", "none")
 OPTIMIZERS = ("sgd", "adam", "adamw")
 SCHEDULES = ("constant", "linear", "cosine", "anneal")
+ANNEAL_RULES = ("best", "window", "window-strict")
 PRECISIONS = ("fp32", "bf16", "fp16")
 DIST_BACKENDS = ("auto", "gloo", "nccl")
 FLAGS = ("auto", "true", "false")  # switches whose "auto" follows the family's reference code
@@ -188,6 +189,13 @@ class TrainConfig:
     min_lr: float = 0.0
     anneal_factor: float = 0.25  # anneal: lr *= factor when validation stalls
     anneal_patience: int = 0  # evaluations without improvement before annealing
+    # anneal: "best" anneals after anneal_patience + 1 evaluations without a new best;
+    # "window" anneals when a validation is no better than (>=) the worst of the previous
+    # anneal_window ones, from evaluation anneal_after + 1 on (RT word-PTB script: 5, 5);
+    # "window-strict" when it is worse (>) than that (RT char-PTB script: 3, 5).
+    anneal_rule: str = "best"
+    anneal_window: int = 5
+    anneal_after: int = 0
     momentum: float = 0.0
     weight_decay: float = 0.0
     betas: tuple[float, float] = (0.9, 0.999)
@@ -540,6 +548,8 @@ FIELD_RANGES: dict[str, Range] = {
     "train.min_lr": _NON_NEGATIVE,
     "train.anneal_factor": Range(0, 1, open_low=True, fix="e.g. 0.25"),
     "train.anneal_patience": _NON_NEGATIVE,
+    "train.anneal_window": _AT_LEAST_1,
+    "train.anneal_after": _NON_NEGATIVE,
     "train.momentum": Range(0, 1, open_high=True),
     "train.weight_decay": _NON_NEGATIVE,
     "train.betas": Range(0, 1, open_high=True, fix="e.g. [0.9, 0.999]"),
@@ -638,6 +648,11 @@ def validate(config: Config) -> Config:
     check_fidelity_options(config)
     if list(m.adaptive_cutoffs) != sorted(set(m.adaptive_cutoffs)):
         raise ConfigError("model.adaptive_cutoffs must be strictly increasing")
+    if m.adaptive_cutoffs and m.tie_weights:
+        raise ConfigError(
+            "model.tie_weights=true cannot tie an adaptive softmax (model.adaptive_cutoffs); "
+            "set model.tie_weights=false"
+        )
     _choice("corpus level", d.level, LEVELS)
     check_file_corpus_config(d)
     for ctx_name, len_name in (("context", "seq_len"), ("eval_context", "eval_seq_len")):
@@ -649,6 +664,12 @@ def validate(config: Config) -> Config:
     check_task_config(config)
     _choice("optimizer", t.optimizer, OPTIMIZERS)
     _choice("learning-rate schedule", t.schedule, SCHEDULES)
+    _choice("anneal rule", t.anneal_rule, ANNEAL_RULES)
+    if t.anneal_rule != "best" and t.schedule != "anneal":
+        raise ConfigError(
+            f"train.anneal_rule={t.anneal_rule} applies to train.schedule=anneal only, "
+            f"not {t.schedule}; drop it or set train.schedule=anneal"
+        )
     _choice("precision", t.precision, PRECISIONS)
     _choice("distributed backend", t.dist_backend, DIST_BACKENDS)
     if t.fused_optimizer and t.optimizer == "sgd":
