@@ -162,9 +162,9 @@ def test_a_malformed_trainer_state_on_resume(
 
 def test_a_trainer_state_missing_run_fields(run: Path) -> None:
     info = json.loads((run / "checkpoint" / ckpt.STATE_FILE).read_text())
-    del info["run"]["tokens"]
+    del info["run"]["items"]
     _rewrite(run / "checkpoint", ckpt.STATE_FILE, json.dumps(info).encode())
-    with pytest.raises(CheckpointError, match="run.tokens"):
+    with pytest.raises(CheckpointError, match="run.items"):
         ckpt.load_trainer_state(run / "checkpoint")
 
 
@@ -177,11 +177,11 @@ def test_a_damaged_rng_state(run: Path) -> None:
         ckpt.restore_rng(state.info["rng"], state.tensors)
 
 
-def test_generate_on_a_task_checkpoint(run: Path) -> None:
+def test_a_checkpoint_config_naming_another_task(run: Path) -> None:
     data = json.loads((run / "checkpoint" / ckpt.CONFIG_FILE).read_text())
     data["task"]["name"] = "copy"
     _rewrite(run / "checkpoint", ckpt.CONFIG_FILE, json.dumps(data).encode())
-    with pytest.raises(CheckpointError, match="not a language model"):
+    with pytest.raises(CheckpointError, match="do not fit"):
         ckpt.load_pretrained(run / "checkpoint")
 
 

@@ -10,7 +10,7 @@ import yaml
 
 from highway_transformer import cli, demo
 from highway_transformer.config import Config, DataConfig, ModelConfig, TrainConfig
-from highway_transformer.train.trainer import read_metrics
+from highway_transformer.train.runfolder import read_metrics
 
 PATTERN = "the cat sat on the mat. the dog sat on the log. " * 25
 
@@ -328,7 +328,7 @@ def test_train_and_eval_a_task_from_the_cli(tmp_path, capsys) -> None:
     args = ["train", "--preset", "digits/transformer", "train.max_steps=3", "--out", str(out)]
     assert cli.main([*args, "--no-progress"]) == 0
     capsys.readouterr()
-    assert cli.main(["eval", str(out), "--split", "both", "--device", "cpu"]) == 0
+    assert cli.main(["eval", str(out), "--split", "both", "--device", "cpu", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert set(report) == {"valid", "test"} and 0.0 <= report["test"]["accuracy"] <= 1.0
     assert cli.main(["train", "--task", "pixels", "task.pooling=max"]) == 2

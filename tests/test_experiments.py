@@ -21,7 +21,7 @@ from highway_transformer.experiments import (
     table_experiments,
 )
 from highway_transformer.presets import PRESETS
-from highway_transformer.train.trainer import read_metrics
+from highway_transformer.train.runfolder import read_metrics
 
 WORDS = ("the", "cat", "sat", "on", "a", "mat", "and", "dog", "ran", "far", "away", "home")
 

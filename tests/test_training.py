@@ -23,7 +23,8 @@ from highway_transformer.evaluate import evaluate
 from highway_transformer.models.lm import build_model
 from highway_transformer.train import checkpoint as ckpt
 from highway_transformer.train.optim import LRSchedule
-from highway_transformer.train.trainer import Trainer, read_metrics, train
+from highway_transformer.train.runfolder import read_metrics
+from highway_transformer.train.trainer import Trainer, train
 
 PATTERN = "abcabd abcabe xyzzy. " * 60
 
@@ -89,7 +90,7 @@ def test_loss_falls_on_a_tiny_corpus(text_file: Path, tmp_path: Path) -> None:
         },
     )
     trainer = Trainer(config, tmp_path / "run", progress=False)
-    initial = evaluate(trainer.model, trainer.corpus.valid, config.data).loss
+    initial = evaluate(trainer.model, trainer.task.corpus.valid, config.data).loss
     assert initial > 1.5  # ~ln(vocabulary size) before training
     results = trainer.fit()
     assert results["steps"] == 60
@@ -258,9 +259,9 @@ def test_nan_loss_raises_and_keeps_the_last_checkpoint(
     state = ckpt.load_trainer_state(run / "checkpoint")
     assert state.step == 4
     model, saved_config, vocab = ckpt.load_pretrained(run / "checkpoint")
-    assert vocab == trainer.vocab and saved_config.model == config.model
+    assert vocab == trainer.task.vocab and saved_config.model == config.model
     with torch.no_grad():
-        hidden, _ = model(trainer.corpus.valid[:16].view(2, 8))
+        hidden, _ = model(trainer.task.corpus.valid[:16].view(2, 8))
     assert torch.isfinite(hidden).all()
 
 

@@ -23,6 +23,7 @@ from .evaluate import EvalResult, evaluate
 from .generate import generate_ids, generate_text
 from .models.lm import LanguageModel, build_model
 from .presets import PRESETS, get_preset
+from .tasks import TASKS, Task
 from .train.checkpoint import load_pretrained, save_checkpoint
 from .train.trainer import Trainer, train
 
@@ -30,6 +31,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "PRESETS",
+    "TASKS",
     "CheckpointError",
     "Config",
     "ConfigError",
@@ -43,6 +45,7 @@ __all__ = [
     "LocalRNNConfig",
     "MemoryConfig",
     "ModelConfig",
+    "Task",
     "TaskConfig",
     "TrainConfig",
     "Trainer",

@@ -20,34 +20,35 @@ from pathlib import Path
 
 from .errors import HighwayError
 
+#: ``--task`` choices; kept here so ``highway --help`` does not import torch (checked
+#: against the task registry by the tests).
+TASK_NAMES = ("lm", "music", "pixels", "copy", "adding", "seq2seq")
+
 
 def _train(args: argparse.Namespace) -> int:
     from .config import Config, build_config
-    from .presets import get_preset
+    from .presets import get_preset, task_preset
+    from .train.distributed import is_main_process
     from .train.trainer import train
 
-    base = get_preset(args.preset) if args.preset else Config()
+    if args.preset:
+        base = get_preset(args.preset)
+    elif args.task:
+        base = task_preset(args.task)  # a task's own small preset, not the d512 LM config
+    else:
+        base = Config()
     overrides = [f"task.name={args.task}"] if args.task else []
     if args.data_dir:
         overrides.append(f"data.path={args.data_dir}")
     config = build_config(base, args.config, overrides + list(args.overrides))
-    out = Path(args.out or Path("runs") / config.name)
-    if config.task.name != "lm":
-        from .errors import ConfigError
-        from .tasks import run_task
+    if args.nproc is not None:
+        from .train.distributed import check_divisible
+        from .train.launch import launch, without_nproc
 
-        if args.resume:
-            raise ConfigError(
-                "--resume applies to language models only; task runs start afresh (use a new --out)"
-            )
-        results = run_task(
-            config, out, progress=not args.no_progress, log=_log, overwrite=args.overwrite
-        )
-        for split in ("valid", "test"):
-            metrics = " | ".join(f"{k} {v:.4f}" for k, v in results[split].items())
-            print(f"{split}: {metrics}")
-        print(f"run folder: {out}")
+        check_divisible(config.data.batch_size, args.nproc)
+        launch(args.nproc, without_nproc(args.argv[1:]))
         return 0
+    out = Path(args.out or Path("runs") / config.name)
     results = train(
         config,
         out,
@@ -56,44 +57,25 @@ def _train(args: argparse.Namespace) -> int:
         progress=not args.no_progress,
         log=_log,
     )
-    _print_results(results, out)
+    if is_main_process():
+        _print_metrics(results)
+        print(f"run folder: {out}")
     return 0
 
 
 def _eval(args: argparse.Namespace) -> int:
-    from .config import build_config
-    from .data.corpora import load_corpus
-    from .evaluate import evaluate
-    from .train.checkpoint import load_pretrained, read_config
+    from .train.evaluation import evaluate_checkpoint
     from .train.trainer import resolve_device
 
     splits = ["valid", "test"] if args.split == "both" else [args.split]
-    if read_config(args.checkpoint).task.name != "lm":
-        from .tasks import evaluate_task_checkpoint
-
-        extra = {"data.path": args.data_path} if args.data_path else None
-        out = evaluate_task_checkpoint(args.checkpoint, splits, resolve_device(args.device), extra)
-        print(json.dumps(out, indent=2))
-        return 0
-    device = resolve_device(args.device)
-    model, config, vocab = load_pretrained(args.checkpoint, device)
     overrides = list(args.overrides)
     if args.data_path:
         overrides.append(f"data.path={args.data_path}")
-    config = build_config(config, None, overrides)
-    model.config.memory = config.model.memory
-    corpus = load_corpus(config.data, vocab=vocab, download=False)
-    out = {}
-    for split in splits:
-        result = evaluate(model, corpus.split(split), config.data, device, config.train.precision)
-        out[split] = result.as_dict()
-        if not args.json:
-            print(
-                f"{split}: loss {result.loss:.4f} nats | {result.bits:.4f} bits/token | "
-                f"ppl {result.perplexity:.2f} | {result.tokens} tokens"
-            )
+    out = evaluate_checkpoint(args.checkpoint, splits, resolve_device(args.device), overrides)
     if args.json:
         print(json.dumps(out, indent=2))
+    else:
+        _print_metrics(out)
     return 0
 
 
@@ -133,12 +115,18 @@ def _download(args: argparse.Namespace) -> int:
 
 
 def _generate(args: argparse.Namespace) -> int:
+    from .errors import CheckpointError
     from .generate import check_sampling, generate_text
     from .train.checkpoint import load_pretrained
     from .train.trainer import resolve_device
 
     check_sampling(args.tokens, args.temperature, args.top_k, args.top_p, args.seed)
-    model, _, vocab = load_pretrained(args.checkpoint, resolve_device(args.device))
+    model, config, vocab = load_pretrained(args.checkpoint, resolve_device(args.device))
+    if vocab is None:
+        raise CheckpointError(
+            f"{args.checkpoint} is a {config.task.name} checkpoint; generate continues text "
+            "with a language model (task.name=lm)"
+        )
     text = generate_text(
         model,
         vocab,
@@ -158,11 +146,16 @@ def _log(message: str) -> None:
     print(message, file=sys.stderr)
 
 
-def _print_results(results: dict, out: Path) -> None:
+def _print_metrics(results: dict) -> None:
+    """One line of named metrics per split present in ``results``."""
     for split in ("valid", "test"):
-        r = results[split]
-        print(f"{split}: loss {r['loss']:.4f} | {r['bpc']:.4f} bits/token | ppl {r['ppl']:.2f}")
-    print(f"run folder: {out}")
+        if split in results:
+            shown = " | ".join(f"{k} {_number(v)}" for k, v in results[split].items())
+            print(f"{split}: {shown}")
+
+
+def _number(value: float) -> str:
+    return f"{value:.4f}" if isinstance(value, float) else str(value)
 
 
 class _CommandParser(argparse.ArgumentParser):
@@ -199,10 +192,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument(
         "--task",
-        choices=["lm", "music", "pixels", "copy", "adding", "seq2seq"],
-        help="task beyond language modelling (default: the preset's or lm)",
+        choices=list(TASK_NAMES),
+        help="the task to train, from its small preset unless --preset is given "
+        "(default: the preset's task, or lm)",
     )
     p.add_argument("--data-dir", help="where the task's data lives (sets data.path)")
+    p.add_argument(
+        "--nproc",
+        type=int,
+        help="train in N local processes (data parallel; torchrun on this machine)",
+    )
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="e.g. train.lr=0.5")
     p.set_defaults(func=_train)
 
@@ -261,6 +260,7 @@ def _fail(message: str) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
     try:
         return int(args.func(args) or 0)
     except HighwayError as exc:

@@ -7,7 +7,6 @@ experiments; a file or ``key=value`` overrides (``model.gate.kind=sdu``) change 
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 import sys
@@ -29,13 +28,12 @@ else:  # pragma: no cover
 
 T = TypeVar("T")
 
-FAMILIES = ("transformer", "rtransformer", "xl")
-ATTENTIONS = ("dot", "relative", "shaw")
 POSITIONALS = ("sinusoidal", "none")
-INITS = ("uniform", "normal", "torch")
 OPTIMIZERS = ("sgd", "adam", "adamw")
 SCHEDULES = ("constant", "linear", "cosine", "anneal")
 PRECISIONS = ("fp32", "bf16", "fp16")
+DIST_BACKENDS = ("auto", "gloo", "nccl")
+FLAGS = ("auto", "true", "false")  # switches whose "auto" follows the family's reference code
 
 
 @dataclass
@@ -68,7 +66,7 @@ class MemoryConfig:
     """Transformer-XL segment memory and evaluation knobs (Dai et al.; HT A.3)."""
 
     mem_len: int = 0
-    clamp_len: int = -1  # -1: no clamping
+    clamp_len: int = -1  # <= 0: no clamping (the reference code clamps only when > 0)
     same_length: bool = False
     eval_mem_len: int | None = None  # None: as mem_len
     eval_clamp_len: int | None = None
@@ -92,14 +90,24 @@ class ModelConfig:
     init: str = "uniform"  # uniform | normal | torch (PyTorch defaults)
     init_range: float = 0.1  # uniform: U(-a, a)
     init_std: float = 0.02  # normal: N(0, std)
+    init_proj_std: float | None = None  # adaptive projections N(0, std); None: as weights
+    init_norm: str = "ones"  # LayerNorm weight: ones | normal (N(1, init_std), XL code)
     positional: str = "sinusoidal"  # sinusoidal | none (relative attention ignores it)
-    attention: str = "dot"  # dot | relative (Transformer-XL) | shaw
+    attention: str | None = None  # dot | shaw | relative; None: the family's own (models.builders)
     shaw_clip: int = 16
     gate: GateConfig = field(default_factory=GateConfig)
     local_rnn: LocalRNNConfig = field(default_factory=LocalRNNConfig)
     memory: MemoryConfig = field(default_factory=MemoryConfig)
     adaptive_cutoffs: tuple[int, ...] = ()  # adaptive softmax / input cut-offs (word level)
     adaptive_div: float = 4.0
+    # Reference-code fidelity (docs/fidelity.md). "auto" follows the reference code of the
+    # family: Transformer-XL (relative attention) or the HT / RT code otherwise.
+    layer_norm: str = "torch"  # torch | rt (RT code: unbiased std, eps 1e-6 on the std)
+    final_norm: str = "auto"  # auto | true | false; auto: pre-LN vanilla Transformer only
+    embedding_scale: str = "auto"  # auto | true | false: embeddings × √d_model; auto: XL
+    dropout_pos: float | None = None  # dropout on XL's R; None: as dropout (XL code)
+    dropout_out: float | None = None  # on the last hidden state (LM); None: XL dropout, else 0
+    untie_r: bool = False  # XL: u / v per layer instead of one pair shared by all layers
 
     @property
     def head_dim(self) -> int:
@@ -108,6 +116,43 @@ class ModelConfig:
     @property
     def embedding_dropout(self) -> float:
         return self.dropout if self.dropout_emb is None else self.dropout_emb
+
+    @property
+    def is_xl(self) -> bool:
+        """Transformer-XL: relative attention with segment memory."""
+        return self.family == "xl"
+
+    @property
+    def scales_embedding(self) -> bool:
+        """Multiply embeddings by √d_model (XL code's ``emb_scale``)."""
+        return _flag(self.embedding_scale, self.is_xl)
+
+    @property
+    def has_final_norm(self) -> bool:
+        """A LayerNorm after the last block: the XL and RT code have none, GPT-style pre-LN
+        Transformers (and the GTrXL paper) do."""
+        return _flag(self.final_norm, self.norm == "pre" and not self.is_xl
+                     and self.family != "rtransformer")  # fmt: skip
+
+    @property
+    def pos_dropout(self) -> float:
+        """Dropout on the relative encoding ``R`` (XL code: ``self.drop(pos_emb)``)."""
+        if self.dropout_pos is not None:
+            return self.dropout_pos
+        return self.dropout if self.is_xl else 0.0
+
+    @property
+    def output_dropout(self) -> float:
+        """Dropout on the last hidden state before the output layer (XL code)."""
+        if self.dropout_out is not None:
+            return self.dropout_out
+        return self.dropout if self.is_xl else 0.0
+
+
+def _flag(value: str, auto: bool) -> bool:
+    """``auto`` | ``true`` | ``false`` (any case; YAML booleans arrive as True/False)."""
+    value = str(value).lower()
+    return auto if value == "auto" else value == "true"
 
 
 @dataclass
@@ -154,6 +199,12 @@ class TrainConfig:
     device: str = "auto"  # auto | cpu | cuda | cuda:N | mps
     compile: bool = False  # torch.compile the model
     threads: int = 0  # torch CPU threads; 0: leave as is
+    accumulate: int = 1  # micro-batches of data.batch_size rows per optimizer step
+    dist_backend: str = "auto"  # several processes: auto (gloo on CPU, nccl on CUDA) | gloo | nccl
+    dist_timeout: float = 600.0  # seconds a collective waits for a silent rank before failing
+    fused_optimizer: bool = False  # fused Adam/AdamW kernels (CUDA only)
+    pin_memory: bool = False  # page-locked host batches, non-blocking copies (CUDA only)
+    wandb_project: str = ""  # log to this Weights & Biases project (needs wandb); "": off
 
 
 TASKS = ("lm", "music", "pixels", "copy", "adding", "seq2seq")
@@ -457,8 +508,11 @@ FIELD_RANGES: dict[str, Range] = {
     "model.dropout": _PROBABILITY,
     "model.dropout_emb": _PROBABILITY,
     "model.dropout_attn": _PROBABILITY,
+    "model.dropout_pos": _PROBABILITY,
+    "model.dropout_out": _PROBABILITY,
     "model.init_range": Range(0, open_low=True, fix="e.g. 0.1"),
     "model.init_std": Range(0, open_low=True, fix="e.g. 0.02"),
+    "model.init_proj_std": Range(0, open_low=True, fix="leave it unset (null) to use init_std"),
     "model.shaw_clip": _AT_LEAST_1,
     "model.adaptive_cutoffs": _AT_LEAST_1,
     "model.adaptive_div": Range(1, fix="e.g. 4"),
@@ -493,6 +547,8 @@ FIELD_RANGES: dict[str, Range] = {
     "train.checkpoint_interval": Range(0, fix="0 checkpoints at each evaluation"),
     "train.seed": Range(0, 2**63 - 1),
     "train.threads": Range(0, fix="0 leaves the thread count as it is"),
+    "train.accumulate": Range(1, fix="micro-batches per optimizer step, e.g. 1"),
+    "train.dist_timeout": Range(0, open_low=True, fix="seconds, e.g. 600"),
     "task.length": _AT_LEAST_1,
     "task.max_len": Range(0, fix="0 means no limit"),
     "task.beam_size": _AT_LEAST_1,
@@ -559,27 +615,13 @@ def check_ranges(config: Config) -> None:
 
 def validate(config: Config) -> Config:
     """Check every field that can be checked without data; raise ConfigError naming the fix."""
-    from .nn.connections import COMBINERS
-    from .nn.gating import parse_layer_spec
+    from .models.builders import check_model_config
 
     check_types(config)
     check_ranges(config)
     m, d, t = config.model, config.data, config.train
-    _choice("model family", m.family, FAMILIES)
-    _choice("attention", m.attention, ATTENTIONS)
+    check_model_config(m)  # names and family-specific settings, read from the registries
     _choice("positional encoding", m.positional, POSITIONALS)
-    _choice("initialisation", m.init, INITS)
-    _choice("norm position", m.norm, ("post", "pre"))
-    if m.gate.kind not in COMBINERS:
-        raise unknown_choice("gate", m.gate.kind, COMBINERS)
-    _choice("gate activation", m.gate.activation, ("sigmoid", "tanh"))
-    if m.gate.kind.startswith("gtrxl") and m.norm != "pre":
-        raise ConfigError(
-            f"the {m.gate.kind} gate needs the identity-map reordering: set model.norm=pre "
-            "(GTrXL gates work with pre-LN only; SDU/highway/gated work with both)"
-        )
-    for sub in m.gate.sublayers:
-        _choice("gated sublayer kind", sub, ("attn", "ffn", "rnn"))
     if m.d_head is None and m.d_model % m.n_heads:
         raise ConfigError(
             f"model.d_model={m.d_model} does not divide into model.n_heads={m.n_heads} heads; "
@@ -589,8 +631,7 @@ def validate(config: Config) -> Config:
         raise ConfigError(
             "model.gate.layers is empty; write all, none, 1-3, 1,2 or 1-6\\FFN (1-based layers)"
         )
-    parse_layer_spec(m.gate.layers, m.n_layers)
-    _choice("local RNN cell", m.local_rnn.cell, ("rnn", "gru", "lstm"))
+    check_fidelity_options(config)
     if list(m.adaptive_cutoffs) != sorted(set(m.adaptive_cutoffs)):
         raise ConfigError("model.adaptive_cutoffs must be strictly increasing")
     _choice("corpus level", d.level, LEVELS)
@@ -604,20 +645,34 @@ def validate(config: Config) -> Config:
     _choice("optimizer", t.optimizer, OPTIMIZERS)
     _choice("learning-rate schedule", t.schedule, SCHEDULES)
     _choice("precision", t.precision, PRECISIONS)
+    _choice("distributed backend", t.dist_backend, DIST_BACKENDS)
+    if t.fused_optimizer and t.optimizer == "sgd":
+        raise ConfigError(
+            "train.fused_optimizer applies to adam and adamw only; set train.optimizer=adamw "
+            "or leave fused_optimizer off"
+        )
     return config
+
+
+def check_fidelity_options(config: Config) -> None:
+    """``model.dropout_out`` applies to language models only (the model-level reference-code
+    options are checked with the model registries, ``models.builders.check_model_config``)."""
+    m = config.model
+    if m.dropout_out is not None and config.task.name != "lm":
+        raise ConfigError(
+            f"model.dropout_out applies to language models only; remove it for "
+            f"task.name={config.task.name}"
+        )
 
 
 def check_task_config(config: Config) -> None:
     """Check the ``task`` section; raise :class:`ConfigError` saying what to change."""
     task = config.task
-    if task.pooling not in ("last", "mean"):
-        raise ConfigError(f"unknown task.pooling {task.pooling!r}; choose last or mean")
+    from .models.sequence import POOLINGS
     from .nn.scores import normalize_score
+
+    _choice("task.pooling", task.pooling, tuple(POOLINGS))
 
     normalize_score(task.score)
     if task.name == "adding" and task.length < 2:
         raise ConfigError("the adding problem needs task.length >= 2")
-
-
-def dataclass_fields(obj: Any) -> list[dataclasses.Field[Any]]:
-    return list(fields(obj))

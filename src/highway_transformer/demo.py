@@ -17,7 +17,8 @@ from typing import Any
 
 from .config import Config, DataConfig, GateConfig, ModelConfig, TrainConfig
 from .report.convergence import best_value, curve, steps_to_reach
-from .train.trainer import read_metrics, train
+from .train.runfolder import read_metrics
+from .train.trainer import train
 
 VARIANTS: dict[str, GateConfig] = {
     "plain": GateConfig(kind="none"),

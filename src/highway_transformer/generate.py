@@ -19,6 +19,7 @@ from torch import Tensor
 from .data.vocab import Vocabulary
 from .errors import ConfigError, DataError
 from .models.lm import LanguageModel
+from .nn.memory import MemoryPolicy
 
 
 def tokenize_prompt(vocab: Vocabulary, prompt: str) -> list[int]:
@@ -117,27 +118,22 @@ def generate_ids(
         generator = torch.Generator(device=device).manual_seed(seed)
     ids = list(prompt_ids)
     cached = use_cache and model.supports_cache
-    saved_mem_len, saved_options = model.mem_len, dict(model.memory_options)
+    policy = None
     if model.uses_memory:
         # Memory long enough to hold the whole context: exact, one new position per token.
-        model.set_memory_options(train=False)
-        model.mem_len = len(prompt_ids) + n_tokens
-        model.memory_options["same_length"] = False
-    try:
-        state = model.new_state() if cached else None
-        pending = torch.tensor([ids], device=device)
-        for _ in range(n_tokens):
-            if cached:
-                hidden, _ = model(pending, state=state)
-            else:
-                context = torch.tensor([ids], device=device)
-                hidden, _ = model(context)
-            logits = model.logits(hidden[:, -1])
-            token = int(sample_next(logits, temperature, top_k, top_p, generator))
-            ids.append(token)
-            pending = torch.tensor([[token]], device=device)
-    finally:
-        model.mem_len, model.memory_options = saved_mem_len, saved_options
+        evaluation = MemoryPolicy.evaluation(model.config.memory)
+        policy = MemoryPolicy(len(prompt_ids) + n_tokens, evaluation.clamp_len, False)
+    state = model.new_state() if cached else None
+    pending = torch.tensor([ids], device=device)
+    for _ in range(n_tokens):
+        if cached:
+            hidden, _ = model(pending, state=state, policy=policy)
+        else:
+            hidden, _ = model(torch.tensor([ids], device=device), policy=policy)
+        logits = model.logits(hidden[:, -1])
+        token = int(sample_next(logits, temperature, top_k, top_p, generator))
+        ids.append(token)
+        pending = torch.tensor([[token]], device=device)
     return ids[len(prompt_ids) :]
 
 

@@ -95,3 +95,9 @@ def describe(device: torch.device | str = "cpu") -> dict[str, object]:
 def describe_line(device: torch.device | str = "cpu") -> str:
     """:func:`describe` as one line, for benchmark output."""
     return ", ".join(f"{key} {value}" for key, value in describe(device).items())
+
+
+def run_metadata(device: torch.device | str, precision: str) -> dict[str, object]:
+    """What a training run records about where it ran (``results.json``): :func:`describe`
+    plus the precision and the host name."""
+    return {**describe(device), "precision": precision, "host": platform.node()}

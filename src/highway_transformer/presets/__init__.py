@@ -48,3 +48,19 @@ def get_preset(name: str) -> Config:
 def register(name: str, description: str, build: Callable[[], Config]) -> None:
     """Add a preset (used by the family modules and by users' own code)."""
     PRESETS[name] = Preset(name, description, build)
+
+
+#: The preset ``highway train --task NAME`` starts from when no ``--preset`` is given: each
+#: task's small configuration (``lm``: the default config).
+TASK_PRESETS: dict[str, str] = {
+    "music": "rt-table2/transformer",
+    "pixels": "digits/transformer",
+    "copy": "copy/transformer",
+    "adding": "adding/transformer",
+    "seq2seq": "seq2seq/toy",
+}
+
+
+def task_preset(task: str) -> Config:
+    """The starting config of ``task`` (see :data:`TASK_PRESETS`)."""
+    return get_preset(TASK_PRESETS[task]) if task in TASK_PRESETS else Config()

@@ -1,29 +1,69 @@
-"""Tasks beyond language modelling: polyphonic music, pixel-by-pixel digits / (p)MNIST,
-copy memory, the adding problem and toy translation (RT §4; TCN suite; slides).
+"""Tasks: each owns its data, model, loss and metrics; one trainer runs any of them.
 
-    from highway_transformer.tasks import run_task
-    results = run_task(config, "runs/music")  # dispatches on config.task.name
+=============  =====================================================  ======================
+task           data and model                                         metrics
+=============  =====================================================  ======================
+``lm``         a corpus stream, language model (HT, Transformer-XL)   nats, bits/token, ppl
+``music``      piano rolls (RT §4.2; Boulanger-Lewandowski et al.),   NLL per time step
+               88 Bernoulli logits at each step
+``pixels``     pixel-by-pixel digits (8x8 default) or (p)MNIST        cross-entropy, accuracy
+               (RT §4.1), pooled head over 10 classes
+``copy``       copy memory (TCN suite), symbol logits at each step    cross-entropy, accuracy
+                                                                      on the copied steps
+``adding``     adding problem (TCN suite), pooled regression          mean squared error
+``seq2seq``    toy reversal-translation pairs, encoder-decoder        cross-entropy, token
+                                                                      accuracy, exact match
+=============  =====================================================  ======================
+
+Each task builds its model from the :class:`~highway_transformer.config.Config` alone, so a
+checkpoint folder (weights + ``config.json``) is enough to rebuild it.
 """
 
 from __future__ import annotations
 
-from ..config import check_task_config
-from .definitions import TASKS, Task, build_task_model, check_max_len
-from .runner import (
-    TaskRun,
-    evaluate_task_checkpoint,
-    load_task_checkpoint,
-    run_task,
-)
+from torch import nn
+
+from ..config import Config
+from ..errors import unknown_choice
+from .base import Batch, EpochOrder, Task, TaskState, check_max_len
+from .lm import LMTask
+from .music import MusicTask
+from .pixels import PixelsTask
+from .seq2seq import Seq2SeqTask
+from .synthetic import AddingTask, CopyTask
+
+#: Every task by its ``task.name``.
+TASKS: dict[str, type[Task]] = {
+    task.name: task for task in (LMTask, MusicTask, PixelsTask, CopyTask, AddingTask, Seq2SeqTask)
+}
+
+
+def task_class(name: str) -> type[Task]:
+    if name not in TASKS:
+        raise unknown_choice("task (task.name)", name, TASKS)
+    return TASKS[name]
+
+
+def build_task_model(config: Config) -> nn.Module:
+    """The model of ``config.task.name`` (no data needed): for loading a checkpoint."""
+    cls = task_class(config.task.name)
+    cls.check_config(config)
+    return cls.build_model(config)
+
 
 __all__ = [
     "TASKS",
+    "AddingTask",
+    "Batch",
+    "CopyTask",
+    "EpochOrder",
+    "LMTask",
+    "MusicTask",
+    "PixelsTask",
+    "Seq2SeqTask",
     "Task",
-    "TaskRun",
+    "TaskState",
     "build_task_model",
     "check_max_len",
-    "check_task_config",
-    "evaluate_task_checkpoint",
-    "load_task_checkpoint",
-    "run_task",
+    "task_class",
 ]

@@ -1,12 +1,13 @@
-"""Checkpoints: safetensors weights + JSON config + vocabulary + trainer state.
+"""Checkpoints: safetensors weights + JSON config + the task's files + trainer state.
 
 Layout of a checkpoint folder::
 
     model.safetensors    weights (tied weights stored once)
-    config.json          the full Config (model, data incl. evaluation settings, train)
-    vocab.json           the vocabulary
-    trainer.json         step, schedule, RNG and metric positions (resume only)
-    trainer.safetensors  optimizer tensors, RNG states, Transformer-XL memory (resume only)
+    config.json          the full Config (model, data incl. evaluation settings, train, task)
+    vocab.json           the vocabulary (language modelling)
+    trainer.json         step, schedule, scaler, RNG, task position (resume only)
+    trainer.safetensors  optimizer tensors, RNG states, task tensors such as Transformer-XL
+                         memory and generator states (resume only)
     manifest.json        the SHA-256 of every other file, verified when a file is read
 
 Nothing is pickled. A folder is written under a temporary name, its files and the folder are
@@ -50,17 +51,18 @@ MANIFEST_FILE = "manifest.json"
 #: What ``trainer.json`` must hold (key -> type), checked before a resume uses any of it.
 TRAINER_SCHEMA: dict[str, type | tuple[type, ...]] = {
     "step": int,
+    "task": dict,
     "optimizer": dict,
     "schedule": dict,
+    "scaler": dict,
     "rng": dict,
     "run": dict,
 }
 RUN_SCHEMA: dict[str, type | tuple[type, ...]] = {
     "elapsed": (int, float),
-    "tokens": int,
+    "items": int,
     "best_valid": (int, float),
     "best_step": int,
-    "memory_layers": int,
 }
 
 
@@ -270,16 +272,38 @@ def _restore_rng(info: dict, tensors: dict[str, Tensor]) -> None:
 # ------------------------------------------------------------------ save / load
 
 
+# ------------------------------------------------------------------ task state
+
+TASK_PREFIX = "task."
+
+
+def split_task_state(state: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Tensor]]:
+    """A task's state as (JSON-able values, tensors named ``task.KEY``)."""
+    info = {k: v for k, v in state.items() if not isinstance(v, Tensor)}
+    tensors = {TASK_PREFIX + k: v.detach().cpu() for k, v in state.items() if isinstance(v, Tensor)}
+    return info, tensors
+
+
+def task_state(trainer: TrainerState) -> dict[str, Any]:
+    """The task's state of a loaded checkpoint (inverse of :func:`split_task_state`)."""
+    tensors = {
+        k[len(TASK_PREFIX) :]: v for k, v in trainer.tensors.items() if k.startswith(TASK_PREFIX)
+    }
+    return {**trainer.info["task"], **tensors}
+
+
 def save_checkpoint(
     folder: str | Path,
     model: nn.Module,
     config: Config,
-    vocab: Vocabulary,
+    vocab: Vocabulary | None = None,
     trainer: TrainerState | None = None,
+    write_files: Callable[[Path], None] | None = None,
     *,
     valid_loss: float | None = None,
 ) -> Path:
-    """Write a checkpoint folder atomically; ``trainer`` adds what resuming needs.
+    """Write a checkpoint folder atomically; ``vocab`` (language models) and ``write_files``
+    (a task's own files) add to the weights and config, ``trainer`` what resuming needs.
 
     Non-finite weights, optimizer tensors or ``valid_loss`` raise :class:`TrainingDiverged`
     before anything is written: a diverged state never replaces the last good checkpoint.
@@ -289,7 +313,10 @@ def save_checkpoint(
     def write(tmp: Path) -> None:
         save_model(model, str(tmp / MODEL_FILE))
         (tmp / CONFIG_FILE).write_text(config.to_json(), encoding="utf-8")
-        vocab.save(tmp / VOCAB_FILE)
+        if vocab is not None:
+            vocab.save(tmp / VOCAB_FILE)
+        if write_files is not None:
+            write_files(tmp)
         if trainer is not None:
             info = {"step": trainer.step, **trainer.info}
             (tmp / STATE_FILE).write_text(json.dumps(info), encoding="utf-8")
@@ -402,23 +429,22 @@ def _check_schema(data: Any, schema: dict, path: Path, prefix: str = "") -> None
             )
 
 
-def load_pretrained(folder: str | Path, device: str | torch.device = "cpu"):
-    """``(model, config, vocab)`` from a checkpoint folder, in eval mode on ``device``."""
-    from ..models.lm import build_model
+def load_pretrained(
+    folder: str | Path, device: str | torch.device = "cpu"
+) -> tuple[nn.Module, Config, Vocabulary | None]:
+    """``(model, config, vocab)`` from a checkpoint folder, in eval mode on ``device``; the
+    model is built by the task named in the config (``vocab`` is None for tasks without
+    one)."""
+    from ..tasks import build_task_model  # tasks build models; checkpoints only read them
 
     folder = resolve(folder)
     config = read_config(folder)
-    if config.task.name != "lm":
-        raise CheckpointError(
-            f"{folder} holds a {config.task.name} model, not a language model; "
-            "evaluate it with `highway eval` (generation needs a language model)"
-        )
-    vocab = read_vocab(folder)
-    if len(vocab) != config.model.vocab_size:
+    vocab = read_vocab(folder) if (folder / VOCAB_FILE).is_file() else None
+    if vocab is not None and len(vocab) != config.model.vocab_size:
         raise CheckpointError(
             f"{folder / VOCAB_FILE} has {len(vocab)} symbols but the model was built for "
             f"{config.model.vocab_size}; the vocabulary belongs to another run"
         )
-    model = build_model(config.model)
+    model = build_task_model(config)
     load_weights(model, folder)
     return model.to(device).eval(), config, vocab

@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from ..config import TrainConfig
-from ..errors import TrainingDiverged
+from ..errors import ConfigError
 
 
 def build_optimizer(params: Iterable[nn.Parameter], config: TrainConfig) -> torch.optim.Optimizer:
@@ -23,13 +23,18 @@ def build_optimizer(params: Iterable[nn.Parameter], config: TrainConfig) -> torc
         return torch.optim.SGD(
             params, lr=config.lr, momentum=config.momentum, weight_decay=config.weight_decay
         )
-    if config.optimizer == "adam":
-        return torch.optim.Adam(
-            params, lr=config.lr, betas=config.betas, weight_decay=config.weight_decay
+    kind = torch.optim.Adam if config.optimizer == "adam" else torch.optim.AdamW
+    # fused: one kernel for the whole update (params must already be on their device)
+    extra = {"fused": True} if config.fused_optimizer else {}
+    try:
+        return kind(
+            params, lr=config.lr, betas=config.betas, weight_decay=config.weight_decay, **extra
         )
-    return torch.optim.AdamW(
-        params, lr=config.lr, betas=config.betas, weight_decay=config.weight_decay
-    )
+    except RuntimeError as exc:
+        raise ConfigError(
+            f"train.fused_optimizer is not supported here ({str(exc).splitlines()[0][:120]}); "
+            "leave it off"
+        ) from None
 
 
 class LRSchedule:
@@ -83,24 +88,3 @@ class LRSchedule:
 def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
     for group in optimizer.param_groups:
         group["lr"] = lr
-
-
-def check_finite(value: float, step: int, checkpoint_dir: object) -> None:
-    """Stop with a clear message when the loss is NaN/inf; nothing is saved after it."""
-    if not math.isfinite(value):
-        raise TrainingDiverged(
-            f"the training loss became {value} at step {step}; training stopped and the last"
-            f" good checkpoint in {checkpoint_dir} is intact (lower train.lr, set train.clip, or"
-            " use precision=fp32)"
-        )
-
-
-def apply_gradients(
-    loss: torch.Tensor, model: nn.Module, optimizer: torch.optim.Optimizer, clip: float
-) -> None:
-    """Backward, clip the gradient's L2 norm to ``clip`` (0: off), step, clear gradients."""
-    loss.backward()
-    if clip > 0:
-        torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
-    optimizer.step()
-    optimizer.zero_grad(set_to_none=True)

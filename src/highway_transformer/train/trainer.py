@@ -1,40 +1,55 @@
-"""The training loop: streams, schedules, clipping, periodic evaluation, checkpoints, resume.
+"""The one training loop: any task, schedules, clipping, precision, evaluation, checkpoints.
 
-A run folder holds ``config.yaml``, ``metrics.jsonl`` / ``metrics.csv`` (one record per log
-or evaluation), ``checkpoint/`` (last state, resumable), ``best/`` (best validation weights)
-and ``results.json`` (final valid/test figures of the best weights).
+The :class:`Trainer` asks its :class:`~highway_transformer.tasks.Task` for batches, the loss
+of a batch and the metrics of a split; everything else is here: optimiser and schedule,
+gradient clipping, fp16 loss scaling / bf16 autocast, periodic evaluation with best-weights
+tracking, divergence stop, metrics writers and atomic, exactly resumable checkpoints. The
+run-folder layout is :mod:`~highway_transformer.train.runfolder`'s.
 """
 
 from __future__ import annotations
 
-import csv
-import json
 import math
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from contextlib import nullcontext
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-from torch import Tensor
+from torch import nn
 
 from ..config import Config, TrainConfig, save_config
-from ..data.batching import train_rows, window_bounds
-from ..data.corpora import Corpus, load_corpus
-from ..data.vocab import Vocabulary
-from ..errors import CheckpointError, ConfigError
-from ..evaluate import EvalResult, autocast_context, evaluate
-from ..models.lm import LanguageModel, build_model
-from ..resources import check_resources
+from ..errors import CheckpointError, ConfigError, TrainingDiverged
+from ..evaluate import autocast_context
+from ..hardware import check_precision, run_metadata
+from ..tasks import Task, task_class
 from . import checkpoint as ckpt
-from .optim import LRSchedule, apply_gradients, build_optimizer, check_finite, set_lr
+from . import runfolder
+from .accumulation import accumulate_gradients
+from .distributed import (
+    World,
+    check_divisible,
+    init_world,
+    is_main_process,
+    seed_rank,
+    wrap_model,
+)
+from .optim import LRSchedule, build_optimizer, set_lr
 from .runlock import own_run_folder
-
-METRICS_FILE = "metrics.jsonl"
-RESULTS_FILE = "results.json"
+from .writers import (
+    CsvWriter,
+    JsonlWriter,
+    MetricsWriter,
+    Progress,
+    Record,
+    TensorBoardWriter,
+    WandbWriter,
+    tensorboard_available,
+)
 
 
 def resolve_device(name: str) -> torch.device:
@@ -60,276 +75,371 @@ def seed_everything(seed: int) -> None:
 
 
 def setup_runtime(train: TrainConfig) -> torch.device:
-    """Apply ``train.threads``, pick the device and seed every generator; return the device."""
+    """Apply ``train.threads``, pick the device, refuse emulated reduced precision and seed
+    every generator; return the device."""
     if train.threads:
         torch.set_num_threads(train.threads)
     device = resolve_device(train.device)
+    check_precision(device, train.precision)
     seed_everything(train.seed)
     return device
+
+
+def setup_world(train: TrainConfig) -> World:
+    """:func:`setup_runtime`, then join the process group when torchrun started several."""
+    world = init_world(train, setup_runtime(train))
+    if train.pin_memory and world.device.type != "cuda":
+        raise ConfigError(
+            f"train.pin_memory speeds up copies to a CUDA device; this run is on "
+            f"{world.device.type}: leave it off"
+        )
+    return world
+
+
+def global_rows(config: Config) -> int:
+    """Rows (sequences) one optimizer step trains on: data.batch_size x train.accumulate."""
+    return config.data.batch_size * config.train.accumulate
+
+
+def gate_bias_norm(model: nn.Module) -> float | None:
+    """Mean L2 norm of the learned gate biases (b1) of every gated sublayer, or None."""
+    norms = [
+        float(bias.detach().float().norm())
+        for module in model.modules()
+        if callable(getattr(module, "gate_bias", None)) and (bias := module.gate_bias()) is not None
+    ]
+    return sum(norms) / len(norms) if norms else None
 
 
 @dataclass
 class RunState:
     step: int = 0
     elapsed: float = 0.0  # training wall time, seconds, across resumes
-    tokens: int = 0
+    items: int = 0  # loss items (tokens, steps, examples) trained on
     best_valid: float = math.inf
     best_step: int = 0
-    memory: list[Tensor] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class _Window:
+    """Training figures accumulated between two log steps."""
+
+    loss: float = 0.0
+    steps: int = 0
+    items: int = 0
+    seconds: float = 0.0
 
 
 class Trainer:
-    """Trains one configuration into one run folder."""
+    """Trains one configuration of any task into one run folder."""
 
     def __init__(
         self,
         config: Config,
         out_dir: str | Path,
-        corpus: Corpus | None = None,
+        task: Task | None = None,
         progress: bool = True,
         log: Callable[[str], None] | None = None,
     ) -> None:
         self.config = config.validate()
         self.out_dir = Path(out_dir)
-        self.progress = progress
-        self.log = log or (lambda message: None)
         t = config.train
-        self.device = setup_runtime(t)  # seeds first: corpus loading draws no random numbers
-        self.corpus = corpus if corpus is not None else load_corpus(config.data, download=True)
-        if not config.model.vocab_size:
-            config.model.vocab_size = len(self.corpus.vocab)
-        elif config.model.vocab_size != len(self.corpus.vocab):
-            raise ConfigError(
-                f"model.vocab_size={config.model.vocab_size} but the corpus has "
-                f"{len(self.corpus.vocab)} symbols; leave vocab_size at 0 to take it from the data"
-            )
-        check_resources(config, self.corpus.train.numel(), self.device)
-        self.model: LanguageModel = build_model(config.model).to(self.device)
-        self.forward = torch.compile(self.model) if t.compile else self.model
+        self.world = setup_world(t)  # seeds first: loading data draws no random numbers
+        self.device = self.world.device
+        self.progress = progress and self.world.is_main
+        self.log = log if log is not None and self.world.is_main else (lambda message: None)
+        check_divisible(config.data.batch_size, self.world.size)
+        self.task = task if task is not None else task_class(config.task.name)(config, self.device)
+        self.task.shard(self.world)
+        self.model = self.task.build_model(config).to(self.device)
+        seed_rank(self.world, t.seed)
+        wrapped = wrap_model(self.model, self.world)  # DDP when several ranks run
+        self.forward = torch.compile(wrapped) if t.compile else wrapped
         self.optimizer = build_optimizer(self.model.parameters(), t)
         self.schedule = LRSchedule(t)
-        self.inputs, self.targets = train_rows(
-            self.corpus.train, config.data.batch_size, config.data.seq_len
-        )
-        self.bounds = window_bounds(self.inputs.shape[1], config.data.seq_len, config.data.context)
+        self.scaler = torch.amp.GradScaler(self.device.type, enabled=t.precision == "fp16")
         self.state = RunState()
-        self.writer = self._tensorboard()
+        self.writers: list[MetricsWriter] = []
 
     # ------------------------------------------------------------------ public
 
-    @property
-    def vocab(self) -> Vocabulary:
-        return self.corpus.vocab
-
     def resume(self) -> bool:
         """Continue from ``out_dir/checkpoint`` if it exists; return whether it did."""
-        folder = self.out_dir / "checkpoint"
         try:
-            folder = ckpt.resolve(folder)
+            folder = ckpt.resolve(self.out_dir / runfolder.CHECKPOINT_DIR)
         except CheckpointError:
             return False
-        saved = ckpt.read_config(folder)
-        self._check_compatible(saved, ckpt.read_vocab(folder))
+        self._check_compatible(ckpt.read_config(folder), folder)
         ckpt.load_weights(self.model, folder)
-        trainer = ckpt.load_trainer_state(folder)
-        ckpt.restore_optimizer(self.optimizer, trainer.info["optimizer"], trainer.tensors)
-        self.schedule.load_state_dict(trainer.info["schedule"])
-        ckpt.restore_rng(trainer.info["rng"], trainer.tensors)
-        run = trainer.info["run"]
-        memory = [trainer.tensors[f"memory.{i}"] for i in range(run["memory_layers"])]
+        saved = ckpt.load_trainer_state(folder)
+        ckpt.restore_optimizer(self.optimizer, saved.info["optimizer"], saved.tensors)
+        self.schedule.load_state_dict(saved.info["schedule"])
+        self.scaler.load_state_dict(saved.info["scaler"])
+        ckpt.restore_rng(saved.info["rng"], saved.tensors)
+        seed_rank(self.world, self.config.train.seed, saved.step)
+        self.task.load_state_dict(ckpt.task_state(saved))
+        run = saved.info["run"]
         self.state = RunState(
-            step=trainer.step,
+            step=saved.step,
             elapsed=run["elapsed"],
-            tokens=run["tokens"],
+            items=run["items"],
             best_valid=run["best_valid"],
             best_step=run["best_step"],
-            memory=[m.to(self.device) for m in memory] or None,
         )
-        self._truncate_metrics(trainer.step)
-        self.log(f"resumed from {folder} at step {trainer.step}")
+        if self.world.is_main:
+            runfolder.truncate_metrics(self.out_dir, saved.step)
+        self.log(f"resumed from {folder} at step {saved.step}")
         return True
 
     def fit(self) -> dict[str, Any]:
         """Train to ``train.max_steps``, evaluating and checkpointing on the way."""
-        self.out_dir.mkdir(parents=True, exist_ok=True)
-        save_config(self.config, self.out_dir / "config.yaml")
         t = self.config.train
-        bar = self._progress_bar()
-        running, running_n, window_tokens, window_time = 0.0, 0, 0, 0.0
+        if self.world.is_main:  # rank 0 alone writes
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+            save_config(self.config, self.out_dir / runfolder.CONFIG_FILE)
+            self.writers = self._open_writers()
+        bar = Progress(t.max_steps, self.state.step, self._title(), self.progress)
+        log, self.log = self.log, bar.logger(self.log)
+        batches = self.task.local_batches()
+        window = _Window()
         self.model.train()
-        while self.state.step < t.max_steps:
-            started = time.perf_counter()
-            loss, n_tokens = self._train_step()
-            spent = time.perf_counter() - started
-            self.state.step += 1
-            self.state.elapsed += spent
-            self.state.tokens += n_tokens
-            running, running_n = running + loss, running_n + 1
-            window_tokens, window_time = window_tokens + n_tokens, window_time + spent
-            step = self.state.step
-            if step % t.log_interval == 0 or step == t.max_steps:
-                rate = window_tokens / max(window_time, 1e-9)
-                self._record("train", running / running_n, lr=self.schedule.lr(step - 1), tps=rate)
-                if bar is not None:
-                    bar.set_postfix(loss=f"{running / running_n:.3f}", tok_s=f"{rate:,.0f}")
-                running, running_n, window_tokens, window_time = 0.0, 0, 0, 0.0
-            if bar is not None:
-                bar.update(1)
-            if step % t.eval_interval == 0 or step == t.max_steps:
-                self._periodic_evaluation()
-        if bar is not None:
+        try:
+            while self.state.step < t.max_steps:
+                record = self._step(batches, window)
+                bar.update(record)
+                step = self.state.step
+                evaluated = step % t.eval_interval == 0 or step == t.max_steps
+                if evaluated:
+                    self._periodic_evaluation()
+                interval = t.checkpoint_interval
+                if step == t.max_steps or (step % interval == 0 if interval else evaluated):
+                    self.save()
+        finally:
             bar.close()
+            self.log = log
         return self.finish()
+
+    def evaluate(self, split: str, quick: bool = False) -> dict[str, float]:
+        """The task's metrics of ``split`` for the current weights (training mode kept)."""
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            with torch.no_grad(), autocast_context(self.device, self.config.train.precision):
+                return self.task.evaluate(self.model, split, quick=quick)
+        finally:
+            self.model.train(was_training)
 
     def finish(self) -> dict[str, Any]:
         """Evaluate the best weights on valid and test; write ``results.json``."""
-        best = self.out_dir / "best"
+        best = self.out_dir / runfolder.BEST_DIR
         if (best / ckpt.MODEL_FILE).is_file():
             ckpt.load_weights(self.model, best)
-        data, t = self.config.data, self.config.train
-        valid = evaluate(self.model, self.corpus.valid, data, self.device, t.precision)
-        test = evaluate(self.model, self.corpus.test, data, self.device, t.precision)
+        s = self.state
         results = {
             "name": self.config.name,
-            "steps": self.state.step,
-            "best_step": self.state.best_step,
-            "train_seconds": self.state.elapsed,
-            "train_tokens": self.state.tokens,
-            "tokens_per_second": self.state.tokens / max(self.state.elapsed, 1e-9),
-            "parameters": self.model.num_parameters(),
-            "valid": valid.as_dict(),
-            "test": test.as_dict(),
+            "task": self.task.name,
+            "headline": self.task.headline,
+            "steps": s.step,
+            "best_step": s.best_step,
+            "train_seconds": s.elapsed,
+            "train_tokens": s.items,
+            "tokens_per_second": s.items / max(s.elapsed, 1e-9),
+            "parameters": sum(p.numel() for p in self.model.parameters() if p.requires_grad),
+            "valid": self.evaluate("valid"),
+            "test": self.evaluate("test"),
+            "metadata": run_metadata(self.device, self.config.train.precision),
+            "processes": self.world.size,
         }
-        (self.out_dir / RESULTS_FILE).write_text(json.dumps(results, indent=2), encoding="utf-8")
-        self._write_csv()
-        if self.writer is not None:
-            self.writer.close()
+        if not self.world.is_main:
+            return results
+        runfolder.write_results(self.out_dir, results)
+        for writer in self.writers:
+            writer.close()
+        self.writers = []
         return results
+
+    def save(self) -> Path:
+        """Write the resumable checkpoint (atomically): rank 0 writes, every rank joins the
+        task's gather (memory rows) and waits until the folder is complete."""
+        folder = self.out_dir / runfolder.CHECKPOINT_DIR
+        task_state = self.task.state_dict()
+        if self.world.is_main:
+            self._write_checkpoint(folder, task_state)
+        self.world.barrier()
+        return folder
+
+    def _write_checkpoint(self, folder: Path, task_state: dict[str, Any]) -> None:
+        optim_info, optim_tensors = ckpt.flatten_optimizer(self.optimizer)
+        rng_info, rng_tensors = ckpt.capture_rng()
+        task_info, task_tensors = ckpt.split_task_state(task_state)
+        s = self.state
+        info = {
+            "task": task_info,
+            "optimizer": optim_info,
+            "schedule": self.schedule.state_dict(),
+            "scaler": self.scaler.state_dict(),
+            "rng": rng_info,
+            "run": {
+                "elapsed": s.elapsed,
+                "items": s.items,
+                "best_valid": s.best_valid,
+                "best_step": s.best_step,
+            },
+        }
+        state = ckpt.TrainerState(s.step, info, {**optim_tensors, **rng_tensors, **task_tensors})
+        ckpt.save_checkpoint(
+            folder,
+            self.model,
+            self.config,
+            trainer=state,
+            write_files=self.task.write_checkpoint_files,
+        )
 
     # ------------------------------------------------------------------ steps
 
-    def _train_step(self) -> tuple[float, int]:
+    def _step(self, batches: Any, window: _Window) -> Record | None:
+        """One optimiser step; the log record when this step ends a log window."""
         t = self.config.train
-        index = self.state.step % len(self.bounds)
-        if index == 0:
-            self.state.memory = None  # a new pass over the stream starts without memory
-        start, end, loss_start = self.bounds[index]
-        x = self.inputs[:, start:end].to(self.device, non_blocking=True)
-        y = self.targets[:, start + loss_start : end].to(self.device, non_blocking=True)
-        set_lr(self.optimizer, self.schedule.lr(self.state.step))
-        with autocast_context(self.device, t.precision):
-            hidden, memory = self.forward(x, memory=self.state.memory)
-        nll = self.model.token_nll(hidden[:, loss_start:], y)
-        count = y.numel()  # training rows are never padded: no device sync to count targets
-        loss = nll.sum() / count
-        value = float(loss.detach())
-        check_finite(value, self.state.step + 1, self.out_dir / "checkpoint")
-        apply_gradients(loss, self.model, self.optimizer, t.clip)
-        self.state.memory = memory
-        return value, count
+        logs = (self.state.step + 1) % t.log_interval == 0 or self.state.step + 1 == t.max_steps
+        started = time.perf_counter()
+        micro = [next(batches) for _ in range(self.config.train.accumulate)]
+        value, count, grad_norm = self._train_step(micro, measure=logs)
+        spent = time.perf_counter() - started
+        s = self.state
+        s.step, s.elapsed, s.items = s.step + 1, s.elapsed + spent, s.items + count
+        window.loss, window.steps = window.loss + value, window.steps + 1
+        window.items, window.seconds = window.items + count, window.seconds + spent
+        if not logs:
+            return None
+        extra: dict[str, Any] = {
+            "lr": self.schedule.lr(s.step - 1),
+            "rate": window.items / max(window.seconds, 1e-9),
+            "grad_norm": grad_norm,
+        }
+        bias_norm = gate_bias_norm(self.model)
+        if bias_norm is not None:
+            extra["gate_bias_norm"] = bias_norm
+        record = self._record("train", {"loss": window.loss / window.steps}, **extra)
+        window.loss, window.steps, window.items, window.seconds = 0.0, 0, 0, 0.0
+        return record
 
-    def _periodic_evaluation(self) -> EvalResult:
+    def _train_step(self, batches: list[Any], measure: bool) -> tuple[float, int, float | None]:
+        """Forward and backward each micro-batch, clip, step; (global mean loss, items, gradient
+        norm if measured)."""
         t = self.config.train
-        result = evaluate(
-            self.model,
-            self.corpus.valid,
-            self.config.data,
-            self.device,
-            t.precision,
-            max_tokens=t.eval_max_tokens,
+        set_lr(self.optimizer, self.schedule.lr(self.state.step))
+
+        def micro_batch(batch: Any) -> tuple[torch.Tensor, int]:
+            with autocast_context(self.device, t.precision):
+                return self.task.loss(self.forward, batch)
+
+        value, count = accumulate_gradients(
+            self.forward,
+            self.world,
+            [lambda b=b: micro_batch(b) for b in batches],
+            backward=lambda loss: self.scaler.scale(loss).backward(),
         )
-        annealed = self.schedule.observe_validation(result.loss)
-        self._record(
-            "valid", result.loss, lr=self.schedule.lr(self.state.step), tokens=result.tokens
+        if not math.isfinite(value):  # global: every rank stops together
+            raise TrainingDiverged(self._divergence_message(value))
+        norm = None
+        if t.clip > 0 or measure:
+            self.scaler.unscale_(self.optimizer)  # clip the true gradient, not the scaled one
+            limit = t.clip if t.clip > 0 else math.inf
+            norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), limit)
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self.optimizer.zero_grad(set_to_none=True)
+        return value, count, float(norm) if measure and norm is not None else None
+
+    def _divergence_message(self, value: float) -> str:
+        step = self.state.step + 1
+        folder = self.out_dir / runfolder.CHECKPOINT_DIR
+        if (folder / ckpt.CONFIG_FILE).is_file():
+            kept = f"the last good checkpoint in {folder} is intact"
+        else:
+            kept = "no checkpoint was written before it"
+        return (
+            f"the training loss became {value} at step {step}; training stopped and {kept} "
+            "(lower train.lr, set train.clip, or use precision=fp32)"
         )
+
+    def _periodic_evaluation(self) -> None:
+        metrics = self.evaluate("valid", quick=True)
+        loss = float(metrics["loss"])
+        ckpt.check_finite_loss(loss, self.state.step)  # a diverged run never replaces a checkpoint
+        annealed = self.schedule.observe_validation(loss)
+        self._record("valid", metrics, lr=self.schedule.lr(self.state.step))
         if annealed:
             self.log(f"validation stalled: learning rate annealed at step {self.state.step}")
-        ckpt.check_finite_loss(
-            result.loss, self.state.step
-        )  # a diverged run never replaces a checkpoint
-        if result.loss < self.state.best_valid:
-            self.state.best_valid, self.state.best_step = result.loss, self.state.step
-            ckpt.save_checkpoint(self.out_dir / "best", self.model, self.config, self.vocab)
-        self.save()
-        return result
+        if loss < self.state.best_valid:  # the same on every rank
+            self.state.best_valid, self.state.best_step = loss, self.state.step
+            self._save_best()
 
-    def save(self) -> Path:
-        """Write the resumable checkpoint (atomically; refused if anything is non-finite)."""
-        optim_info, optim_tensors = ckpt.flatten_optimizer(self.optimizer)
-        rng_info, rng_tensors = ckpt.capture_rng()
-        memory = self.state.memory or []
-        tensors = {**optim_tensors, **rng_tensors}
-        tensors.update({f"memory.{i}": m.detach().cpu() for i, m in enumerate(memory)})
-        info = {
-            "optimizer": optim_info,
-            "schedule": self.schedule.state_dict(),
-            "rng": rng_info,
-            "run": {
-                "elapsed": self.state.elapsed,
-                "tokens": self.state.tokens,
-                "best_valid": self.state.best_valid,
-                "best_step": self.state.best_step,
-                "memory_layers": len(memory),
-            },
-        }
-        state = ckpt.TrainerState(self.state.step, info, tensors)
-        return ckpt.save_checkpoint(
-            self.out_dir / "checkpoint", self.model, self.config, self.vocab, state
-        )
+    def _save_best(self) -> None:
+        if self.world.is_main:
+            ckpt.save_checkpoint(
+                self.out_dir / runfolder.BEST_DIR,
+                self.model,
+                self.config,
+                write_files=self.task.write_checkpoint_files,
+            )
+        self.world.barrier()  # no rank reads best/ before it is complete
 
     # ------------------------------------------------------------------ records
 
-    def _record(self, split: str, loss: float, **extra: Any) -> None:
-        record: dict[str, Any] = {
+    def _record(self, split: str, metrics: dict[str, float], **extra: Any) -> Record:
+        record: Record = {
             "step": self.state.step,
             "split": split,
-            "loss": loss,
-            "bpc": loss / math.log(2),
-            "ppl": math.exp(min(loss, 700.0)),
+            **metrics,
+            **self.task.loss_metrics(float(metrics["loss"])),
             "time": self.state.elapsed,
             **extra,
         }
-        with open(self.out_dir / METRICS_FILE, "a", encoding="utf-8") as handle:
-            handle.write(json.dumps(record) + "\n")
-        if self.writer is not None:
-            self.writer.add_scalar(f"{split}/loss", loss, self.state.step)
-            self.writer.add_scalar(f"{split}/bpc", record["bpc"], self.state.step)
+        for writer in self.writers:
+            writer.write(record)
         if split == "valid":
-            self.log(
-                f"step {self.state.step}: valid loss {loss:.4f} "
-                f"({record['bpc']:.4f} bits/token, ppl {record['ppl']:.2f})"
+            shown = ", ".join(
+                f"{k} {v:.4f}" for k, v in metrics.items() if k != "loss" and isinstance(v, float)
             )
+            self.log(
+                f"step {self.state.step}: valid loss {metrics['loss']:.4f}"
+                + (f" ({shown})" if shown else "")
+            )
+        return record
 
-    def _truncate_metrics(self, step: int) -> None:
-        path = self.out_dir / METRICS_FILE
-        if not path.is_file():
-            return
-        kept = [
-            line
-            for line in path.read_text(encoding="utf-8").splitlines()
-            if line.strip() and _record_step(line) <= step
+    def _open_writers(self) -> list[MetricsWriter]:
+        writers: list[MetricsWriter] = [
+            JsonlWriter(self.out_dir),
+            CsvWriter(self.out_dir, runfolder.read_metrics(self.out_dir)),
         ]
-        path.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+        if tensorboard_available():
+            writers.append(TensorBoardWriter(self.out_dir))
+        project = self.config.train.wandb_project
+        if project:
+            config = self.config.to_dict()
+            writers.append(WandbWriter(self.out_dir, project, self.config.name, config))
+        return writers
 
-    def _write_csv(self) -> None:
-        records = read_metrics(self.out_dir)
-        if not records:
-            return
-        keys = sorted({k for r in records for k in r}, key=lambda k: (k != "step", k != "split", k))
-        with open(self.out_dir / "metrics.csv", "w", newline="", encoding="utf-8") as handle:
-            writer = csv.DictWriter(handle, fieldnames=keys)
-            writer.writeheader()
-            writer.writerows(records)
+    def _title(self) -> str:
+        return f"{self.config.name} ({self.task.name})"
 
     # ------------------------------------------------------------------ helpers
 
-    def _check_compatible(self, saved: Config, saved_vocab: Vocabulary) -> None:
-        if saved_vocab != self.vocab:
+    def _check_compatible(self, saved: Config, folder: Path) -> None:
+        if saved.task.name != self.config.task.name:
             raise CheckpointError(
-                f"the checkpoint in {self.out_dir} was trained with another vocabulary "
-                f"({len(saved_vocab)} vs {len(self.vocab)} symbols); resume with the same corpus"
-                " or use a new --out folder"
+                f"{self.out_dir} holds a {saved.task.name} run, this config trains "
+                f"task.name={self.config.task.name}; use a new --out folder (nothing was "
+                "overwritten)"
+            )
+        self.task.check_checkpoint(folder)
+        if global_rows(saved) != global_rows(self.config):
+            raise CheckpointError(
+                f"cannot resume {self.out_dir}: it was trained with a global batch of "
+                f"{global_rows(saved)} rows per step (data.batch_size x train.accumulate), this "
+                f"run asks for {global_rows(self.config)}; keep the product (any process count "
+                "dividing data.batch_size resumes it) or use a new --out"
             )
         mine, theirs = self.config.model.__dict__, saved.model.__dict__
         differing = [k for k in mine if mine[k] != theirs.get(k)]
@@ -339,47 +449,6 @@ class Trainer:
                 f"{', '.join('model.' + k for k in differing)}; use the same config or a new --out"
             )
 
-    def _progress_bar(self):
-        if not self.progress:
-            return None
-        from tqdm.auto import tqdm
-
-        return tqdm(
-            total=self.config.train.max_steps,
-            initial=self.state.step,
-            desc=self.config.name,
-            unit="step",
-            dynamic_ncols=True,
-        )
-
-    def _tensorboard(self):
-        try:
-            from torch.utils.tensorboard import SummaryWriter
-        except ImportError:
-            return None
-        return SummaryWriter(str(self.out_dir / "tensorboard"))
-
-
-def _record_step(line: str) -> int:
-    try:
-        return int(json.loads(line)["step"])
-    except (ValueError, KeyError, TypeError):
-        return 1 << 62
-
-
-def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
-    """The records of ``metrics.jsonl``; a truncated last line is skipped."""
-    path = Path(run_dir) / METRICS_FILE
-    if not path.is_file():
-        return []
-    records = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return records
-
 
 def train(
     config: Config,
@@ -388,9 +457,15 @@ def train(
     overwrite: bool = False,
     **kwargs: Any,
 ) -> dict:
-    """Train ``config`` into ``out_dir``, owning the folder (see :mod:`.runlock`): resume its
-    checkpoint if asked; a fresh run replaces earlier records only with ``overwrite``."""
-    with own_run_folder(out_dir, resume, overwrite, kwargs.get("log")):
+    """Train ``config`` (its ``task.name``) into ``out_dir``, owning the folder (see
+    :mod:`.runlock`; rank 0 holds the lock for every rank): resume its checkpoint if asked; a
+    fresh run replaces earlier records only with ``overwrite``."""
+    owner = (
+        own_run_folder(out_dir, resume, overwrite, kwargs.get("log"))
+        if is_main_process()
+        else nullcontext()
+    )
+    with owner:
         trainer = Trainer(config, out_dir, **kwargs)
         if resume:
             trainer.resume()

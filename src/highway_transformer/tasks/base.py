@@ -1,0 +1,152 @@
+"""The task interface: a task owns its data, its model, its loss and its metrics.
+
+One :class:`~highway_transformer.train.trainer.Trainer` runs every task through this
+interface (the shape of fairseq's ``FairseqTask``): it asks the task for training batches,
+the loss of a batch as ``(sum, count)`` (so means stay exact across batches and processes),
+named metrics of a split, and the state to checkpoint so that a resumed run continues
+bit for bit.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, ClassVar
+
+import torch
+from torch import Tensor, nn
+
+from ..config import Config
+from ..errors import ConfigError, DataError
+from ..train.distributed import World, shard_batch
+
+Batch = Any
+#: A task's carried state: JSON-able values and tensors (the checkpoint stores them apart).
+TaskState = dict[str, Any]
+
+
+def check_max_len(config: Config, length: int, what: str) -> None:
+    """Raise :class:`DataError` when ``length`` steps exceed ``task.max_len`` (0: no limit)."""
+    limit = config.task.max_len
+    if limit and length > limit:
+        raise DataError(
+            f"{what} has {length} steps, more than task.max_len={limit}; raise task.max_len "
+            "(0 = no limit) or use shorter sequences"
+        )
+
+
+class Task(ABC):
+    """One task: its model, a resumable stream of training batches, loss and evaluation."""
+
+    name: ClassVar[str] = ""
+    #: Metric name -> "lower" or "higher" (which is better); ``loss`` is always there.
+    metrics: ClassVar[dict[str, str]] = {"loss": "lower"}
+    #: The metric that tables report for this task.
+    headline: ClassVar[str] = "loss"
+    #: Whether the task's model carries Transformer-XL segment memory between batches.
+    supports_memory: ClassVar[bool] = False
+
+    def __init__(self, config: Config, device: torch.device) -> None:
+        self.check_config(config)
+        self.config = config
+        self.device = device
+        self.generator = torch.Generator().manual_seed(config.train.seed)
+        self.world = World(device=device)
+
+    @classmethod
+    def for_checkpoint(cls, config: Config, device: torch.device, folder: Path) -> Task:
+        """The task to evaluate the checkpoint in ``folder`` (its files, e.g. a vocabulary,
+        are reused, nothing is downloaded where that matters)."""
+        return cls(config, device)
+
+    # ------------------------------------------------------------------ model
+
+    @classmethod
+    def check_config(cls, config: Config) -> None:
+        """Refuse model settings this task cannot use (one line saying what to change)."""
+        memory = config.model.memory
+        if not cls.supports_memory and (memory.mem_len or memory.eval_mem_len):
+            raise ConfigError(
+                f"task.name={cls.name} has no segment memory but model.memory.mem_len="
+                f"{memory.mem_len} (eval_mem_len={memory.eval_mem_len}); set them to 0 or train "
+                "task.name=lm"
+            )
+
+    @staticmethod
+    @abstractmethod
+    def build_model(config: Config) -> nn.Module:
+        """The task's model, built from the config alone (enough to reload a checkpoint)."""
+
+    # ------------------------------------------------------------------ training
+
+    @abstractmethod
+    def train_batches(self) -> Iterator[Batch]:
+        """An endless stream of training batches, continuing from the task's position."""
+
+    def shard(self, world: World) -> None:
+        """Train (and where the task can, evaluate) this rank's share of every batch.
+
+        Every rank draws the same global batches of ``data.batch_size`` (same seed) and keeps
+        its rows, so N processes compute the gradient of one.
+        """
+        self.world = world
+
+    def local_batches(self) -> Iterator[Batch]:
+        """This rank's rows of each training batch; ``train.accumulate`` make one step."""
+        for batch in self.train_batches():
+            yield shard_batch(batch, self.world)
+
+    @abstractmethod
+    def loss(self, model: nn.Module, batch: Batch) -> tuple[Tensor, int]:
+        """(summed training loss, number of items it sums over) for one batch."""
+
+    @abstractmethod
+    def evaluate(self, model: nn.Module, split: str, quick: bool = False) -> dict[str, float]:
+        """Metrics of ``split`` (valid | test), holding ``loss``; ``quick`` marks the periodic
+        evaluation during training, which ``train.eval_max_tokens`` may cap."""
+
+    def loss_metrics(self, loss: float) -> dict[str, float]:
+        """Figures derived from a mean loss, recorded beside it (none by default)."""
+        return {}
+
+    # ------------------------------------------------------------------ state
+
+    def state_dict(self) -> TaskState:
+        """What the task carries between steps (data position, generators, memory)."""
+        return {"generator": self.generator.get_state()}
+
+    def load_state_dict(self, state: TaskState) -> None:
+        self.generator.set_state(state["generator"])
+
+    def write_checkpoint_files(self, folder: Path) -> None:
+        """Write the files that belong with a checkpoint of this task (none by default)."""
+        return None
+
+    def check_checkpoint(self, folder: Path) -> None:
+        """Raise :class:`~highway_transformer.errors.CheckpointError` when the checkpoint in
+        ``folder`` was made with other data than this task holds (nothing by default)."""
+        return None
+
+
+class EpochOrder:
+    """Shuffled epochs over ``n`` items, batch by batch, with a resumable position."""
+
+    def __init__(self, n: int, batch_size: int, generator: torch.Generator) -> None:
+        self.n, self.batch_size, self.generator = n, batch_size, generator
+        self.order = torch.randperm(n, generator=generator)
+        self.start = 0
+
+    def __iter__(self) -> Iterator[Tensor]:
+        while True:
+            if self.start >= self.n:
+                self.order, self.start = torch.randperm(self.n, generator=self.generator), 0
+            chosen = self.order[self.start : self.start + self.batch_size]
+            self.start += self.batch_size
+            yield chosen
+
+    def state_dict(self) -> TaskState:
+        return {"order": self.order, "order_start": self.start}
+
+    def load_state_dict(self, state: TaskState) -> None:
+        self.order, self.start = state["order"].clone(), int(state["order_start"])

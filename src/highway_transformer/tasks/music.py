@@ -1,0 +1,87 @@
+"""Polyphonic music (RT §4.2, Table 2): predict each step's 88 notes from the steps before."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import torch
+from torch import Tensor, nn
+
+from ..config import Config
+from ..data import music as music_data
+from ..errors import DataError
+from ..models.sequence import build_sequence_model
+from .base import Batch, EpochOrder, Task, TaskState, check_max_len
+
+
+def load_music_splits(config: Config) -> music_data.MusicSplits:
+    """The music corpus named by ``task.dataset`` (default Nottingham) from ``data.path``,
+    downloaded (checksum-checked) when it is not there."""
+    name = config.task.dataset or "nottingham"
+    try:
+        return music_data.load_music(name, data_dir=config.data.path)
+    except DataError:
+        if Path(name).suffix or "/" in name or "\\" in name:  # a file path: nothing to fetch
+            raise
+        return music_data.load_music(name, data_dir=config.data.path, download=True)
+
+
+class MusicTask(Task):
+    """Piano rolls as 88 Bernoulli logits a step; NLL per time step.
+
+    As in the RT / TCN code the model reads the roll shifted by one step and the loss covers
+    steps 1..T-1 of each piece (step 0 has nothing before it); the NLL is summed over the 88
+    notes and averaged over all counted steps of the split (:func:`bernoulli_nll`).
+    """
+
+    name = "music"
+    metrics = {"loss": "lower", "nll": "lower"}
+    headline = "nll"
+
+    def __init__(self, config: Config, device: torch.device) -> None:
+        super().__init__(config, device)
+        self.splits = load_music_splits(config)
+        parts = (self.splits.train, self.splits.valid, self.splits.test)
+        for split, pieces in zip(("train", "valid", "test"), parts, strict=True):
+            longest = max(int(p.shape[0]) for p in pieces)
+            check_max_len(config, longest, f"the longest {split} piece")
+        self.order = EpochOrder(len(self.splits.train), config.data.batch_size, self.generator)
+
+    @staticmethod
+    def build_model(config: Config) -> nn.Module:
+        return build_sequence_model(config, music_data.N_KEYS, music_data.N_KEYS, "per_step")
+
+    def train_batches(self) -> Iterator[Batch]:
+        for index in self.order:
+            pieces = [self.splits.train[i] for i in index.tolist()]
+            yield next(music_data.music_batches(pieces, len(pieces), predict_first=False))
+
+    def loss(self, model: nn.Module, batch: Batch) -> tuple[Tensor, int]:
+        inputs, targets, mask = (t.to(self.device) for t in batch)
+        count = int(mask.sum())
+        nll = music_data.bernoulli_nll(model(inputs).float(), targets, mask)
+        return nll * count, count
+
+    @torch.no_grad()
+    def evaluate(self, model: nn.Module, split: str, quick: bool = False) -> dict[str, float]:
+        # longest pieces together: less padding (outputs at real steps do not depend on it)
+        pieces = sorted(getattr(self.splits, split), key=lambda p: int(p.shape[0]))
+        total, steps = 0.0, 0
+        for inputs, targets, mask in music_data.music_batches(
+            pieces, self.config.data.eval_batch_size, predict_first=False
+        ):
+            count = int(mask.sum())
+            logits = model(inputs.to(self.device)).float()
+            nll = music_data.bernoulli_nll(logits, targets.to(self.device), mask.to(self.device))
+            total += float(nll) * count
+            steps += count
+        nll = total / max(steps, 1)
+        return {"loss": nll, "nll": nll, "steps": steps}
+
+    def state_dict(self) -> TaskState:
+        return {**super().state_dict(), **self.order.state_dict()}
+
+    def load_state_dict(self, state: TaskState) -> None:
+        super().load_state_dict(state)
+        self.order.load_state_dict(state)

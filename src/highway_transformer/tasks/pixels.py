@@ -1,0 +1,81 @@
+"""Pixel-by-pixel classification (RT §4.1, Table 1): one pixel a step, the class at the end."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from ..config import Config
+from ..data.images import ImageSplits, load_digits_default, load_mnist
+from ..errors import DataError, unknown_choice
+from ..models.sequence import build_sequence_model
+from .base import Batch, EpochOrder, Task, TaskState, check_max_len
+
+PIXEL_DATASETS = ("digits", "mnist")
+N_CLASSES = 10
+
+
+def load_pixel_splits(config: Config) -> ImageSplits:
+    """Digits (8x8, offline, the default) or MNIST from ``data.path`` (downloaded if absent);
+    ``task.permute`` applies the fixed pixel permutation of seed ``train.seed``."""
+    name = (config.task.dataset or "digits").strip().lower()
+    if name not in PIXEL_DATASETS:
+        raise unknown_choice("pixel data set (task.dataset)", name, PIXEL_DATASETS)
+    seed = config.train.seed
+    if name == "digits":
+        return load_digits_default(permute=config.task.permute, seed=seed)
+    try:
+        return load_mnist(config.data.path, permute=config.task.permute, seed=seed)
+    except DataError:
+        return load_mnist(config.data.path, download=True, permute=config.task.permute, seed=seed)
+
+
+class PixelsTask(Task):
+    """Digits (8x8 default) or (p)MNIST, a pooled head over 10 classes; cross-entropy and
+    accuracy."""
+
+    name = "pixels"
+    metrics = {"loss": "lower", "accuracy": "higher"}
+    headline = "accuracy"
+
+    def __init__(self, config: Config, device: torch.device) -> None:
+        super().__init__(config, device)
+        self.splits = load_pixel_splits(config)
+        check_max_len(config, self.splits.seq_len, "a pixel sequence")
+        self.order = EpochOrder(len(self.splits.train[0]), config.data.batch_size, self.generator)
+
+    @staticmethod
+    def build_model(config: Config) -> nn.Module:
+        return build_sequence_model(config, 1, N_CLASSES, "pooled")
+
+    def train_batches(self) -> Iterator[Batch]:
+        x, y = self.splits.train
+        for index in self.order:
+            yield x[index], y[index]
+
+    def loss(self, model: nn.Module, batch: Batch) -> tuple[Tensor, int]:
+        x, y = batch[0].to(self.device), batch[1].to(self.device)
+        return F.cross_entropy(model(x).float(), y, reduction="sum"), int(y.numel())
+
+    @torch.no_grad()
+    def evaluate(self, model: nn.Module, split: str, quick: bool = False) -> dict[str, float]:
+        x_all, y_all = getattr(self.splits, split)
+        total, correct, size = 0.0, 0, self.config.data.eval_batch_size
+        for start in range(0, len(x_all), size):
+            x = x_all[start : start + size].to(self.device)
+            y = y_all[start : start + size].to(self.device)
+            logits = model(x).float()
+            total += float(F.cross_entropy(logits, y, reduction="sum"))
+            correct += int((logits.argmax(-1) == y).sum())
+        n = max(len(x_all), 1)
+        return {"loss": total / n, "accuracy": correct / n, "examples": len(x_all)}
+
+    def state_dict(self) -> TaskState:
+        return {**super().state_dict(), **self.order.state_dict()}
+
+    def load_state_dict(self, state: TaskState) -> None:
+        super().load_state_dict(state)
+        self.order.load_state_dict(state)

@@ -1,0 +1,116 @@
+"""Toy translation (reverse and substitute, :mod:`~highway_transformer.data.seq2seq`) with
+the encoder-decoder."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import torch
+from torch import Tensor, nn
+
+from ..config import Config
+from ..data import seq2seq as s2s
+from ..errors import ConfigError
+from ..models.encoder_decoder import EncoderDecoder
+from .base import Batch, Task, TaskState, check_max_len
+from .synthetic import eval_count
+
+#: Seed offsets of the fixed evaluation sets (far from the training draws).
+EVAL_SEEDS = {"valid": 1_000_001, "test": 2_000_003}
+
+
+def _trim(ids: Tensor) -> Tensor:
+    """Drop trailing all-padding columns of a slice of a padded batch."""
+    real = (ids != s2s.PAD_ID).any(dim=0).nonzero()
+    return ids[:, : int(real.max()) + 1] if len(real) else ids
+
+
+class Seq2SeqTask(Task):
+    """Sources have 1..``task.length`` symbols (at least 3 where possible). Training pairs
+    are drawn afresh each step; valid and test are fixed sets. Decoding is greedy, or beam
+    search for ``task.beam_size > 1``; metrics: cross-entropy, token accuracy, exact match."""
+
+    name = "seq2seq"
+    metrics = {"loss": "lower", "token_accuracy": "higher", "exact_match": "higher"}
+    headline = "exact_match"
+
+    def __init__(self, config: Config, device: torch.device) -> None:
+        super().__init__(config, device)
+        self.src_vocab, self.tgt_vocab = s2s.toy_vocabs()
+        self.longest = config.task.length
+        if self.longest < 1:
+            raise ConfigError(f"task.length (longest toy source) must be >= 1, got {self.longest}")
+        self.shortest = min(3, self.longest)
+        check_max_len(config, self.longest + 1, "a toy sentence with its <bos>/<eos>")
+        self.drawn = 0  # training batches drawn so far
+        n = eval_count(config, self.longest + 1)
+        seed = config.train.seed
+        self.eval_sets = {
+            split: s2s.toy_batch(
+                s2s.make_toy_pairs(n, self.shortest, self.longest, seed=seed + offset),
+                self.src_vocab,
+                self.tgt_vocab,
+            )
+            for split, offset in EVAL_SEEDS.items()
+        }
+
+    @staticmethod
+    def build_model(config: Config) -> nn.Module:
+        src_vocab, tgt_vocab = s2s.toy_vocabs()
+        return EncoderDecoder(
+            config.model,
+            len(src_vocab),
+            len(tgt_vocab),
+            score=config.task.score,
+            max_len=config.task.max_len,
+            pad_id=s2s.PAD_ID,
+            bos_id=s2s.BOS_ID,
+            eos_id=s2s.EOS_ID,
+        )
+
+    def train_batches(self) -> Iterator[Batch]:
+        seed = self.config.train.seed
+        while True:
+            self.drawn += 1
+            pairs = s2s.make_toy_pairs(
+                self.config.data.batch_size,
+                self.shortest,
+                self.longest,
+                seed=seed * 1_000_003 + self.drawn,
+            )
+            yield s2s.toy_batch(pairs, self.src_vocab, self.tgt_vocab)
+
+    def loss(self, model: nn.Module, batch: Batch) -> tuple[Tensor, int]:
+        src, tgt_in, tgt_out = (batch[k].to(self.device) for k in ("src", "tgt_in", "tgt_out"))
+        nll = model.token_nll(model(src, tgt_in), tgt_out)
+        return nll.sum(), int((tgt_out != s2s.PAD_ID).sum())
+
+    @torch.no_grad()
+    def evaluate(self, model: nn.Module, split: str, quick: bool = False) -> dict[str, float]:
+        data = self.eval_sets[split]
+        size, beam = self.config.data.eval_batch_size, self.config.task.beam_size
+        total, count, n = 0.0, 0, len(data["src"])
+        token_hits, exact_hits = 0.0, 0.0
+        for start in range(0, n, size):
+            src, tgt_in, tgt_out = (
+                _trim(data[k][start : start + size].to(self.device))
+                for k in ("src", "tgt_in", "tgt_out")
+            )
+            real = int((tgt_out != s2s.PAD_ID).sum())
+            total += float(model.token_nll(model(src, tgt_in), tgt_out).sum())
+            count += real
+            pred = model.decode_batch(src, beam_size=beam)
+            token_hits += s2s.token_accuracy(pred, tgt_out) * real
+            exact_hits += s2s.exact_match(pred, tgt_out) * len(src)
+        return {
+            "loss": total / max(count, 1),
+            "token_accuracy": token_hits / max(count, 1),
+            "exact_match": exact_hits / max(n, 1),
+        }
+
+    def state_dict(self) -> TaskState:
+        return {**super().state_dict(), "drawn": self.drawn}
+
+    def load_state_dict(self, state: TaskState) -> None:
+        super().load_state_dict(state)
+        self.drawn = int(state["drawn"])

@@ -1,0 +1,164 @@
+"""Metrics writers: small pluggable sinks for the trainer's records.
+
+Each record is a flat dict with ``step`` and ``split`` (train | valid) and numbers. The JSONL
+and CSV files are written live (a crash loses nothing logged); TensorBoard and Weights &
+Biases are used when installed (W&B only when ``train.wandb_project`` names a project).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+from ..errors import ConfigError
+from . import runfolder
+
+Record = dict[str, Any]
+
+
+class MetricsWriter(Protocol):
+    def write(self, record: Record) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class JsonlWriter:
+    """``metrics.jsonl``: one JSON record a line, flushed at once."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.handle = open(run_dir / runfolder.METRICS_FILE, "a", encoding="utf-8")  # noqa: SIM115
+
+    def write(self, record: Record) -> None:
+        self.handle.write(json.dumps(record) + "\n")
+        self.handle.flush()
+
+    def close(self) -> None:
+        self.handle.close()
+
+
+def _column_order(key: str) -> tuple[bool, bool, str]:
+    return key != "step", key != "split", key
+
+
+class CsvWriter:
+    """``metrics.csv``: rows appended live; rewritten whole only when a new column appears."""
+
+    def __init__(self, run_dir: Path, records: list[Record]) -> None:
+        self.path = run_dir / runfolder.METRICS_CSV
+        self.records = list(records)  # the kept records of a resumed run
+        self.columns: list[str] = []
+        self._rewrite()
+
+    def write(self, record: Record) -> None:
+        self.records.append(record)
+        if not set(record) <= set(self.columns):
+            self._rewrite()
+            return
+        with open(self.path, "a", newline="", encoding="utf-8") as handle:
+            csv.DictWriter(handle, fieldnames=self.columns).writerow(record)
+
+    def _rewrite(self) -> None:
+        self.columns = sorted({k for r in self.records for k in r}, key=_column_order)
+        with open(self.path, "w", newline="", encoding="utf-8") as handle:
+            writer = csv.DictWriter(handle, fieldnames=self.columns)
+            writer.writeheader()
+            writer.writerows(self.records)
+
+    def close(self) -> None:
+        """Rows are written as they come: nothing is pending."""
+
+
+def _numbers(record: Record) -> dict[str, float]:
+    return {
+        k: float(v)
+        for k, v in record.items()
+        if k not in ("step", "split") and isinstance(v, int | float) and not isinstance(v, bool)
+    }
+
+
+class TensorBoardWriter:
+    """Scalars as ``split/name`` in ``tensorboard/``."""
+
+    def __init__(self, run_dir: Path) -> None:
+        from torch.utils.tensorboard import SummaryWriter
+
+        self.writer = SummaryWriter(str(run_dir / runfolder.TENSORBOARD_DIR))
+
+    def write(self, record: Record) -> None:
+        for key, value in _numbers(record).items():
+            self.writer.add_scalar(f"{record['split']}/{key}", value, record["step"])
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+class WandbWriter:
+    """Weights & Biases: one run named after the config, resumed with the run folder."""
+
+    def __init__(self, run_dir: Path, project: str, name: str, config: dict[str, Any]) -> None:
+        try:
+            import wandb
+        except ImportError:
+            raise ConfigError(
+                f"train.wandb_project={project!r} needs Weights & Biases: pip install wandb, "
+                "or leave train.wandb_project empty"
+            ) from None
+        self.run = wandb.init(
+            project=project, name=name, config=config, dir=str(run_dir), resume="allow"
+        )
+
+    def write(self, record: Record) -> None:
+        split = record["split"]
+        self.run.log({f"{split}/{k}": v for k, v in _numbers(record).items()}, step=record["step"])
+
+    def close(self) -> None:
+        self.run.finish()
+
+
+def tensorboard_available() -> bool:
+    try:
+        import tensorboard  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+class Progress:
+    """A tqdm progress bar; log lines go through ``tqdm.write`` so they never share its line."""
+
+    def __init__(self, total: int, initial: int, desc: str, enabled: bool) -> None:
+        self.bar = None
+        if enabled:
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(
+                total=total, initial=initial, desc=desc, unit="step", dynamic_ncols=True
+            )
+
+    def logger(self, log: Callable[[str], None]) -> Callable[[str], None]:
+        """``log`` routed around the bar while it is shown."""
+        if self.bar is None:
+            return log
+
+        bar = self.bar
+
+        def write(message: str) -> None:
+            with bar.external_write_mode(file=sys.stderr):  # what tqdm.write does
+                log(message)
+
+        return write
+
+    def update(self, record: Record | None) -> None:
+        if self.bar is None:
+            return
+        if record is not None:
+            self.bar.set_postfix(loss=f"{record['loss']:.4f}", items_s=f"{record['rate']:,.0f}")
+        self.bar.update(1)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
