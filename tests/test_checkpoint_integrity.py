@@ -177,11 +177,11 @@ def test_a_damaged_rng_state(run: Path) -> None:
         ckpt.restore_rng(state.info["rng"], state.tensors)
 
 
-def test_a_checkpoint_config_naming_another_task(run: Path) -> None:
+def test_generate_on_a_task_checkpoint(run: Path) -> None:
     data = json.loads((run / "checkpoint" / ckpt.CONFIG_FILE).read_text())
     data["task"]["name"] = "copy"
     _rewrite(run / "checkpoint", ckpt.CONFIG_FILE, json.dumps(data).encode())
-    with pytest.raises(CheckpointError, match="do not fit"):
+    with pytest.raises(CheckpointError, match="do not fit the model"):
         ckpt.load_pretrained(run / "checkpoint")
 
 
@@ -347,3 +347,13 @@ def test_a_task_run_into_a_used_folder(run: Path, capsys: pytest.CaptureFixture[
 def test_trainer_resume_reports_no_checkpoint(tmp_path: Path, trained: Path) -> None:
     trainer = Trainer(tiny(trained / "text.txt"), tmp_path / "fresh", progress=False)
     assert trainer.resume() is False
+
+
+def test_resume_verifies_the_vocabulary(run: Path) -> None:
+    path = run / "checkpoint" / ckpt.VOCAB_FILE
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    path.write_bytes(bytes(data))
+    config = config_of_best(run).replace(**{"train.max_steps": 4})
+    with pytest.raises(CheckpointError, match=r"vocab\.json.*SHA-256"):
+        train(config, run, resume=True, progress=False)

@@ -49,7 +49,8 @@ class LMTask(Task):
                 f"model.vocab_size={config.model.vocab_size} but the corpus has "
                 f"{len(self.corpus.vocab)} symbols; leave vocab_size at 0 to take it from the data"
             )
-        check_resources(config, self.corpus.train.numel(), device)  # fail in seconds, not hours
+        # impossible sizes fail here, in seconds, with the estimate in the message
+        check_resources(config, self.corpus.train.numel(), device)
         self.position = 0  # windows drawn so far
         self._layout()
 

@@ -9,11 +9,11 @@ run-folder layout is :mod:`~highway_transformer.train.runfolder`'s.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import random
 import time
 from collections.abc import Callable
-from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -366,11 +366,11 @@ class Trainer:
     def _periodic_evaluation(self) -> None:
         metrics = self.evaluate("valid", quick=True)
         loss = float(metrics["loss"])
-        ckpt.check_finite_loss(loss, self.state.step)  # a diverged run never replaces a checkpoint
         annealed = self.schedule.observe_validation(loss)
         self._record("valid", metrics, lr=self.schedule.lr(self.state.step))
         if annealed:
             self.log(f"validation stalled: learning rate annealed at step {self.state.step}")
+        ckpt.check_finite_loss(loss, self.state.step)  # a diverged run never replaces one
         if loss < self.state.best_valid:  # the same on every rank
             self.state.best_valid, self.state.best_step = loss, self.state.step
             self._save_best()
@@ -458,14 +458,10 @@ def train(
     **kwargs: Any,
 ) -> dict:
     """Train ``config`` (its ``task.name``) into ``out_dir``, owning the folder (see
-    :mod:`.runlock`; rank 0 holds the lock for every rank): resume its checkpoint if asked; a
-    fresh run replaces earlier records only with ``overwrite``."""
-    owner = (
-        own_run_folder(out_dir, resume, overwrite, kwargs.get("log"))
-        if is_main_process()
-        else nullcontext()
-    )
-    with owner:
+    :mod:`.runlock`; the main process holds the lock): resume its checkpoint if asked; a fresh
+    run replaces earlier records only with ``overwrite``."""
+    owner = own_run_folder(out_dir, resume, overwrite, kwargs.get("log"))
+    with owner if is_main_process() else contextlib.nullcontext():
         trainer = Trainer(config, out_dir, **kwargs)
         if resume:
             trainer.resume()
