@@ -115,17 +115,21 @@ def test_decoder_block_equals_its_oracle() -> None:
 # --------------------------------------------------------------------------- initialisation
 
 
-def test_xl_u_v_are_left_to_their_module() -> None:
+@pytest.mark.parametrize("untie_r", [False, True])
+def test_xl_u_v_are_left_to_their_module(untie_r: bool) -> None:
     """Type-based initialisation never touches u/v: the same seed gives the same u/v under
-    every scheme, drawn by the attention module (N(0, 0.02)), not by the scheme."""
-    config = tiny(family="xl", memory=MemoryConfig(mem_len=4))
+    every scheme, drawn by the module holding them (N(0, 0.02)), not by the scheme: the
+    model's shared pair, or each attention layer's own with untie_r."""
+    config = tiny(family="xl", memory=MemoryConfig(mem_len=4), untie_r=untie_r)
     us = []
     for init in ("uniform", "normal", "torch"):
         torch.manual_seed(3)
         model = build_model(dataclasses.replace(config, init=init, init_range=1.0, init_std=5.0))
         attn = [m for m in model.modules() if isinstance(m, RelativeMultiHeadAttention)]
-        assert attn
-        us.append(torch.cat([torch.cat([a.r_w_bias, a.r_r_bias]).flatten() for a in attn]))
+        assert attn and all((a.r_w_bias is not None) == untie_r for a in attn)
+        biases = [p for n, p in model.named_parameters() if n.endswith(("r_w_bias", "r_r_bias"))]
+        assert len(biases) == (2 * len(attn) if untie_r else 2)
+        us.append(torch.cat([b.flatten() for b in biases]))
         assert us[-1].abs().max() < 0.15  # not U(-1, 1) nor N(0, 5)
     assert torch.equal(us[0], us[1]) and torch.equal(us[0], us[2])
 

@@ -18,12 +18,12 @@ one-line :class:`~highway_transformer.errors.ConfigError` as a loaded one.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, fields
 
 from torch import nn
 
-from ..config import MemoryConfig, ModelConfig
+from ..config import FLAGS, MemoryConfig, ModelConfig
 from ..errors import ConfigError, unknown_choice
 from ..nn.attention import MultiHeadAttention
 from ..nn.block import AttentionSublayer, Block, FeedForwardSublayer, LocalRNNSublayer
@@ -37,6 +37,7 @@ from ..nn.connections import (
 )
 from ..nn.gating import parse_layer_spec
 from ..nn.local_rnn import CELLS, LocalRNN
+from ..nn.norms import NORMS, build_norm
 from ..nn.relative import RelativeMultiHeadAttention
 from ..nn.scores import CrossAttention, ScoredSelfAttention
 from ..nn.shaw import ShawAttention
@@ -89,8 +90,13 @@ def _dot(config: ModelConfig, causal: bool) -> nn.Module:
 
 
 def _relative(config: ModelConfig, causal: bool) -> nn.Module:
+    # u / v: the layer's own with untie_r, otherwise one pair held by the model (XL code).
     return RelativeMultiHeadAttention(
-        config.d_model, config.n_heads, config.head_dim, config.dropout_attn
+        config.d_model,
+        config.n_heads,
+        config.head_dim,
+        config.dropout_attn,
+        own_biases=config.untie_r,
     )
 
 
@@ -223,7 +229,7 @@ def build_connection(config: ModelConfig, layer: int, kind: str) -> Connection:
         config.gate.activation,
         config.gate.bias,
     )
-    return Connection(config.d_model, combiner, config.norm, config.dropout)
+    return Connection(config.d_model, combiner, config.norm, config.dropout, config.layer_norm)
 
 
 def build_block(
@@ -243,23 +249,50 @@ def build_block(
     return Block(kinds, sublayers, connections)
 
 
-def build_blocks(config: ModelConfig, **site: object) -> nn.ModuleList:
-    """``config.n_layers`` blocks of a checked config (keyword arguments: :func:`build_block`)."""
+def build_blocks(
+    config: ModelConfig,
+    *,
+    causal: bool = True,
+    cross: bool = False,
+    score: str | None = None,
+    max_len: int = 0,
+) -> nn.ModuleList:
+    """``config.n_layers`` blocks of a checked config (the arguments as for :func:`build_block`)."""
     check_model_config(config)
-    return nn.ModuleList(build_block(config, i, **site) for i in range(config.n_layers))  # type: ignore[arg-type]
+    return nn.ModuleList(
+        build_block(config, i, causal=causal, cross=cross, score=score, max_len=max_len)
+        for i in range(config.n_layers)
+    )
 
 
 def final_norm(config: ModelConfig) -> nn.Module:
-    """The LayerNorm after the last block of a pre-LN stack (identity for post-LN)."""
-    return nn.LayerNorm(config.d_model) if config.norm == "pre" else nn.Identity()
+    """The LayerNorm after the last block where ``model.final_norm`` resolves to one (auto: a
+    pre-LN stack outside the XL and RT families, whose reference code has none)."""
+    if not config.has_final_norm:
+        return nn.Identity()
+    return build_norm(config.layer_norm, config.d_model)
 
 
 # --------------------------------------------------------------------------- validation
 
 
-def _choice(what: str, value: object, choices: object) -> None:
-    if value not in choices:  # type: ignore[operator]
-        raise unknown_choice(what, value, choices)  # type: ignore[arg-type]
+def _choice(what: str, value: str, choices: Collection[str]) -> None:
+    if value not in choices:
+        raise unknown_choice(what, value, choices)
+
+
+def _check_fidelity_options(config: ModelConfig, family: Family) -> None:
+    """The reference-code options (docs/fidelity.md): known names, XL-only settings."""
+    _choice("layer norm (model.layer_norm)", config.layer_norm, NORMS)
+    for name in ("final_norm", "embedding_scale"):
+        _choice(f"model.{name} value", str(getattr(config, name)).lower(), FLAGS)
+    if not family.memory:
+        for name, value in (("dropout_pos", config.dropout_pos), ("untie_r", config.untie_r)):
+            if value not in (None, False):
+                raise ConfigError(
+                    f"model.{name} applies to model.family=xl only (relative attention), "
+                    f"not to {config.family}; remove it or use model.family=xl"
+                )
 
 
 def check_model_config(config: ModelConfig) -> None:
@@ -282,6 +315,7 @@ def check_model_config(config: ModelConfig) -> None:
                     f"model.memory.{f.name} applies to model.family=xl only (segment memory), "
                     f"not to {config.family}; remove it or use model.family=xl"
                 )
+    _check_fidelity_options(config, family)
     _choice("initialisation", config.init, SCHEMES)
     _choice("LayerNorm initialisation", config.init_norm, NORM_INITS)
     if config.init == "torch" and config.init_proj_std is not None:
@@ -290,6 +324,12 @@ def check_model_config(config: ModelConfig) -> None:
     gate = config.gate
     _choice("gate", gate.kind, COMBINERS)
     _choice("gate activation", gate.activation, ACTIVATIONS)
+    allowed = getattr(combiner_class(gate.kind), "activations", ACTIVATIONS)
+    if gate.activation not in allowed:  # HT eq. 26 and the authors' code: T is a sigmoid
+        raise ConfigError(
+            f"the {gate.kind} gate's T is a sigmoid (HT eq. 26 and the authors' code); "
+            f"remove model.gate.activation={gate.activation} or use the sdu gate"
+        )
     if combiner_class(gate.kind).pre_ln_only and config.norm != "pre":
         raise ConfigError(
             f"the {gate.kind} gate needs the identity-map reordering: set model.norm=pre "

@@ -45,12 +45,6 @@ class _Init:
         elif self.scheme == "normal":
             weight.normal_(0.0, self.init_std)
 
-    def projection(self, weight: Tensor) -> None:
-        if self.proj_std is None:
-            self.weight(weight)
-        else:
-            weight.normal_(0.0, self.proj_std)
-
     def __call__(self, module: nn.Module) -> None:
         if isinstance(module, nn.Linear | nn.Embedding):
             self.weight(module.weight)
@@ -69,13 +63,19 @@ class _Init:
                 module.weight.fill_(1.0)
             if module.bias is not None:
                 module.bias.zero_()
-        # Module.apply visits children first: the projections below override their Linear init.
-        elif isinstance(module, AdaptiveInput):
-            for projection in module.projections:
-                self.projection(projection.weight)
-        elif isinstance(module, nn.AdaptiveLogSoftmaxWithLoss):
-            for cluster in module.tail:
-                self.projection(cluster[0].weight)
+        # Module.apply visits children first: these override the projections' Linear init.
+        elif self.proj_std is not None:
+            for projection in _projections(module):
+                projection.normal_(0.0, self.proj_std)
+
+
+def _projections(module: nn.Module) -> list[Tensor]:
+    """The adaptive input/softmax projections of ``module`` (none for other modules)."""
+    if isinstance(module, AdaptiveInput):
+        return [projection.weight for projection in module.projections]
+    if isinstance(module, nn.AdaptiveLogSoftmaxWithLoss):
+        return [cluster[0].weight for cluster in module.tail]
+    return []
 
 
 @torch.no_grad()

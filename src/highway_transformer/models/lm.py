@@ -14,20 +14,21 @@ Each sublayer's connection (post-/pre-LN × gate) is chosen per layer from
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
-from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..config import ModelConfig
+from ..config import ModelConfig, validate_model
 from ..errors import ConfigError
 from ..nn.block import AttentionSublayer, collect_gate_biases
 from ..nn.connections import combiner_class
 from ..nn.gating import parse_layer_spec
-from ..nn.memory import check_memory, update_memory
+from ..nn.memory import MemoryPolicy, check_memory, update_memory
 from ..nn.positional import SinusoidalPositionalEncoding
+from ..nn.relative import RelativePositions
 from .builders import (
     attention_kind,
     block_layout,
@@ -50,7 +51,8 @@ class DecodeState:
 
 
 class LanguageModel(nn.Module):
-    """Decoder-only LM: embedding, position information, N blocks, (final norm), output layer."""
+    """Decoder-only LM: embedding (× √d when scaled), position information, N blocks,
+    (final norm), dropout, output layer."""
 
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
@@ -72,9 +74,19 @@ class LanguageModel(nn.Module):
             self.embedding = nn.Embedding(config.vocab_size, d)
         uses_absolute = uses_absolute_positions(config)
         self.positional = SinusoidalPositionalEncoding(d) if uses_absolute else None
+        self.embedding_scale = math.sqrt(d) if config.scales_embedding else 1.0
         self.embedding_dropout = nn.Dropout(config.embedding_dropout)
+        # XL: R, the mask and (unless untie_r) one u / v pair, shared by every layer.
+        self.relative = (
+            RelativePositions(
+                d, config.n_heads, config.head_dim, config.pos_dropout, not config.untie_r
+            )
+            if uses_memory(config)
+            else None
+        )
         self.blocks = build_blocks(config)
         self.final_norm = final_norm(config)
+        self.output_dropout = nn.Dropout(config.output_dropout)
         self.output: nn.Module
         if adaptive:
             self.output = nn.AdaptiveLogSoftmaxWithLoss(
@@ -85,26 +97,10 @@ class LanguageModel(nn.Module):
         initialize(self, config)
         if config.tie_weights and not adaptive:
             self.output.weight = self.embedding.weight
-        self.memory_options: dict[str, Any] = {}
-        self.mem_len = config.memory.mem_len
-        self.set_memory_options(train=True)
-
-    # ------------------------------------------------------------------ memory settings
 
     @property
     def uses_memory(self) -> bool:
         return uses_memory(self.config)
-
-    def set_memory_options(self, train: bool) -> None:
-        """Switch between the training and the evaluation memory settings (XL §3; HT A.3)."""
-        mem = self.config.memory
-        pick = (lambda a, b: a) if train else (lambda a, b: a if b is None else b)
-        self.mem_len = pick(mem.mem_len, mem.eval_mem_len)
-        if self.uses_memory:
-            self.memory_options = {
-                "clamp_len": pick(mem.clamp_len, mem.eval_clamp_len),
-                "same_length": pick(mem.same_length, mem.eval_same_length),
-            }
 
     # ------------------------------------------------------------------ forward
 
@@ -125,37 +121,49 @@ class LanguageModel(nn.Module):
         tokens: Tensor,
         memory: list[Tensor] | None = None,
         state: DecodeState | None = None,
+        policy: MemoryPolicy | None = None,
     ) -> tuple[Tensor, list[Tensor] | None]:
         """``tokens [B, L]`` -> (hidden states ``[B, L, D]``, new memory or None).
 
         ``memory`` (Transformer-XL) is the list of per-layer memories returned by the previous
-        call; ``state`` carries caches for incremental decoding (one call per new chunk).
+        call; ``state`` carries caches for incremental decoding (one call per new chunk);
+        ``policy`` the memory settings of this call (default: the training settings of
+        ``model.memory``; evaluation passes :meth:`MemoryPolicy.evaluation`).
         """
         if state is not None and self.uses_memory:
             memory = state.memory
+        if not self.uses_memory and (memory is not None or policy is not None):
+            raise ConfigError(
+                "segment memory and its settings need model.family=xl (relative attention "
+                "with memory)"
+            )
         if memory is not None:
-            if not self.uses_memory:
-                raise ConfigError(
-                    "segment memory needs model.family=xl (relative attention with memory)"
-                )
             check_memory(memory, len(self.blocks), tokens.shape[0], self.config.d_model)
         start = state.position if state is not None else 0
         x = self.embedding(tokens)
+        if self.embedding_scale != 1.0:
+            x = x * self.embedding_scale
         if self.positional is not None:
             x = self.positional(x, start=start)
         x = self.embedding_dropout(x)
+        options = {}
+        if self.relative is not None:
+            policy = policy or MemoryPolicy.training(self.config.memory)
+            options["relative"] = self.relative(
+                tokens.shape[1],
+                0 if memory is None else memory[0].shape[1],
+                x,
+                clamp_len=policy.clamp_len,
+                same_length=policy.same_length,
+                window=policy.mem_len,
+            )
         layer_inputs = []
         for i, block in enumerate(self.blocks):
             layer_inputs.append(x)
             layer_state = None if state is None or self.uses_memory else state.layers[i]
-            x = block(
-                x,
-                memory=None if memory is None else memory[i],
-                state=layer_state,
-                **self.memory_options,
-            )
-        hidden = self.final_norm(x)
-        new_memory = update_memory(memory, layer_inputs, self.mem_len) if self.uses_memory else None
+            x = block(x, memory=None if memory is None else memory[i], state=layer_state, **options)
+        hidden = self.output_dropout(self.final_norm(x))
+        new_memory = update_memory(memory, layer_inputs, policy.mem_len) if policy else None
         if state is not None:
             state.position += tokens.shape[1]
             if self.uses_memory:
@@ -181,7 +189,9 @@ class LanguageModel(nn.Module):
             return nll.view(targets.shape)
         logits = self.logits(hidden)
         return F.cross_entropy(
-            logits.reshape(-1, logits.shape[-1]).float(),
+            logits.reshape(-1, logits.shape[-1]).to(
+                torch.promote_types(logits.dtype, torch.float32)
+            ),
             targets.reshape(-1),
             reduction="none",
             ignore_index=-100,
@@ -198,7 +208,9 @@ class LanguageModel(nn.Module):
 
 
 def build_model(config: ModelConfig) -> LanguageModel:
-    """Build a language model from a validated model config."""
+    """Build a language model from a model config (checked first: wrong types, ranges and
+    unknown names raise :class:`ConfigError`)."""
+    validate_model(config)
     return LanguageModel(config)
 
 

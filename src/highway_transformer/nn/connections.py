@@ -31,6 +31,7 @@ from ..errors import ConfigError, unknown_choice
 from .combiner import Combiner, Residual
 from .gtrxl import GTRXL_COMBINERS
 from .highway_gates import GatedSublayer, HighwayGate, SelfDependencyUnit
+from .norms import build_norm
 
 #: Combiner name -> factory ``(d_model, activation, bias) -> Combiner``.
 COMBINERS: dict[str, Callable[[int, str, float | None], Combiner]] = {
@@ -68,11 +69,18 @@ class Connection(nn.Module):
 
     ``sublayer`` is called as ``sublayer(h)`` or, when ``context`` is given (e.g. the
     Transformer-XL memory), as ``sublayer(h, context)``; in pre-LN both go through the same
-    input norm, as in the Transformer-XL reference code.
+    input norm, as in the Transformer-XL reference code. ``layer_norm`` names the
+    normalisation (:data:`~highway_transformer.nn.norms.NORMS`: ``torch`` or the
+    R-Transformer code's ``rt``).
     """
 
     def __init__(
-        self, d_model: int, combiner: Combiner, norm: str = "post", dropout: float = 0.0
+        self,
+        d_model: int,
+        combiner: Combiner,
+        norm: str = "post",
+        dropout: float = 0.0,
+        layer_norm: str = "torch",
     ) -> None:
         super().__init__()
         if norm not in NORM_POSITIONS:
@@ -83,7 +91,7 @@ class Connection(nn.Module):
                 "reordering) only; set model.norm=pre"
             )
         self.norm_position = norm
-        self.norm = nn.LayerNorm(d_model)
+        self.norm = build_norm(layer_norm, d_model)
         self.dropout = nn.Dropout(dropout)
         self.combiner = combiner
 

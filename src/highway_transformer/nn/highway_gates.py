@@ -11,7 +11,7 @@ from typing import ClassVar
 import torch
 from torch import Tensor, nn
 
-from ..errors import unknown_choice
+from ..errors import ConfigError, unknown_choice
 from .combiner import ACTIVATIONS, Combiner
 
 
@@ -20,15 +20,21 @@ class _GatedTransform(Combiner):
 
     W1 and W2 are stored as one ``[2d, d]`` projection (one matmul instead of two); the
     first half is the gate, the second the transform. ``b1`` starts at ``bias`` (HT §3: 0
-    unless set), ``b2`` at zero.
+    unless set), ``b2`` at zero. ``activations`` lists the activations a gate accepts.
     """
 
     matmuls: ClassVar[int] = 2  # W1, W2
+    activations: ClassVar[tuple[str, ...]] = tuple(ACTIVATIONS)
 
     def __init__(self, d_model: int, activation: str = "sigmoid", bias: float | None = None):
         super().__init__()
         if activation not in ACTIVATIONS:
             raise unknown_choice("gate activation", activation, ACTIVATIONS)
+        if activation not in self.activations:
+            raise ConfigError(
+                f"the {type(self).__name__} gate T is a sigmoid (HT eq. 26 and the authors' "
+                f"code); remove model.gate.activation={activation} or use the sdu gate"
+            )
         self.d_model = d_model
         self.activation = activation
         self.initial_bias = 0.0 if bias is None else float(bias)
@@ -63,13 +69,18 @@ class SelfDependencyUnit(_GatedTransform):
 class HighwayGate(_GatedTransform):
     """Highway gate (HT eqs. 26-29): ``(1 - T) ⊙ x + y + T ⊙ f(x)``, T sigmoid."""
 
+    activations = ("sigmoid",)
+
     def forward(self, x: Tensor, y: Tensor) -> Tensor:
         gate, transform = self.gate_and_transform(x)
         return x + gate * (transform - x) + y  # promotes dtypes under autocast
 
 
 class GatedSublayer(_GatedTransform):
-    """Gated MHDPA (HT eqs. 30-31), applied to any sublayer: ``x + (1 - T) ⊙ y + T ⊙ f(x)``."""
+    """Gated MHDPA (HT eqs. 30-31), applied to any sublayer: ``x + (1 - T) ⊙ y + T ⊙ f(x)``,
+    T sigmoid."""
+
+    activations = ("sigmoid",)
 
     def forward(self, x: Tensor, y: Tensor) -> Tensor:
         gate, transform = self.gate_and_transform(x)

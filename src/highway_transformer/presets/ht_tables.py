@@ -1,7 +1,10 @@
 """Presets for the Highway Transformer paper's tables (Chai et al., ACL 2020).
 
 Hyper-parameters come from the paper's Appendix A and the authors' / R-Transformer code,
-as digested in the project's reference notes; each preset's ``source`` says which.
+as digested in the project's reference notes; each preset's ``source`` says which. The
+authors published their Transformer-XL code only; the PTB rows follow the R-Transformer code
+(``DSE-MSU/R-transformer``): no embedding scale, no final LayerNorm, and for the
+R-Transformer its own LayerNorm (unbiased std + 1e-6, ``model.layer_norm=rt``).
 """
 
 from __future__ import annotations
@@ -23,6 +26,13 @@ GATE_VARIANTS: dict[str, GateConfig] = {
 }
 
 
+def _code_norms(family: str) -> dict[str, str]:
+    """The RT code's normalisation choices: its own LayerNorm for the R-Transformer, no final
+    LayerNorm and no embedding scale for either family."""
+    layer_norm = "rt" if family == "rtransformer" else "torch"
+    return {"layer_norm": layer_norm, "final_norm": "false", "embedding_scale": "false"}
+
+
 def char_ptb(family: str, gate: GateConfig) -> Config:
     """T-L3 / RT-L3 on char PTB (HT A.1; RT code language_char defaults)."""
     model = ModelConfig(
@@ -36,6 +46,7 @@ def char_ptb(family: str, gate: GateConfig) -> Config:
         init_range=0.1,
         tie_weights=False,
         positional="none" if family == "rtransformer" else "sinusoidal",
+        **_code_norms(family),
         gate=gate,
         local_rnn=LocalRNNConfig(cell="gru", window=7, per_block=1),
     )
@@ -53,7 +64,8 @@ def char_ptb(family: str, gate: GateConfig) -> Config:
     return Config(
         source="HT Appendix A.1 (batch 16, clip 0.15, 3 layers, d 512, 8 heads, len 400, dropout "
         "0.15, SGD lr 2 linear decay, U(-0.1, 0.1)); HT section 4.1.1: 100 epochs; RT code "
-        "language_char defaults: loss on the last 320 positions, d_ff = 4 d, GRU window 7",
+        "language_char defaults: loss on the last 320 positions, d_ff = 4 d, GRU window 7, RT "
+        "LayerNorm (unbiased std + 1e-6) for RT-L3",
         model=model,
         data=data,
         train=train,
@@ -74,6 +86,7 @@ def word_ptb(family: str, gate: GateConfig) -> Config:
         init_range=0.01,
         tie_weights=True,
         positional="none" if family == "rtransformer" else "sinusoidal",
+        **_code_norms(family),
         gate=gate,
         local_rnn=LocalRNNConfig(cell="lstm", window=9, per_block=1),
     )
@@ -97,7 +110,7 @@ def word_ptb(family: str, gate: GateConfig) -> Config:
         "clip 0.35, d 128, 8 heads, len 80, U(-0.01, 0.01)); HT section 4.1.2: 100 epochs; RT code "
         "language_word defaults: loss on the last 40 positions, tied embeddings, d_ff = 4 d, "
         "LSTM window 9, lr halved when validation is no better than the worst of the last 5 "
-        "epochs, after epoch 5",
+        "epochs, after epoch 5, RT LayerNorm (unbiased std + 1e-6) for RT-L3",
         model=model,
         data=data,
         train=train,
@@ -124,7 +137,10 @@ def rt_paper(builder: Callable[[str, GateConfig], Config], family: str = "rtrans
     word: halved when no better than the worst of the last 5; both after epoch 5)."""
     config = builder(family, GateConfig())
     config.model.norm = "pre"
-    config.source += "; RT code: pre-LN sublayer connections (x + Dropout(f(LN(x))))"
+    config.model.tie_weights = True  # language_char/model.py: decoder.weight = encoder.weight
+    config.source += (
+        "; RT code: pre-LN sublayer connections (x + Dropout(f(LN(x)))), tied embeddings"
+    )
     if config.data.corpus == "ptb-char":
         config.train = replace(config.train, schedule="anneal", anneal_rule="window-strict",
                                anneal_window=3, anneal_after=5, anneal_factor=0.1)  # fmt: skip
