@@ -64,7 +64,9 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seeds", type=int, default=1, help="seeds per row (default 1)")
     parser.add_argument("--jobs", type=int, default=1, help="runs trained at once (default 1)")
     parser.add_argument("--out", default="runs", help="root folder (default runs)")
-    parser.add_argument("--data-path", help="folder holding the corpus (sets data.path)")
+    parser.add_argument(
+        "--data-path", "--data-dir", dest="data_path", help="where the corpus lives (data.path)"
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 

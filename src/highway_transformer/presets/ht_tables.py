@@ -64,8 +64,8 @@ def char_ptb(family: str, gate: GateConfig) -> Config:
     return Config(
         source="HT Appendix A.1 (batch 16, clip 0.15, 3 layers, d 512, 8 heads, len 400, dropout "
         "0.15, SGD lr 2 linear decay, U(-0.1, 0.1)); HT section 4.1.1: 100 epochs; RT code "
-        "language_char defaults: loss on the last 320 positions, d_ff = 4 d, GRU window 7, RT "
-        "LayerNorm (unbiased std + 1e-6) for RT-L3",
+        "language_char defaults: loss on the last 320 positions, d_ff = 4 d, GRU window 7, "
+        "RT LayerNorm (unbiased std + 1e-6) for RT-L3",
         model=model,
         data=data,
         train=train,
@@ -110,7 +110,7 @@ def word_ptb(family: str, gate: GateConfig) -> Config:
         "clip 0.35, d 128, 8 heads, len 80, U(-0.01, 0.01)); HT section 4.1.2: 100 epochs; RT code "
         "language_word defaults: loss on the last 40 positions, tied embeddings, d_ff = 4 d, "
         "LSTM window 9, lr halved when validation is no better than the worst of the last 5 "
-        "epochs, after epoch 5, RT LayerNorm (unbiased std + 1e-6) for RT-L3",
+        "epochs, after epoch 5; RT LayerNorm (unbiased std + 1e-6) for RT-L3",
         model=model,
         data=data,
         train=train,

@@ -18,7 +18,7 @@ table at one scale and writes:
   validation loss in fewer steps, did it end lower at equal steps (also seed by seed, paired
   by seed), and is the sign of its change the sign the paper published;
 * gate-bias analysis of the learned SDU biases ``b1`` from each run's ``best/`` weights:
-  a layer × dimension heatmap per sublayer kind (HT Figure 13) and a t-SNE scatter of the
+  a layer × dimension heatmap per sublayer kind (HT Figure 13) and a PCA scatter of the
   per-layer, per-sublayer vectors (Figure 14);
 * ``index.md`` tying it together and ``report.json`` with every number and figure.
 
@@ -44,8 +44,8 @@ from ..config import read_text
 from ..errors import CheckpointError, ConfigError
 from ..folders import make_folder
 from .convergence import steps_to_reach
-from .figures import plot_convergence, plot_gate_heatmaps, plot_tsne
-from .gates import bias_matrices, load_gate_biases, split_name, tsne_embedding
+from .figures import plot_convergence, plot_gate_heatmaps, plot_pca
+from .gates import bias_matrices, load_gate_biases, pca_embedding, split_name
 from .stats import (
     FRACTIONS,
     fraction_target,
@@ -595,7 +595,7 @@ def _slug(text: str) -> str:
 
 
 def gate_analysis(groups: dict[str, list[RunRecord]], out_dir: Path) -> dict[str, Any]:
-    """Heatmaps per row (first seed with gates) and a t-SNE of every run's bias vectors."""
+    """Heatmaps per row (first seed with gates) and a PCA of every run's bias vectors."""
     heatmaps: dict[str, list[str]] = {}
     points: list[tuple[str, str, int, np.ndarray]] = []
     for name, runs in groups.items():
@@ -610,7 +610,7 @@ def gate_analysis(groups: dict[str, list[RunRecord]], out_dir: Path) -> dict[str
                 stem = out_dir / f"gates_{_slug(str(runs[0].experiment.get('row', name)))}"
                 paths = plot_gate_heatmaps(bias_matrices(biases), stem, f"{name}: gate biases b1")
                 heatmaps[name] = [p.name for p in paths]
-    return {"heatmaps": heatmaps, "tsne": _tsne(points, out_dir)}
+    return {"heatmaps": heatmaps, "pca": _pca(points, out_dir)}
 
 
 def _run_biases(run: RunRecord) -> dict[str, np.ndarray]:
@@ -626,14 +626,14 @@ def _run_biases(run: RunRecord) -> dict[str, np.ndarray]:
     return biases
 
 
-def _tsne(points: list[tuple[str, str, int, np.ndarray]], out_dir: Path) -> dict[str, Any]:
+def _pca(points: list[tuple[str, str, int, np.ndarray]], out_dir: Path) -> dict[str, Any]:
     if not points:
         return {"skipped": "no run with learned gate biases"}
     size = Counter(len(p[3]) for p in points).most_common(1)[0][0]
     kept = [p for p in points if len(p[3]) == size]
-    coords = tsne_embedding(np.stack([p[3] for p in kept]))
+    coords = pca_embedding(np.stack([p[3] for p in kept]))
     labels, kinds, layers = [p[0] for p in kept], [p[1] for p in kept], [p[2] for p in kept]
-    paths = plot_tsne(coords, labels, kinds, layers, out_dir / "gates_tsne")
+    paths = plot_pca(coords, labels, kinds, layers, out_dir / "gates_pca")
     return {
         "figure": [p.name for p in paths],
         "points": [
@@ -935,12 +935,12 @@ def _gates_markdown(gates: dict[str, Any]) -> list[str]:
     lines = ["## Gate biases b1 (HT Figures 13-14)", ""]
     for name, files in gates["heatmaps"].items():
         lines += [f"### {name}", "", *_image_lines(files, f"{name} gate biases"), ""]
-    tsne = gates["tsne"]
-    if "skipped" in tsne:
-        lines.append(f"*t-SNE skipped: {tsne['skipped']}.*")
+    pca = gates["pca"]
+    if "skipped" in pca:
+        lines.append(f"*PCA skipped: {pca['skipped']}.*")
     else:
-        lines += ["### t-SNE of the per-layer, per-sublayer bias vectors", ""]
-        lines += _image_lines(tsne["figure"], "t-SNE of gate biases")
+        lines += ["### PCA of the per-layer, per-sublayer bias vectors", ""]
+        lines += _image_lines(pca["figure"], "PCA of gate biases")
     return lines
 
 
@@ -1050,6 +1050,6 @@ def _portable(path: Path) -> str:
 
 def _gate_figures(gates: dict[str, Any]) -> dict[str, list[str]]:
     figures = {f"gates_{name}": files for name, files in gates["heatmaps"].items()}
-    if "figure" in gates["tsne"]:
-        figures["gates_tsne"] = gates["tsne"]["figure"]
+    if "figure" in gates["pca"]:
+        figures["gates_pca"] = gates["pca"]["figure"]
     return figures
