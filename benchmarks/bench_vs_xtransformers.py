@@ -1,0 +1,142 @@
+"""Our T-L3 training step against an x-transformers decoder of the same size, in one run.
+
+Both models: d 128, 3 layers, 8 heads of 16, d_inner 512, 50 symbols (char PTB), batch 16 ×
+``--seq-len`` tokens, fp32, one thread by default. Ours is the ``ht-table1/t-l3`` preset at
+that size (post-LN, sinusoidal positions, ReLU FFN, untied output); x-transformers is
+``TransformerWrapper(Decoder(...))`` as its README builds it (pre-LN, learned positions,
+GELU FFN), with and without its ``attn_flash`` switch. A step is forward, cross-entropy,
+backward and an SGD update. Variants are interleaved over ``--rounds`` rounds (the machine
+may be shared); each round times ``--steps`` steps and the median of the round medians is
+reported, with tokens/s, the ratio to each x-transformers variant and the model FLOP
+utilisation (MFU) against the fp32 matmul peak measured in the same run.
+
+    pip install x-transformers   # or: pip install -e .[bench]
+    python benchmarks/bench_vs_xtransformers.py
+    python benchmarks/bench_vs_xtransformers.py --seq-len 400 --rounds 7 --dropout 0.15
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import matmul_peak_flops, median_seconds, print_machine  # noqa: E402
+
+from highway_transformer.config import ModelConfig  # noqa: E402
+from highway_transformer.models.lm import build_model, count_flops_per_token  # noqa: E402
+from highway_transformer.presets import get_preset  # noqa: E402
+
+VOCAB = 50
+
+
+def our_config(args: argparse.Namespace) -> ModelConfig:
+    config = get_preset("ht-table1/t-l3").model
+    config.d_model, config.n_layers, config.n_heads = args.d_model, args.layers, args.heads
+    config.d_inner, config.vocab_size = args.d_inner, VOCAB
+    config.dropout = args.dropout
+    return config
+
+
+def x_transformers_model(args: argparse.Namespace, flash: bool) -> nn.Module:
+    from x_transformers import Decoder, TransformerWrapper
+
+    return TransformerWrapper(
+        num_tokens=VOCAB,
+        max_seq_len=args.seq_len,
+        emb_dropout=args.dropout,
+        attn_layers=Decoder(
+            dim=args.d_model,
+            depth=args.layers,
+            heads=args.heads,
+            attn_dim_head=args.d_model // args.heads,
+            ff_mult=args.d_inner // args.d_model,
+            attn_flash=flash,
+            ff_dropout=args.dropout,
+            layer_dropout=0.0,
+        ),
+    )
+
+
+def training_step(
+    model: nn.Module, loss_of: Callable[[Tensor, Tensor], Tensor], x: Tensor, y: Tensor
+) -> Callable[[], None]:
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    model.train()
+
+    def step() -> None:
+        loss_of(x, y).backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    return step
+
+
+def variants(args: argparse.Namespace, x: Tensor, y: Tensor) -> dict[str, Callable[[], None]]:
+    torch.manual_seed(0)
+    ours = build_model(our_config(args))
+    steps = {"ours": training_step(ours, lambda a, b: ours(a, targets=b).loss, x, y)}
+    for name, flash in (("x-transformers", False), ("x-transformers flash", True)):
+        torch.manual_seed(0)
+        model = x_transformers_model(args, flash)
+
+        def loss_of(a: Tensor, b: Tensor, model: nn.Module = model) -> Tensor:
+            return F.cross_entropy(model(a).reshape(-1, VOCAB), b.reshape(-1))
+
+        steps[name] = training_step(model, loss_of, x, y)
+    return steps
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--d-model", type=int, default=128)
+    parser.add_argument("--layers", type=int, default=3)
+    parser.add_argument("--heads", type=int, default=8)
+    parser.add_argument("--d-inner", type=int, default=512)
+    parser.add_argument("--batch", type=int, default=16)
+    parser.add_argument("--seq-len", type=int, default=200)
+    parser.add_argument("--dropout", type=float, default=0.0, help="dropout of both models")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--steps", type=int, default=5, help="timed steps per round")
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds")
+    args = parser.parse_args()
+    try:
+        import x_transformers  # noqa: F401
+    except ImportError:
+        print("skipped: x-transformers is not installed (pip install x-transformers)")
+        return
+    torch.set_num_threads(args.threads)
+    print_machine()
+    x = torch.randint(0, VOCAB, (args.batch, args.seq_len))
+    y = torch.randint(0, VOCAB, (args.batch, args.seq_len))
+    steps = variants(args, x, y)
+    peak = matmul_peak_flops(torch.float32)
+    times: dict[str, list[float]] = {name: [] for name in steps}
+    for _ in range(args.rounds):
+        for name, step in steps.items():
+            times[name].append(median_seconds(step, args.steps, warmup=1))
+    tokens = args.batch * args.seq_len
+    flops = count_flops_per_token(our_config(args), args.seq_len) * tokens
+    print(
+        f"T-L3 step, d {args.d_model}, {args.layers} layers, {args.heads} heads, d_inner "
+        f"{args.d_inner}, batch {args.batch} x {args.seq_len}, dropout {args.dropout}, fp32; "
+        f"matmul peak {peak / 1e9:.1f} GFLOP/s; median of {args.rounds} interleaved rounds"
+    )
+    ours = statistics.median(times["ours"])
+    for name, values in times.items():
+        seconds = statistics.median(values)
+        print(
+            f"{name:22s} {tokens / seconds:9.0f} tokens/s  {seconds * 1e3:7.1f} ms/step  "
+            f"MFU {flops / seconds / peak:5.1%}  ours/this {seconds / ours:5.2f}x"
+        )
+
+
+if __name__ == "__main__":
+    main()
