@@ -10,6 +10,7 @@ from highway_transformer.config import Config, GateConfig, ModelConfig
 from highway_transformer.errors import ConfigError
 from highway_transformer.nn.combiner import Residual
 from highway_transformer.nn.connections import COMBINERS, Connection, build_combiner
+from highway_transformer.nn.dropout import Dropout
 from highway_transformer.nn.gating import LayerSpec, parse_layer_spec
 from highway_transformer.nn.highway_gates import GatedSublayer, HighwayGate, SelfDependencyUnit
 
@@ -184,7 +185,7 @@ def test_post_ln_connection_drops_out_the_sublayer_output() -> None:
         torch.manual_seed(7)
         got = conn(x, sub)
         torch.manual_seed(7)
-        dropped = nn.functional.dropout(sub(x), 0.5, training=True)
+        dropped = Dropout(0.5).train()(sub(x))
         expected = _layer_norm(conn.combiner(x, dropped), conn.norm)
     torch.testing.assert_close(got, expected, atol=1e-5, rtol=0)
     with torch.no_grad():  # dropout really acted
@@ -214,9 +215,7 @@ def test_pre_ln_connection_with_dropout_and_context() -> None:
         torch.manual_seed(11)
         got = conn(x, sub, context=ctx)
         torch.manual_seed(11)
-        y = nn.functional.dropout(
-            sub(_layer_norm(x, conn.norm), _layer_norm(ctx, conn.norm)), 0.5, training=True
-        )
+        y = Dropout(0.5).train()(sub(_layer_norm(x, conn.norm), _layer_norm(ctx, conn.norm)))
         expected = conn.combiner(x, y)
     torch.testing.assert_close(got, expected, atol=1e-5, rtol=0)
 

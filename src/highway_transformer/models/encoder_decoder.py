@@ -30,6 +30,7 @@ from torch import Tensor, nn
 from ..config import ModelConfig
 from ..errors import ConfigError, DataError
 from ..nn.block import collect_gate_biases
+from ..nn.dropout import Dropout
 from ..nn.positional import SinusoidalPositionalEncoding
 from .builders import build_blocks, final_norm, uses_absolute_positions, uses_memory
 from .init import initialize
@@ -83,7 +84,7 @@ class EncoderDecoder(PretrainedMixin, nn.Module):
         self.tgt_embedding = self.src_embedding if share_embeddings else nn.Embedding(tgt_vocab, d)
         uses_pe = uses_absolute_positions(config)
         self.positional = SinusoidalPositionalEncoding(d) if uses_pe else None
-        self.embedding_dropout = nn.Dropout(config.embedding_dropout)
+        self.embedding_dropout = Dropout(config.embedding_dropout)
         self.encoder = build_blocks(config, causal=False, score=score, max_len=max_len)
         self.decoder = build_blocks(config, cross=True, score=score, max_len=max_len)
         self.encoder_norm = final_norm(config)

@@ -27,6 +27,7 @@ from ..config import ModelConfig, validate_model
 from ..errors import ConfigError
 from ..nn.block import AttentionSublayer, collect_gate_biases
 from ..nn.connections import combiner_class
+from ..nn.dropout import Dropout
 from ..nn.gating import parse_layer_spec
 from ..nn.memory import MemoryPolicy, check_memory, update_memory
 from ..nn.positional import SinusoidalPositionalEncoding
@@ -90,7 +91,7 @@ class LanguageModel(PretrainedMixin, nn.Module):
         uses_absolute = uses_absolute_positions(config)
         self.positional = SinusoidalPositionalEncoding(d) if uses_absolute else None
         self.embedding_scale = math.sqrt(d) if config.scales_embedding else 1.0
-        self.embedding_dropout = nn.Dropout(config.embedding_dropout)
+        self.embedding_dropout = Dropout(config.embedding_dropout)
         # XL: R, the mask and (unless untie_r) one u / v pair, shared by every layer.
         self.relative = (
             RelativePositions(
@@ -101,7 +102,7 @@ class LanguageModel(PretrainedMixin, nn.Module):
         )
         self.blocks = build_blocks(config)
         self.final_norm = final_norm(config)
-        self.output_dropout = nn.Dropout(config.output_dropout)
+        self.output_dropout = Dropout(config.output_dropout)
         self.output: nn.Module
         if adaptive:
             self.output = nn.AdaptiveLogSoftmaxWithLoss(

@@ -22,6 +22,7 @@ from torch import Tensor, nn
 from ..config import Config, ModelConfig
 from ..errors import ConfigError, DataError, unknown_choice
 from ..nn.block import collect_gate_biases
+from ..nn.dropout import Dropout
 from ..nn.positional import SinusoidalPositionalEncoding
 from .builders import build_blocks, final_norm, uses_absolute_positions, uses_memory
 from .init import initialize
@@ -89,7 +90,7 @@ class SequenceModel(PretrainedMixin, nn.Module):
         self.input: nn.Module = nn.Embedding(n_in, d) if token_input else nn.Linear(n_in, d)
         uses_pe = uses_absolute_positions(config)
         self.positional = SinusoidalPositionalEncoding(d) if uses_pe else None
-        self.input_dropout = nn.Dropout(config.embedding_dropout)
+        self.input_dropout = Dropout(config.embedding_dropout)
         self.blocks = build_blocks(config, causal=causal)
         self.final_norm = final_norm(config)
         self.output = nn.Linear(d, n_out)

@@ -29,6 +29,7 @@ from torch import Tensor, nn
 
 from ..errors import ConfigError, unknown_choice
 from .combiner import Combiner, Residual
+from .dropout import Dropout
 from .gtrxl import GTRXL_COMBINERS
 from .highway_gates import GatedSublayer, HighwayGate, SelfDependencyUnit
 from .norms import build_norm
@@ -92,7 +93,7 @@ class Connection(nn.Module):
             )
         self.norm_position = norm
         self.norm = build_norm(layer_norm, d_model)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.combiner = combiner
 
     def forward(

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
+from .dropout import Dropout
+
 
 class FeedForward(nn.Module):
     """``W2 · Dropout(ReLU(W1 u + b1)) + b2``; the dropout follows the RT/XL reference code."""
@@ -12,7 +14,7 @@ class FeedForward(nn.Module):
         super().__init__()
         self.fc1 = nn.Linear(d_model, d_inner)
         self.fc2 = nn.Linear(d_inner, d_model)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(self, u: Tensor) -> Tensor:
         return self.fc2(self.dropout(self.fc1(u).relu()))

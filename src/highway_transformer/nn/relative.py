@@ -32,6 +32,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..errors import ConfigError
+from .dropout import Dropout
 from .positional import sinusoid
 
 
@@ -123,7 +124,7 @@ class RelativePositions(nn.Module):
     ) -> None:
         super().__init__()
         self.d_model = d_model
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.r_w_bias: nn.Parameter | None = None
         self.r_r_bias: nn.Parameter | None = None
         if shared_biases:
