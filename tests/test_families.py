@@ -7,8 +7,9 @@ import torch
 
 from highway_transformer.config import GateConfig, LocalRNNConfig, MemoryConfig, ModelConfig
 from highway_transformer.errors import ConfigError
-from highway_transformer.generate import generate_ids, tokenize_prompt
+from highway_transformer.generate import beam_search, generate_ids, tokenize_prompt
 from highway_transformer.models.lm import LanguageModel
+from highway_transformer.nn.memory import MemoryPolicy
 
 V = 23
 
@@ -155,6 +156,49 @@ def test_incremental_hidden_states_equal_full_pass() -> None:
         state = model.new_state()
         parts = [model(tokens[:, a:b], state=state)[0] for a, b in ((0, 4), (4, 5), (5, 9))]
         torch.testing.assert_close(torch.cat(parts, dim=1), full, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["xl", "gtrxl"])
+def test_xl_decoding_from_cached_keys_equals_full_pass_and_memory_recomputation(name: str) -> None:
+    """XL decoding keeps each layer's keys/values and position keys: a new token projects
+    only itself, and the hidden states equal one full pass and the memory path that
+    re-projects the whole memory every step (the memory holds every position)."""
+    model = build(FAMILIES[name])
+    tokens = torch.randint(0, V, (2, 9))
+    policy = MemoryPolicy(mem_len=9, clamp_len=4)
+    full, _ = model(tokens, policy=policy)
+    state = model.new_state()
+    memory = None
+    cached, recomputed = [], []
+    for a, b in ((0, 4), (4, 5), (5, 6), (6, 9)):
+        cached.append(model(tokens[:, a:b], state=state, policy=policy)[0])
+        hidden, memory = model(tokens[:, a:b], memory=memory, policy=policy)
+        recomputed.append(hidden)
+    torch.testing.assert_close(torch.cat(cached, dim=1), full, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(
+        torch.cat(cached, dim=1), torch.cat(recomputed, dim=1), rtol=1e-5, atol=1e-5
+    )
+    attention = state.layers[0][0]
+    assert attention["kv"].length == 9 and attention["positions"].table.shape[0] == 9
+
+
+def test_xl_beam_search_reorders_its_cache() -> None:
+    model = build(FAMILIES["xl"])
+    cached = beam_search(model, [3, 1, 4], 6, num_beams=3)
+    assert cached == beam_search(model, [3, 1, 4], 6, num_beams=3, use_cache=False)
+
+
+def test_xl_cache_follows_a_memory_shorter_than_the_context() -> None:
+    """With a memory window shorter than the context, the cache keeps the keys of the memory
+    positions only: outputs equal the memory path."""
+    model = build(FAMILIES["xl"])
+    tokens = torch.randint(0, V, (2, 10))
+    policy = MemoryPolicy(mem_len=3)
+    state, memory = model.new_state(), None
+    for a in range(10):
+        cached, _ = model(tokens[:, a : a + 1], state=state, policy=policy)
+        hidden, memory = model(tokens[:, a : a + 1], memory=memory, policy=policy)
+        torch.testing.assert_close(cached, hidden, rtol=1e-5, atol=1e-5)
 
 
 def test_sampling_is_seeded() -> None:

@@ -1,7 +1,8 @@
 """Text generation for every model family, with the fastest exact cache each one has.
 
 * Transformer: a key/value cache per attention sublayer.
-* Transformer-XL: its segment memory (one position of new work per token).
+* Transformer-XL: its segment memory, each token a segment of length 1, with each layer's
+  keys/values and position keys cached (a new token projects only itself, as a KV cache).
 * R-Transformer: the incremental LocalRNN (last ``k - 1`` inputs per layer) + KV cache.
 * Shaw attention: no cache; the context is recomputed each step.
 

@@ -122,7 +122,7 @@ class LanguageModel(PretrainedMixin, nn.Module):
 
     @property
     def supports_cache(self) -> bool:
-        return self.uses_memory or all(
+        return all(
             s.supports_cache
             for b in self.blocks
             for s in b.sublayers
@@ -179,7 +179,7 @@ class LanguageModel(PretrainedMixin, nn.Module):
         layer_inputs = []
         for i, block in enumerate(self.blocks):
             layer_inputs.append(x)
-            layer_state = None if state is None or self.uses_memory else state.layers[i]
+            layer_state = None if state is None else state.layers[i]
             x = block(x, memory=None if memory is None else memory[i], state=layer_state, **options)
         hidden = self.output_dropout(self.final_norm(x))
         new_memory = update_memory(memory, layer_inputs, policy.mem_len) if policy else None

@@ -37,7 +37,7 @@ class AttentionSublayer(nn.Module):
 
     @property
     def supports_cache(self) -> bool:
-        return isinstance(self.attention, MultiHeadAttention)
+        return isinstance(self.attention, MultiHeadAttention | RelativeMultiHeadAttention)
 
     @property
     def uses_memory(self) -> bool:
@@ -54,7 +54,7 @@ class AttentionSublayer(nn.Module):
             cache = None if state is None else state.setdefault("kv", KVCache())
             return self.attention(h, cache=cache)
         if self.uses_memory:
-            return self.attention(h, context, **options)
+            return self.attention(h, context, cache=state, **options)
         if state is not None:
             raise ConfigError(f"{self.kind} has no incremental cache; decode by recomputation")
         return self.attention(h)

@@ -32,6 +32,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..errors import ConfigError
+from .attention import KVCache
 from .dropout import Dropout
 from .positional import sinusoid
 
@@ -157,6 +158,23 @@ class RelativePositions(nn.Module):
         return RelativeInputs(r, mask, self.r_w_bias, self.r_r_bias)
 
 
+class PositionKeys:
+    """Decoding cache of the position keys ``W_kR R`` of one layer, ``[K, H·dh]`` for the
+    distances ``K-1 … 0``: each step projects only the distances it has not seen."""
+
+    def __init__(self) -> None:
+        self.table: Tensor | None = None
+
+    def get(self, r: Tensor, project: nn.Module) -> Tensor:
+        """Position keys for the distances of ``r`` (``[K, D]``, distances ``K-1 … 0``)."""
+        held = 0 if self.table is None else self.table.shape[0]
+        if held < r.shape[0]:
+            new = project(r[: r.shape[0] - held])
+            self.table = new if self.table is None else torch.cat([new, self.table])
+        assert self.table is not None
+        return self.table[self.table.shape[0] - r.shape[0] :]
+
+
 class RelativeMultiHeadAttention(nn.Module):
     """Transformer-XL relative multi-head attention sublayer (Dai et al., 2019; HT eqs. 10-17).
 
@@ -252,6 +270,7 @@ class RelativeMultiHeadAttention(nn.Module):
         clamp_len: int = 0,
         same_length: bool = False,
         relative: RelativeInputs | None = None,
+        cache: dict | None = None,
     ) -> Tensor:
         """Attend from ``h [B, L, D]`` over ``[memory ∘ h]`` (``memory [B, M, D]`` or None).
 
@@ -259,7 +278,9 @@ class RelativeMultiHeadAttention(nn.Module):
         model (:class:`RelativePositions`); without it they are computed here from
         ``clamp_len`` (``<= 0``: no clamping) and ``same_length`` (window: the memory held).
         Returns ``[B, L, D]``. Gradients flow into ``memory`` if it requires them; stopping
-        them (SG in Transformer-XL) is the caller's business.
+        them (SG in Transformer-XL) is the caller's business. ``cache`` (incremental decoding
+        in evaluation mode, one dict per layer) keeps the keys/values of the positions seen
+        and the position keys, so a new token projects only itself: the cost of a KV cache.
         """
         self._check(h, memory)
         bsz, q_len, _ = h.shape
@@ -270,8 +291,7 @@ class RelativeMultiHeadAttention(nn.Module):
                 distance_encoding(mem_len + q_len, self.d_model, clamp_len, h),
                 relative_attention_mask(q_len, mem_len, same_length=same_length, device=h.device),
             )
-        cat = h if memory is None or mem_len == 0 else torch.cat([memory.to(h.dtype), h], dim=1)
-        k_len = cat.shape[1]
+        k_len = mem_len + q_len
         if tuple(relative.mask.shape) != (q_len, k_len) or relative.r.shape[0] != k_len:
             raise ConfigError(
                 f"relative inputs are for {relative.r.shape[0]} keys but the layer has {k_len}"
@@ -280,12 +300,19 @@ class RelativeMultiHeadAttention(nn.Module):
         inner = n_h * d_h
 
         # Queries from the segment only; keys/values from the extended context.
-        w_q, w_kv = self.qkv.weight.split([inner, 2 * inner], dim=0)
+        w_q = self.qkv.weight[:inner]
         q = F.linear(h, w_q).view(bsz, q_len, n_h, d_h).transpose(1, 2)  # [B, H, L, dh]
-        key, value = F.linear(cat, w_kv).view(bsz, k_len, 2, n_h, d_h).permute(2, 0, 3, 1, 4)
-
+        if cache is None:
+            cat = h if mem_len == 0 else torch.cat([memory.to(h.dtype), h], dim=1)  # type: ignore[union-attr]
+            key, value = self._keys_values(cat)
+            r_k = self.r_net(relative.r.to(q.dtype))
+        else:
+            key, value = self._cached_keys_values(h, memory, cache)
+            r_k = cache.setdefault("positions", PositionKeys()).get(
+                relative.r.to(q.dtype), self.r_net
+            )
         # W_kR R for the distances K-1 … 0 (``Q`` of the post), [H, K, dh].
-        r_k = self.r_net(relative.r.to(q.dtype)).view(k_len, n_h, d_h).transpose(0, 1)
+        r_k = r_k.view(k_len, n_h, d_h).transpose(0, 1)
         u, v = self._biases(relative, q.dtype)
         q_u = q + u[:, None, :]  # (a) + (c): AC query
         q_v = q + v[:, None, :]  # (b) + (d): BD query
@@ -302,3 +329,31 @@ class RelativeMultiHeadAttention(nn.Module):
             scale=1.0 / math.sqrt(d_h),
         )  # [B, H, L, dh]
         return self.out(attn.transpose(1, 2).reshape(bsz, q_len, inner))
+
+    def _keys_values(self, context: Tensor) -> tuple[Tensor, Tensor]:
+        """Keys and values ``[B, H, K, dh]`` of ``context [B, K, D]``."""
+        bsz, k_len, _ = context.shape
+        w_kv = self.qkv.weight[self.n_heads * self.d_head :]
+        kv = F.linear(context, w_kv).view(bsz, k_len, 2, self.n_heads, self.d_head)
+        key, value = kv.permute(2, 0, 3, 1, 4)
+        return key, value
+
+    def _cached_keys_values(
+        self, h: Tensor, memory: Tensor | None, cache: dict
+    ) -> tuple[Tensor, Tensor]:
+        """Keys/values of ``[memory ∘ h]``: the memory's from the cache (the memory is the
+        last ``M`` positions seen, so they are the cache's last ``M``), ``h``'s projected now."""
+        mem_len = 0 if memory is None else memory.shape[1]
+        held: KVCache = cache.setdefault("kv", KVCache())
+        if held.length < mem_len:  # a memory the cache has not seen: project it once
+            assert memory is not None
+            held.keys, held.values = self._keys_values(memory.to(h.dtype))
+        fresh = KVCache()
+        if mem_len:
+            assert held.keys is not None and held.values is not None
+            fresh.extend(
+                held.keys[:, :, held.length - mem_len :], held.values[:, :, held.length - mem_len :]
+            )
+        key, value = fresh.extend(*self._keys_values(h))
+        cache["kv"] = fresh
+        return key, value
