@@ -54,3 +54,17 @@ def test_describe_names_capability_threads_and_torch() -> None:
     assert info["threads"] == torch.get_num_threads() and info["torch"] == torch.__version__
     assert isinstance(info["cpu_bf16_native"], bool)
     assert "cpu_capability" in hardware.describe_line()
+
+
+def test_cli_bf16_on_an_avx2_only_cpu_is_one_line_and_writes_nothing(
+    flags, tmp_path, capsys
+) -> None:
+    from highway_transformer import cli
+
+    flags("sse4_2", "avx2", "fma")
+    out = tmp_path / "run"
+    argv = ["train", "--task", "adding", "train.precision=bf16", "train.max_steps=1"]
+    assert cli.main([*argv, "--out", str(out), "--no-progress"]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and "avx512_bf16" in lines[0] and "train.precision=fp32" in lines[0]
+    assert not out.exists() or not any(out.iterdir())
