@@ -8,7 +8,8 @@ GELU FFN), with and without its ``attn_flash`` switch. A step is forward, cross-
 backward and an SGD update. Variants are interleaved over ``--rounds`` rounds (the machine
 may be shared); each round times ``--steps`` steps and the median of the round medians is
 reported, with tokens/s, the ratio to each x-transformers variant and the model FLOP
-utilisation (MFU) against the fp32 matmul peak measured in the same run.
+utilisation (MFU) against the fp32 matmul peak measured in the same run; the process CPU time
+per step (warm-up included) is printed beside it, a steadier comparison on a shared machine.
 
     pip install x-transformers   # or: pip install -e .[bench]
     python benchmarks/bench_vs_xtransformers.py
@@ -20,6 +21,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -119,9 +121,12 @@ def main() -> None:
     steps = variants(args, x, y)
     peak = matmul_peak_flops(torch.float32)
     times: dict[str, list[float]] = {name: [] for name in steps}
+    cpu_times: dict[str, list[float]] = {name: [] for name in steps}
     for _ in range(args.rounds):
         for name, step in steps.items():
+            start = time.process_time()
             times[name].append(median_seconds(step, args.steps, warmup=1))
+            cpu_times[name].append((time.process_time() - start) / (args.steps + 1))
     tokens = args.batch * args.seq_len
     flops = count_flops_per_token(our_config(args), args.seq_len) * tokens
     print(
@@ -129,12 +134,13 @@ def main() -> None:
         f"{args.d_inner}, batch {args.batch} x {args.seq_len}, dropout {args.dropout}, fp32; "
         f"matmul peak {peak / 1e9:.1f} GFLOP/s; median of {args.rounds} interleaved rounds"
     )
-    ours = statistics.median(times["ours"])
+    ours, ours_cpu = statistics.median(times["ours"]), statistics.median(cpu_times["ours"])
     for name, values in times.items():
-        seconds = statistics.median(values)
+        seconds, cpu = statistics.median(values), statistics.median(cpu_times[name])
         print(
             f"{name:22s} {tokens / seconds:9.0f} tokens/s  {seconds * 1e3:7.1f} ms/step  "
-            f"MFU {flops / seconds / peak:5.1%}  ours/this {seconds / ours:5.2f}x"
+            f"MFU {flops / seconds / peak:5.1%}  ours/this {seconds / ours:5.2f}x  "
+            f"(CPU time {cpu * 1e3:7.1f} ms/step, ours/this {cpu / ours_cpu:5.2f}x)"
         )
 
 
