@@ -303,7 +303,7 @@ class RelativeMultiHeadAttention(nn.Module):
         w_q = self.qkv.weight[:inner]
         q = F.linear(h, w_q).view(bsz, q_len, n_h, d_h).transpose(1, 2)  # [B, H, L, dh]
         if cache is None:
-            cat = h if mem_len == 0 else torch.cat([memory.to(h.dtype), h], dim=1)  # type: ignore[union-attr]
+            cat = h if memory is None or mem_len == 0 else torch.cat([memory.to(h.dtype), h], 1)
             key, value = self._keys_values(cat)
             r_k = self.r_net(relative.r.to(q.dtype))
         else:
