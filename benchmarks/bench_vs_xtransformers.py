@@ -10,6 +10,8 @@ may be shared); each round times ``--steps`` steps and the median of the round m
 reported, with tokens/s, the ratio to each x-transformers variant and the model FLOP
 utilisation (MFU) against the fp32 matmul peak measured in the same run; the process CPU time
 per step (warm-up included) is printed beside it, a steadier comparison on a shared machine.
+With dropout, ``ours, torch dropout`` is our model with :class:`torch.nn.Dropout` in place of
+the library's CPU dropout.
 
     pip install x-transformers   # or: pip install -e .[bench]
     python benchmarks/bench_vs_xtransformers.py
@@ -34,6 +36,7 @@ from common import matmul_peak_flops, median_seconds, print_machine  # noqa: E40
 
 from highway_transformer.config import ModelConfig  # noqa: E402
 from highway_transformer.models.lm import build_model, count_flops_per_token  # noqa: E402
+from highway_transformer.nn.dropout import Dropout  # noqa: E402
 from highway_transformer.presets import get_preset  # noqa: E402
 
 VOCAB = 50
@@ -85,6 +88,15 @@ def variants(args: argparse.Namespace, x: Tensor, y: Tensor) -> dict[str, Callab
     torch.manual_seed(0)
     ours = build_model(our_config(args))
     steps = {"ours": training_step(ours, lambda a, b: ours(a, targets=b).loss, x, y)}
+    if args.dropout > 0:  # the same model with torch's own dropout: what nn.dropout saves
+        torch.manual_seed(0)
+        plain = build_model(our_config(args))
+        for module in plain.modules():
+            if isinstance(module, Dropout):
+                module.__class__ = nn.Dropout
+        steps["ours, torch dropout"] = training_step(
+            plain, lambda a, b: plain(a, targets=b).loss, x, y
+        )
     for name, flash in (("x-transformers", False), ("x-transformers flash", True)):
         torch.manual_seed(0)
         model = x_transformers_model(args, flash)
