@@ -316,7 +316,10 @@ class RelativeMultiHeadAttention(nn.Module):
         u, v = self._biases(relative, q.dtype)
         q_u = q + u[:, None, :]  # (a) + (c): AC query
         q_v = q + v[:, None, :]  # (b) + (d): BD query
-        bd = rel_shift(torch.matmul(q_v, r_k.transpose(-1, -2)))  # [B, H, L, K]
+        # One [B·L, dh] × [dh, K] product per head: broadcasting r_k over the batch would copy
+        # it for every row.
+        bd = torch.matmul(q_v.transpose(0, 1).reshape(n_h, bsz * q_len, d_h), r_k.transpose(1, 2))
+        bd = rel_shift(bd.view(n_h, bsz, q_len, k_len).transpose(0, 1))  # [B, H, L, K]
         bd = bd * (1.0 / math.sqrt(d_h))
 
         bias = bd.masked_fill(relative.mask, float("-inf")).to(q_u.dtype)
