@@ -61,9 +61,14 @@ class MultiHeadAttention(nn.Module):
 
     def forward(self, h: Tensor, cache: KVCache | None = None) -> Tensor:
         batch, length, _ = h.shape
-        # [B, L, 3*H*dh] -> 3 x [B, H, L, dh]
+        # One product per third of the fused weight, each [B, L, H*dh] -> [B, H, L, dh]: the
+        # same values as slicing one [B, L, 3*H*dh] product, but q, k and v come out as separate
+        # tensors, so their gradients need no stacking copy and the CPU attention kernel reads
+        # rows H*dh (not 3*H*dh) apart (T-L3 step at length 400: ~2% faster).
+        weights, biases = self.qkv.weight.chunk(3), self.qkv.bias.chunk(3)
         q, k, v = (
-            self.qkv(h).view(batch, length, 3, self.n_heads, self.d_head).permute(2, 0, 3, 1, 4)
+            F.linear(h, w, b).view(batch, length, self.n_heads, self.d_head).transpose(1, 2)
+            for w, b in zip(weights, biases, strict=True)
         )
         if cache is not None:
             k, v = cache.extend(k, v)
