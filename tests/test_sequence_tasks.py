@@ -7,9 +7,9 @@ import math
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
+from conftest import write_music_file
 
 from highway_transformer.config import Config, GateConfig, LocalRNNConfig, ModelConfig, TaskConfig
 from highway_transformer.data.music import N_KEYS, bernoulli_nll, music_batches
@@ -76,24 +76,9 @@ def test_music_nll_of_a_model_output_equals_the_hand_computed_value():
     assert torch.equal(inputs[0, 1:], roll[:-1]) and torch.equal(inputs[0, 0], torch.zeros(N_KEYS))
 
 
-def _write_mat(path: Path, lengths=(6, 9, 4)) -> Path:
-    from scipy.io import savemat
-
-    rng = np.random.RandomState(0)
-
-    def cells(n: int) -> np.ndarray:
-        out = np.empty((1, len(lengths)), dtype=object)
-        for i, length in enumerate(lengths):
-            out[0, i] = (rng.rand(length + n, N_KEYS) < 0.05).astype(np.uint8)
-        return out
-
-    savemat(str(path), {"traindata": cells(0), "validdata": cells(1), "testdata": cells(2)})
-    return path
-
-
 def test_music_task_evaluation_matches_constant_logits_by_hand(tmp_path):
     pytest.importorskip("scipy.io")
-    mat = _write_mat(tmp_path / "tiny.mat")
+    mat = write_music_file(tmp_path / "tiny.mat")
     config = _tiny("rt-table2/transformer", **{"task.dataset": str(mat), "data.eval_batch_size": 2})
     task = MusicTask(config, torch.device("cpu"))
     model = task.build_model(config).eval()
@@ -116,7 +101,7 @@ def test_music_task_evaluation_matches_constant_logits_by_hand(tmp_path):
 
 def test_music_run_on_a_small_file(tmp_path):
     pytest.importorskip("scipy.io")
-    mat = _write_mat(tmp_path / "tiny.mat")
+    mat = write_music_file(tmp_path / "tiny.mat")
     config = _tiny(
         "rt-table2/rtransformer",
         **{
