@@ -219,3 +219,15 @@ def test_periodic_pixel_evaluation_honours_eval_max_tokens() -> None:
     model = task.build_model(config).eval()
     assert task.evaluate(model, "valid", quick=True)["examples"] == 10  # 640 / 64 pixels
     assert task.evaluate(model, "valid")["examples"] == 270  # the final evaluation: all
+
+
+def test_a_checkpoint_of_another_version_is_refused(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    config = tiny_task_config("adding/transformer", **{"train.max_steps": 2})
+    train(config, run)
+    state = run / "checkpoint" / ckpt.STATE_FILE
+    info = json.loads(state.read_text())
+    del info["task"], info["scaler"]  # as written before tasks carried state
+    state.write_text(json.dumps(info))
+    with pytest.raises(CheckpointError, match="lacks task, scaler"):
+        train(config.replace(**{"train.max_steps": 4}), run, resume=True)

@@ -140,6 +140,13 @@ class Trainer:
         self._check_compatible(ckpt.read_config(folder), folder)
         ckpt.load_weights(self.model, folder)
         saved = ckpt.load_trainer_state(folder)
+        missing = [k for k in ("task", "optimizer", "schedule", "scaler", "rng", "run")
+                   if k not in saved.info]  # fmt: skip
+        if missing:
+            raise CheckpointError(
+                f"the trainer state in {folder} lacks {', '.join(missing)} (written by another "
+                "version); it cannot be resumed: train into a new --out folder"
+            )
         ckpt.restore_optimizer(self.optimizer, saved.info["optimizer"], saved.tensors)
         self.schedule.load_state_dict(saved.info["schedule"])
         self.scaler.load_state_dict(saved.info["scaler"])
