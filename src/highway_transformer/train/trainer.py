@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,7 @@ from .writers import (
     Record,
     TensorBoardWriter,
     WandbWriter,
+    check_wandb,
     tensorboard_available,
 )
 
@@ -113,12 +114,18 @@ class Trainer:
         task: Task | None = None,
         progress: bool = True,
         log: Callable[[str], None] | None = None,
+        writers: Sequence[MetricsWriter] = (),
     ) -> None:
+        """``task``: a task already built from ``config`` (default: ``config.task.name``'s);
+        ``writers``: metrics sinks beside the run folder's own (JSONL, CSV, TensorBoard,
+        W&B)."""
         self.config = config.validate()
         self.out_dir = Path(out_dir)
         self.progress = progress
         self.log = log or (lambda message: None)
         t = config.train
+        if t.wandb_project:
+            check_wandb(t.wandb_project)
         self.device = setup_runtime(t)  # seeds first: loading data draws no random numbers
         self.task = task if task is not None else task_class(config.task.name)(config, self.device)
         self.model = self.task.build_model(config).to(self.device)
@@ -127,6 +134,7 @@ class Trainer:
         self.schedule = LRSchedule(t)
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=t.precision == "fp16")
         self.state = RunState()
+        self.extra_writers = list(writers)
         self.writers: list[MetricsWriter] = []
 
     # ------------------------------------------------------------------ public
@@ -365,7 +373,7 @@ class Trainer:
         if project:
             config = self.config.to_dict()
             writers.append(WandbWriter(self.out_dir, project, self.config.name, config))
-        return writers
+        return writers + self.extra_writers
 
     def _title(self) -> str:
         return f"{self.config.name} ({self.task.name})"

@@ -100,13 +100,8 @@ class WandbWriter:
     """Weights & Biases: one run named after the config, resumed with the run folder."""
 
     def __init__(self, run_dir: Path, project: str, name: str, config: dict[str, Any]) -> None:
-        try:
-            import wandb
-        except ImportError:
-            raise ConfigError(
-                f"train.wandb_project={project!r} needs Weights & Biases: pip install wandb, "
-                "or leave train.wandb_project empty"
-            ) from None
+        import wandb
+
         self.run = wandb.init(
             project=project, name=name, config=config, dir=str(run_dir), resume="allow"
         )
@@ -117,6 +112,17 @@ class WandbWriter:
 
     def close(self) -> None:
         self.run.finish()
+
+
+def check_wandb(project: str) -> None:
+    """Refuse ``train.wandb_project`` when Weights & Biases is not installed."""
+    try:
+        import wandb  # noqa: F401
+    except ImportError:
+        raise ConfigError(
+            f"train.wandb_project={project!r} needs Weights & Biases: pip install wandb, "
+            "or leave train.wandb_project empty"
+        ) from None
 
 
 def tensorboard_available() -> bool:
