@@ -17,6 +17,7 @@ from typing import Any
 
 from .config import Config, DataConfig, GateConfig, ModelConfig, TrainConfig
 from .report.convergence import best_value, curve, steps_to_reach
+from .train import runfolder
 from .train.runfolder import read_metrics
 from .train.trainer import train
 
@@ -72,12 +73,13 @@ def run_comparison(
     results: dict[str, dict[str, Any]] = {}
     for variant, config in configs.items():
         run_dir = out / variant
-        if (run_dir / "results.json").is_file():
-            results[variant] = json.loads((run_dir / "results.json").read_text())
+        finished = runfolder.read_results(run_dir)
+        if finished is not None:
+            results[variant] = finished
             log(f"{variant}: already trained, skipped")
             continue
         log(f"training {variant} ({config.train.max_steps} steps)")
-        resume = (run_dir / "checkpoint").exists()
+        resume = (run_dir / runfolder.CHECKPOINT_DIR).exists()
         results[variant] = train(config, run_dir, resume=resume, progress=progress, log=log)
     return write_demo_report(out, results, title)
 

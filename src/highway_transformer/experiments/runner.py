@@ -22,11 +22,11 @@ from typing import Any
 
 from ..config import Config, build_config, parse_override, save_config
 from ..errors import ConfigError, HighwayError
+from ..train import runfolder
 from .registry import Experiment, resolve_experiments
 from .scale import describe_scale, get_scale, scale_config
 
 EXPERIMENT_FILE = "experiment.json"
-RESULTS_FILE = "results.json"
 LOG_FILE = "train.log"
 
 
@@ -47,11 +47,11 @@ class RunSpec:
 
     @property
     def finished(self) -> bool:
-        return (self.run_dir / RESULTS_FILE).is_file()
+        return (self.run_dir / runfolder.RESULTS_FILE).is_file()
 
     @property
     def interrupted(self) -> bool:
-        return not self.finished and (self.run_dir / "checkpoint").exists()
+        return not self.finished and (self.run_dir / runfolder.CHECKPOINT_DIR).exists()
 
 
 def run_dir_for(out_root: str | Path, experiment: Experiment, scale: str, seed: int) -> Path:
@@ -145,9 +145,9 @@ def _prepare(spec: RunSpec) -> bool:
     write_experiment_file(spec)
     if spec.interrupted:
         return True
-    for name in ("metrics.jsonl", "metrics.csv"):
+    for name in (runfolder.METRICS_FILE, runfolder.METRICS_CSV):
         (spec.run_dir / name).unlink(missing_ok=True)
-    shutil.rmtree(spec.run_dir / "best", ignore_errors=True)
+    shutil.rmtree(spec.run_dir / runfolder.BEST_DIR, ignore_errors=True)
     return False
 
 
@@ -161,7 +161,7 @@ def _run_inline(spec: RunSpec, log: Callable[[str], None], progress: bool) -> No
 
 def _launch(spec: RunSpec, threads: int) -> subprocess.Popen[bytes]:
     resume = _prepare(spec)
-    config_file = spec.run_dir / "config.yaml"
+    config_file = spec.run_dir / runfolder.CONFIG_FILE
     save_config(spec.config, config_file)
     command = [sys.executable, "-m", "highway_transformer.cli", "train", "--config",
                str(config_file), "--out", str(spec.run_dir), "--no-progress"]  # fmt: skip

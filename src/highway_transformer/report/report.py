@@ -41,6 +41,7 @@ import numpy as np
 import yaml
 
 from ..errors import CheckpointError, ConfigError
+from ..train import runfolder
 from .convergence import steps_to_reach
 from .figures import plot_convergence, plot_gate_heatmaps, plot_tsne
 from .gates import bias_matrices, load_gate_biases, split_name, tsne_embedding
@@ -164,13 +165,13 @@ def load_run(run_dir: str | Path) -> RunRecord:
         raise ConfigError(f"{run_dir / EXPERIMENT_FILE} is missing or unreadable")
     experiment = _with_registry_defaults(experiment)
     config: dict[str, Any] = {}
-    if (run_dir / "config.yaml").is_file():
-        loaded = yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8"))
+    if (run_dir / runfolder.CONFIG_FILE).is_file():
+        loaded = yaml.safe_load((run_dir / runfolder.CONFIG_FILE).read_text(encoding="utf-8"))
         config = loaded if isinstance(loaded, dict) else {}
     else:
         problems.append("config.yaml missing")
-    results = _read_json(run_dir / "results.json", problems)
-    records = _read_metrics(run_dir / "metrics.jsonl", problems)
+    results = _read_json(run_dir / runfolder.RESULTS_FILE, problems)
+    records = _read_metrics(run_dir / runfolder.METRICS_FILE, problems)
     run = RunRecord(run_dir, experiment, config, results, records, problems)
     _check_complete(run)
     return run
