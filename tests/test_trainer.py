@@ -111,7 +111,7 @@ def test_resume_of_another_tasks_run_is_refused(tmp_path: Path) -> None:
 def test_task_run_refuses_to_overwrite(tmp_path: Path) -> None:
     run = tmp_path / "run"
     train(tiny_task_config("adding/transformer", **{"train.max_steps": 2}), run)
-    with pytest.raises(CheckpointError, match="--resume"):
+    with pytest.raises(ConfigError, match="--resume"):  # nor replace it without --overwrite
         train(tiny_task_config("adding/transformer"), run)
 
 
@@ -177,7 +177,11 @@ def test_divergence_before_any_checkpoint_names_none(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     trainer = Trainer(tiny_task_config("adding/transformer"), tmp_path / "run")
-    monkeypatch.setattr(trainer.task, "loss", lambda model, batch: (torch.tensor(float("nan")), 1))
+    monkeypatch.setattr(
+        trainer.task,
+        "loss",
+        lambda model, batch: (torch.tensor(float("nan"), requires_grad=True), 1),
+    )
     with pytest.raises(TrainingDiverged, match="no checkpoint was written") as caught:
         trainer.fit()
     assert "checkpoint/" not in str(caught.value) and not (tmp_path / "run" / "checkpoint").exists()
@@ -219,15 +223,3 @@ def test_periodic_pixel_evaluation_honours_eval_max_tokens() -> None:
     model = task.build_model(config).eval()
     assert task.evaluate(model, "valid", quick=True)["examples"] == 10  # 640 / 64 pixels
     assert task.evaluate(model, "valid")["examples"] == 270  # the final evaluation: all
-
-
-def test_a_checkpoint_of_another_version_is_refused(tmp_path: Path) -> None:
-    run = tmp_path / "run"
-    config = tiny_task_config("adding/transformer", **{"train.max_steps": 2})
-    train(config, run)
-    state = run / "checkpoint" / ckpt.STATE_FILE
-    info = json.loads(state.read_text())
-    del info["task"], info["scaler"]  # as written before tasks carried state
-    state.write_text(json.dumps(info))
-    with pytest.raises(CheckpointError, match="lacks task, scaler"):
-        train(config.replace(**{"train.max_steps": 4}), run, resume=True)

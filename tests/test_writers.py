@@ -68,7 +68,7 @@ def test_wandb_only_when_asked_and_installed(
     monkeypatch.setitem(sys.modules, "wandb", None)  # not installed
     with pytest.raises(ConfigError, match="pip install wandb"):
         train(_config(**{"train.wandb_project": "p"}), tmp_path / "a", progress=False)
-    assert not (tmp_path / "a").exists()  # refused before anything is written
+    assert not (tmp_path / "a" / "config.yaml").exists()  # refused before anything is written
     logged: list[tuple[dict, int]] = []
     run = types.SimpleNamespace(log=lambda data, step: logged.append((data, step)), finish=list)
     fake = types.ModuleType("wandb")

@@ -16,6 +16,8 @@ from torch import Tensor
 from .config import DataConfig
 from .data.batching import IGNORE, eval_rows, windows
 from .models.lm import LanguageModel
+from .nn.memory import MemoryPolicy
+from .train.distributed import World
 
 
 @dataclass
@@ -57,28 +59,40 @@ def evaluate(
     device: torch.device | str = "cpu",
     precision: str = "fp32",
     max_tokens: int | None = None,
+    world: World | None = None,
+    policy: MemoryPolicy | None = None,
 ) -> EvalResult:
-    """Mean NLL of ``ids`` under ``model`` with the evaluation batching of ``data``."""
+    """Mean NLL of ``ids`` under ``model`` with the evaluation batching of ``data``.
+
+    With several processes (``world``) each takes its share of the evaluation rows and the
+    summed losses and counts are all-reduced: every rank gets the single-process figure.
+    A Transformer-XL model runs with ``policy`` (default: the evaluation settings of its
+    ``model.memory``); the model itself is left as it was, training mode included.
+    """
+    world = world or World()
     device = torch.device(device)
     if max_tokens:
         ids = ids[: max_tokens + 1]
     seq_len = data.eval_seq_len or data.seq_len
     context = data.context if data.eval_context is None else data.eval_context
     inputs, targets = eval_rows(ids, data.eval_batch_size)
+    mine = world.uneven_rows(inputs.shape[0])
+    inputs, targets = inputs[mine], targets[mine]
+    if model.uses_memory and policy is None:
+        policy = MemoryPolicy.evaluation(model.config.memory)
     was_training = model.training
     model.eval()
-    model.set_memory_options(train=False)
     total, count, memory = 0.0, 0, None
     try:
-        for window in windows(inputs, targets, seq_len, context):
+        for window in windows(inputs, targets, seq_len, context) if len(inputs) else ():
             x = window.inputs.to(device)
             y = window.targets[:, window.loss_start :].to(device)
             with autocast_context(device, precision):
-                hidden, memory = model(x, memory=memory)
+                hidden, memory = model(x, memory=memory, policy=policy)
             nll = model.token_nll(hidden[:, window.loss_start :], y)
-            total += float(nll.sum())
+            total += float(nll.double().sum())  # float64: sums independent of the sharding
             count += int((y != IGNORE).sum())
     finally:
-        model.set_memory_options(train=True)
         model.train(was_training)
-    return EvalResult(total / max(count, 1), count)
+    total, count = world.all_reduce_sum([total, count])
+    return EvalResult(total / max(count, 1), int(count))

@@ -19,6 +19,7 @@ from torch import Tensor, nn
 
 from ..config import Config
 from ..errors import ConfigError, DataError
+from ..train.distributed import World, shard_batch
 
 Batch = Any
 #: A task's carried state: JSON-able values and tensors (the checkpoint stores them apart).
@@ -51,6 +52,7 @@ class Task(ABC):
         self.config = config
         self.device = device
         self.generator = torch.Generator().manual_seed(config.train.seed)
+        self.world = World(device=device)
 
     @classmethod
     def for_checkpoint(cls, config: Config, device: torch.device, folder: Path) -> Task:
@@ -81,6 +83,19 @@ class Task(ABC):
     @abstractmethod
     def train_batches(self) -> Iterator[Batch]:
         """An endless stream of training batches, continuing from the task's position."""
+
+    def shard(self, world: World) -> None:
+        """Train (and where the task can, evaluate) this rank's share of every batch.
+
+        Every rank draws the same global batches of ``data.batch_size`` (same seed) and keeps
+        its rows, so N processes compute the gradient of one.
+        """
+        self.world = world
+
+    def local_batches(self) -> Iterator[Batch]:
+        """This rank's rows of each training batch; ``train.accumulate`` make one step."""
+        for batch in self.train_batches():
+            yield shard_batch(batch, self.world)
 
     @abstractmethod
     def loss(self, model: nn.Module, batch: Batch) -> tuple[Tensor, int]:

@@ -1,8 +1,11 @@
 """Language modelling: next-token prediction over a corpus stream (HT, Transformer-XL).
 
-Training walks the windows of ``data.batch_size`` contiguous rows in order, carrying the
-Transformer-XL memory from window to window (reset at the start of each pass); the position
-and the memory are the task's state, so a resumed run continues the same stream.
+Training walks the windows of ``data.batch_size x train.accumulate`` contiguous rows in
+order, carrying the Transformer-XL memory from window to window (reset at the start of each
+pass); the position and the memory are the task's state, so a resumed run continues the same
+stream. With several processes rank r trains its contiguous block of those rows, with its own
+memory rows; checkpoints hold every row's memory in stream order, so any process count that
+divides the batch resumes them.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ from ..data.vocab import Vocabulary
 from ..errors import CheckpointError, ConfigError
 from ..evaluate import evaluate
 from ..models.lm import LanguageModel, build_model
+from ..resources import check_resources
+from ..train.distributed import World
 from .base import Batch, Task, TaskState
 
 VOCAB_FILE = "vocab.json"
@@ -44,11 +49,28 @@ class LMTask(Task):
                 f"model.vocab_size={config.model.vocab_size} but the corpus has "
                 f"{len(self.corpus.vocab)} symbols; leave vocab_size at 0 to take it from the data"
             )
-        data = config.data
-        self.inputs, self.targets = train_rows(self.corpus.train, data.batch_size, data.seq_len)
-        self.bounds = window_bounds(self.inputs.shape[1], data.seq_len, data.context)
+        # impossible sizes fail here, in seconds, with the estimate in the message
+        check_resources(config, self.corpus.train.numel(), device)
         self.position = 0  # windows drawn so far
-        self.memory: list[Tensor] | None = None
+        self._layout()
+
+    def _layout(self) -> None:
+        """This rank's rows of the stream; micro-batch k is the k-th slice of them."""
+        data, t = self.config.data, self.config.train
+        rows = data.batch_size * t.accumulate
+        inputs, targets = train_rows(self.corpus.train, rows, data.seq_len)
+        mine = self.world.rows(rows)
+        self.inputs, self.targets = inputs[mine], targets[mine]
+        if t.pin_memory:  # page-locked rows: host-to-device copies overlap with compute
+            self.inputs, self.targets = self.inputs.pin_memory(), self.targets.pin_memory()
+        self.micro_rows = data.batch_size // self.world.size
+        self.bounds = window_bounds(self.inputs.shape[1], data.seq_len, data.context)
+        # per micro-batch, per layer [rows, M, D]
+        self.memory: list[list[Tensor] | None] = [None] * t.accumulate
+
+    def shard(self, world: World) -> None:
+        super().shard(world)
+        self._layout()
 
     @classmethod
     def for_checkpoint(cls, config: Config, device: torch.device, folder: Path) -> LMTask:
@@ -64,17 +86,24 @@ class LMTask(Task):
         return build_model(config.model)
 
     def train_batches(self) -> Iterator[Batch]:
+        """This rank's micro-batches of each window, ``train.accumulate`` per window."""
         while True:
             index = self.position % len(self.bounds)
-            if index == 0:
-                self.memory = None  # a new pass over the stream starts without memory
+            if index == 0:  # a new pass over the stream starts without memory
+                self.memory = [None] * len(self.memory)
             self.position += 1
             start, end, loss_start = self.bounds[index]
-            yield self.inputs[:, start:end], self.targets[:, start + loss_start : end], loss_start
+            for k in range(len(self.memory)):
+                rows = slice(k * self.micro_rows, (k + 1) * self.micro_rows)
+                x, y = self.inputs[rows, start:end], self.targets[rows, start + loss_start : end]
+                yield x, y, loss_start, k
+
+    def local_batches(self) -> Iterator[Batch]:
+        return self.train_batches()  # the layout holds this rank's rows only
 
     def loss(self, model: nn.Module, batch: Batch) -> tuple[Tensor, int]:
-        x, y, loss_start = batch
-        hidden, self.memory = model(x.to(self.device, non_blocking=True), memory=self.memory)
+        x, y, loss_start, k = batch
+        hidden, self.memory[k] = model(x.to(self.device, non_blocking=True), memory=self.memory[k])
         nll = model.token_nll(hidden[:, loss_start:], y.to(self.device, non_blocking=True))
         return nll.sum(), y.numel()  # training rows are never padded: no device sync to count
 
@@ -83,25 +112,39 @@ class LMTask(Task):
         t = self.config.train
         cap = t.eval_max_tokens if quick else None
         ids = self.corpus.split(split)
-        result = evaluate(model, ids, self.config.data, self.device, t.precision, max_tokens=cap)
+        result = evaluate(
+            model, ids, self.config.data, self.device, t.precision, max_tokens=cap, world=self.world
+        )
         return result.as_dict()
 
     def loss_metrics(self, loss: float) -> dict[str, float]:
         return {"bpc": loss / math.log(2), "ppl": math.exp(min(loss, 700.0))}
 
     def state_dict(self) -> TaskState:
+        """Position and every row's memory in stream order (every rank joins the gather)."""
         state = super().state_dict()
-        state.update(position=self.position, memory_layers=len(self.memory or []))
-        for i, m in enumerate(self.memory or []):
-            state[f"memory.{i}"] = m.detach()
+        memory = self._global_memory()
+        state.update(position=self.position, memory_layers=len(memory))
+        state.update({f"memory.{i}": m for i, m in enumerate(memory)})
         return state
 
     def load_state_dict(self, state: TaskState) -> None:
         super().load_state_dict(state)
         self.position = int(state["position"])
-        layers = int(state["memory_layers"])
-        memory = [state[f"memory.{i}"].to(self.device) for i in range(layers)]
-        self.memory = memory or None
+        memory = [state[f"memory.{i}"] for i in range(int(state["memory_layers"]))]
+        if memory:
+            mine = [m[self.world.rows(m.shape[0])].to(self.device) for m in memory]
+            self.memory = [
+                [m[k * self.micro_rows : (k + 1) * self.micro_rows] for m in mine]
+                for k in range(len(self.memory))
+            ]
+
+    def _global_memory(self) -> list[Tensor]:
+        """Per layer, the memory rows of every micro-batch and rank, in stream order."""
+        if any(part is None for part in self.memory):
+            return []
+        layers = zip(*self.memory, strict=True)
+        return [self.world.all_gather_rows(torch.cat(parts)) for parts in layers]
 
     def write_checkpoint_files(self, folder: Path) -> None:
         self.vocab.save(folder / VOCAB_FILE)

@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from ..config import TrainConfig
+from ..errors import ConfigError
 
 
 def build_optimizer(params: Iterable[nn.Parameter], config: TrainConfig) -> torch.optim.Optimizer:
@@ -22,13 +23,18 @@ def build_optimizer(params: Iterable[nn.Parameter], config: TrainConfig) -> torc
         return torch.optim.SGD(
             params, lr=config.lr, momentum=config.momentum, weight_decay=config.weight_decay
         )
-    if config.optimizer == "adam":
-        return torch.optim.Adam(
-            params, lr=config.lr, betas=config.betas, weight_decay=config.weight_decay
+    kind = torch.optim.Adam if config.optimizer == "adam" else torch.optim.AdamW
+    # fused: one kernel for the whole update (params must already be on their device)
+    extra = {"fused": True} if config.fused_optimizer else {}
+    try:
+        return kind(
+            params, lr=config.lr, betas=config.betas, weight_decay=config.weight_decay, **extra
         )
-    return torch.optim.AdamW(
-        params, lr=config.lr, betas=config.betas, weight_decay=config.weight_decay
-    )
+    except RuntimeError as exc:
+        raise ConfigError(
+            f"train.fused_optimizer is not supported here ({str(exc).splitlines()[0][:120]}); "
+            "leave it off"
+        ) from None
 
 
 class LRSchedule:

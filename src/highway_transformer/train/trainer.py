@@ -9,6 +9,7 @@ run-folder layout is :mod:`~highway_transformer.train.runfolder`'s.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import random
 import time
@@ -28,7 +29,17 @@ from ..hardware import check_precision, run_metadata
 from ..tasks import Task, task_class
 from . import checkpoint as ckpt
 from . import runfolder
+from .accumulation import accumulate_gradients
+from .distributed import (
+    World,
+    check_divisible,
+    init_world,
+    is_main_process,
+    seed_rank,
+    wrap_model,
+)
 from .optim import LRSchedule, build_optimizer, set_lr
+from .runlock import own_run_folder
 from .writers import (
     CsvWriter,
     JsonlWriter,
@@ -73,6 +84,22 @@ def setup_runtime(train: TrainConfig) -> torch.device:
     check_precision(device, train.precision)
     seed_everything(train.seed)
     return device
+
+
+def setup_world(train: TrainConfig) -> World:
+    """:func:`setup_runtime`, then join the process group when torchrun started several."""
+    world = init_world(train, setup_runtime(train))
+    if train.pin_memory and world.device.type != "cuda":
+        raise ConfigError(
+            f"train.pin_memory speeds up copies to a CUDA device; this run is on "
+            f"{world.device.type}: leave it off"
+        )
+    return world
+
+
+def global_rows(config: Config) -> int:
+    """Rows (sequences) one optimizer step trains on: data.batch_size x train.accumulate."""
+    return config.data.batch_size * config.train.accumulate
 
 
 def gate_bias_norm(model: nn.Module) -> float | None:
@@ -121,15 +148,20 @@ class Trainer:
         W&B)."""
         self.config = config.validate()
         self.out_dir = Path(out_dir)
-        self.progress = progress
-        self.log = log or (lambda message: None)
         t = config.train
         if t.wandb_project:
             check_wandb(t.wandb_project)
-        self.device = setup_runtime(t)  # seeds first: loading data draws no random numbers
+        self.world = setup_world(t)  # seeds first: loading data draws no random numbers
+        self.device = self.world.device
+        self.progress = progress and self.world.is_main
+        self.log = log if log is not None and self.world.is_main else (lambda message: None)
+        check_divisible(config.data.batch_size, self.world.size)
         self.task = task if task is not None else task_class(config.task.name)(config, self.device)
+        self.task.shard(self.world)
         self.model = self.task.build_model(config).to(self.device)
-        self.forward = torch.compile(self.model) if t.compile else self.model
+        seed_rank(self.world, t.seed)
+        wrapped = wrap_model(self.model, self.world)  # DDP when several ranks run
+        self.forward = torch.compile(wrapped) if t.compile else wrapped
         self.optimizer = build_optimizer(self.model.parameters(), t)
         self.schedule = LRSchedule(t)
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=t.precision == "fp16")
@@ -148,17 +180,11 @@ class Trainer:
         self._check_compatible(ckpt.read_config(folder), folder)
         ckpt.load_weights(self.model, folder)
         saved = ckpt.load_trainer_state(folder)
-        missing = [k for k in ("task", "optimizer", "schedule", "scaler", "rng", "run")
-                   if k not in saved.info]  # fmt: skip
-        if missing:
-            raise CheckpointError(
-                f"the trainer state in {folder} lacks {', '.join(missing)} (written by another "
-                "version); it cannot be resumed: train into a new --out folder"
-            )
         ckpt.restore_optimizer(self.optimizer, saved.info["optimizer"], saved.tensors)
         self.schedule.load_state_dict(saved.info["schedule"])
         self.scaler.load_state_dict(saved.info["scaler"])
         ckpt.restore_rng(saved.info["rng"], saved.tensors)
+        seed_rank(self.world, self.config.train.seed, saved.step)
         self.task.load_state_dict(ckpt.task_state(saved))
         run = saved.info["run"]
         self.state = RunState(
@@ -168,19 +194,21 @@ class Trainer:
             best_valid=run["best_valid"],
             best_step=run["best_step"],
         )
-        runfolder.truncate_metrics(self.out_dir, saved.step)
+        if self.world.is_main:
+            runfolder.truncate_metrics(self.out_dir, saved.step)
         self.log(f"resumed from {folder} at step {saved.step}")
         return True
 
     def fit(self) -> dict[str, Any]:
         """Train to ``train.max_steps``, evaluating and checkpointing on the way."""
-        self.out_dir.mkdir(parents=True, exist_ok=True)
-        save_config(self.config, self.out_dir / runfolder.CONFIG_FILE)
         t = self.config.train
-        self.writers = self._open_writers()
+        if self.world.is_main:  # rank 0 alone writes
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+            save_config(self.config, self.out_dir / runfolder.CONFIG_FILE)
+            self.writers = self._open_writers()
         bar = Progress(t.max_steps, self.state.step, self._title(), self.progress)
         log, self.log = self.log, bar.logger(self.log)
-        batches = self.task.train_batches()
+        batches = self.task.local_batches()
         window = _Window()
         self.model.train()
         try:
@@ -228,7 +256,10 @@ class Trainer:
             "valid": self.evaluate("valid"),
             "test": self.evaluate("test"),
             "metadata": run_metadata(self.device, self.config.train.precision),
+            "processes": self.world.size,
         }
+        if not self.world.is_main:
+            return results
         runfolder.write_results(self.out_dir, results)
         for writer in self.writers:
             writer.close()
@@ -236,10 +267,19 @@ class Trainer:
         return results
 
     def save(self) -> Path:
-        """Write the resumable checkpoint (atomically)."""
+        """Write the resumable checkpoint (atomically): rank 0 writes, every rank joins the
+        task's gather (memory rows) and waits until the folder is complete."""
+        folder = self.out_dir / runfolder.CHECKPOINT_DIR
+        task_state = self.task.state_dict()
+        if self.world.is_main:
+            self._write_checkpoint(folder, task_state)
+        self.world.barrier()
+        return folder
+
+    def _write_checkpoint(self, folder: Path, task_state: dict[str, Any]) -> None:
         optim_info, optim_tensors = ckpt.flatten_optimizer(self.optimizer)
         rng_info, rng_tensors = ckpt.capture_rng()
-        task_info, task_tensors = ckpt.split_task_state(self.task.state_dict())
+        task_info, task_tensors = ckpt.split_task_state(task_state)
         s = self.state
         info = {
             "task": task_info,
@@ -255,8 +295,8 @@ class Trainer:
             },
         }
         state = ckpt.TrainerState(s.step, info, {**optim_tensors, **rng_tensors, **task_tensors})
-        return ckpt.save_checkpoint(
-            self.out_dir / runfolder.CHECKPOINT_DIR,
+        ckpt.save_checkpoint(
+            folder,
             self.model,
             self.config,
             trainer=state,
@@ -270,7 +310,8 @@ class Trainer:
         t = self.config.train
         logs = (self.state.step + 1) % t.log_interval == 0 or self.state.step + 1 == t.max_steps
         started = time.perf_counter()
-        value, count, grad_norm = self._train_step(next(batches), measure=logs)
+        micro = [next(batches) for _ in range(self.config.train.accumulate)]
+        value, count, grad_norm = self._train_step(micro, measure=logs)
         spent = time.perf_counter() - started
         s = self.state
         s.step, s.elapsed, s.items = s.step + 1, s.elapsed + spent, s.items + count
@@ -290,17 +331,24 @@ class Trainer:
         window.loss, window.steps, window.items, window.seconds = 0.0, 0, 0, 0.0
         return record
 
-    def _train_step(self, batch: Any, measure: bool) -> tuple[float, int, float | None]:
-        """Forward, backward, clip, step; (mean loss, items, gradient norm if measured)."""
+    def _train_step(self, batches: list[Any], measure: bool) -> tuple[float, int, float | None]:
+        """Forward and backward each micro-batch, clip, step; (global mean loss, items, gradient
+        norm if measured)."""
         t = self.config.train
         set_lr(self.optimizer, self.schedule.lr(self.state.step))
-        with autocast_context(self.device, t.precision):
-            total, count = self.task.loss(self.forward, batch)
-        loss = total / count
-        value = float(loss.detach())
-        if not math.isfinite(value):
+
+        def micro_batch(batch: Any) -> tuple[torch.Tensor, int]:
+            with autocast_context(self.device, t.precision):
+                return self.task.loss(self.forward, batch)
+
+        value, count = accumulate_gradients(
+            self.forward,
+            self.world,
+            [lambda b=b: micro_batch(b) for b in batches],
+            backward=lambda loss: self.scaler.scale(loss).backward(),
+        )
+        if not math.isfinite(value):  # global: every rank stops together
             raise TrainingDiverged(self._divergence_message(value))
-        self.scaler.scale(loss).backward()
         norm = None
         if t.clip > 0 or measure:
             self.scaler.unscale_(self.optimizer)  # clip the true gradient, not the scaled one
@@ -330,14 +378,20 @@ class Trainer:
         self._record("valid", metrics, lr=self.schedule.lr(self.state.step))
         if annealed:
             self.log(f"validation stalled: learning rate annealed at step {self.state.step}")
-        if loss < self.state.best_valid:
+        ckpt.check_finite_loss(loss, self.state.step)  # a diverged run never replaces one
+        if loss < self.state.best_valid:  # the same on every rank
             self.state.best_valid, self.state.best_step = loss, self.state.step
+            self._save_best()
+
+    def _save_best(self) -> None:
+        if self.world.is_main:
             ckpt.save_checkpoint(
                 self.out_dir / runfolder.BEST_DIR,
                 self.model,
                 self.config,
                 write_files=self.task.write_checkpoint_files,
             )
+        self.world.barrier()  # no rank reads best/ before it is complete
 
     # ------------------------------------------------------------------ records
 
@@ -388,6 +442,13 @@ class Trainer:
                 "overwritten)"
             )
         self.task.check_checkpoint(folder)
+        if global_rows(saved) != global_rows(self.config):
+            raise CheckpointError(
+                f"cannot resume {self.out_dir}: it was trained with a global batch of "
+                f"{global_rows(saved)} rows per step (data.batch_size x train.accumulate), this "
+                f"run asks for {global_rows(self.config)}; keep the product (any process count "
+                "dividing data.batch_size resumes it) or use a new --out"
+            )
         mine, theirs = self.config.model.__dict__, saved.model.__dict__
         differing = [k for k in mine if mine[k] != theirs.get(k)]
         if differing:
@@ -397,15 +458,19 @@ class Trainer:
             )
 
 
-def train(config: Config, out_dir: str | Path, resume: bool = False, **kwargs: Any) -> dict:
-    """Train ``config`` (its ``task.name``) into ``out_dir``, resuming its checkpoint if
-    asked; refuse to overwrite a run folder that holds one."""
-    if not resume and (Path(out_dir) / runfolder.CHECKPOINT_DIR).exists():
-        raise CheckpointError(
-            f"{out_dir} already holds a checkpoint; pass --resume to continue it or choose a new"
-            " --out folder (nothing was overwritten)"
-        )
-    trainer = Trainer(config, out_dir, **kwargs)
-    if resume:
-        trainer.resume()
-    return trainer.fit()
+def train(
+    config: Config,
+    out_dir: str | Path,
+    resume: bool = False,
+    overwrite: bool = False,
+    **kwargs: Any,
+) -> dict:
+    """Train ``config`` (its ``task.name``) into ``out_dir``, owning the folder (see
+    :mod:`.runlock`; the main process holds the lock): resume its checkpoint if asked; a fresh
+    run replaces earlier records only with ``overwrite``."""
+    owner = own_run_folder(out_dir, resume, overwrite, kwargs.get("log"))
+    with owner if is_main_process() else contextlib.nullcontext():
+        trainer = Trainer(config, out_dir, **kwargs)
+        if resume:
+            trainer.resume()
+        return trainer.fit()

@@ -1,0 +1,52 @@
+"""Gradient accumulation: ``train.accumulate`` micro-batches make one optimizer step.
+
+The gradient is that of the mean loss over every counted item of the step, on every rank and
+micro-batch, so ``K`` micro-batches of ``B`` rows equal one batch of ``K * B`` rows and ``N``
+processes equal one. Under DistributedDataParallel only the last micro-batch all-reduces
+gradients (``no_sync`` on the others).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from contextlib import nullcontext
+
+from torch import Tensor, nn
+
+from .distributed import World
+
+#: A micro-batch's forward pass: ``(summed loss, number of items it sums over)``.
+MicroBatch = Callable[[], tuple[Tensor, int]]
+
+
+def accumulate_gradients(
+    model: nn.Module,
+    world: World,
+    micro_batches: Sequence[MicroBatch],
+    backward: Callable[[Tensor], None] = Tensor.backward,
+) -> tuple[float, int]:
+    """Forward and ``backward`` every micro-batch; return the step's global mean and count.
+
+    Each backward divides its sum by one ``norm`` shared by all ranks (DDP averages ranks
+    with equal weight); the gradients are then rescaled by ``size * norm / total count``,
+    which is exactly 1 whenever counts are equal (LM rows), so one process with one
+    micro-batch runs ``sum / count`` as before.
+    """
+    last = len(micro_batches) - 1
+    norm, local_sum, local_count = 1.0, 0.0, 0
+    for k, forward in enumerate(micro_batches):
+        with model.no_sync() if k < last and hasattr(model, "no_sync") else nullcontext():
+            total, count = forward()
+            if k == 0:  # a shared scale keeps the backward near a mean's size
+                norm = world.all_reduce_sum([count])[0] / world.size * len(micro_batches)
+            with world.guard():  # DDP all-reduces inside the last backward
+                backward(total / norm)
+        local_sum += float(total.detach())
+        local_count += count
+    total_sum, n = world.all_reduce_sum([local_sum, local_count])
+    scale = world.size * norm / max(n, 1.0)
+    if scale != 1.0:
+        for p in model.parameters():
+            if p.grad is not None:
+                p.grad.mul_(scale)
+    return total_sum / max(n, 1.0), int(n)

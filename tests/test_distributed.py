@@ -1,0 +1,270 @@
+"""Data-parallel training: N processes equal one, accumulation, resume across process counts,
+rank 0 alone writes, a killed rank ends the run with one line.
+
+The multi-process runs start ``highway train --nproc 2`` (torchrun on this machine, gloo on
+the CPU, one thread each); the one-process references run in this process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from highway_transformer.cli import main
+from highway_transformer.config import Config, build_config
+from highway_transformer.errors import CheckpointError, ConfigError
+from highway_transformer.presets import get_preset
+from highway_transformer.train import checkpoint as ckpt
+from highway_transformer.train.distributed import World, backend_for, check_divisible
+from highway_transformer.train.launch import without_nproc
+from highway_transformer.train.runfolder import read_metrics
+from highway_transformer.train.trainer import Trainer, train
+
+PATTERN = "the quick brown fox jumps over the lazy dog; pack my box with five dozen jugs. " * 40
+
+LM = [
+    "model.d_model=16",
+    "model.n_layers=2",
+    "model.n_heads=2",
+    "model.d_inner=32",
+    "model.dropout=0",
+    "data.corpus=file",
+    "data.level=char",
+    "data.batch_size=4",
+    "data.seq_len=12",
+    "data.context=4",
+    "data.eval_batch_size=6",
+    "data.max_eval_tokens=400",
+    "train.optimizer=adam",
+    "train.lr=0.01",
+    "train.schedule=constant",
+    "train.log_interval=1",
+    "train.threads=1",
+]
+XL = [
+    "model.family=xl",
+    "model.attention=relative",
+    "model.memory.mem_len=8",
+    "model.gate.kind=sdu",
+]
+
+
+@pytest.fixture(scope="module")
+def text_file(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("corpus") / "pattern.txt"
+    path.write_text(PATTERN, encoding="utf-8")
+    return path
+
+
+def lm_args(text_file: Path, *extra: str) -> list[str]:
+    return [*LM, f"data.path={text_file}", *extra]
+
+
+def cli(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    command = [sys.executable, "-m", "highway_transformer.cli", "train", "--no-progress", *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def launch(out: Path, overrides: list[str], *flags: str) -> None:
+    done = cli("--nproc", "2", "--out", str(out), *flags, *overrides)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def one_process(out: Path, overrides: list[str], resume: bool = False) -> dict:
+    config = build_config(Config(), None, overrides)
+    return train(config, out, resume=resume, progress=False)
+
+
+def losses(run: Path, split: str = "train") -> dict[int, float]:
+    records = [r for r in read_metrics(run) if r["split"] == split]
+    steps = [r["step"] for r in records]
+    assert len(steps) == len(set(steps)), "a record was written twice (only rank 0 writes)"
+    return {r["step"]: r["loss"] for r in records}
+
+
+def assert_same_losses(a: dict[int, float], b: dict[int, float]) -> None:
+    assert a.keys() == b.keys()
+    for step in a:
+        assert abs(a[step] - b[step]) < 1e-6, (step, a[step], b[step])
+
+
+def test_two_processes_train_and_evaluate_like_one_transformer(tmp_path, text_file):
+    overrides = lm_args(text_file, "train.max_steps=5", "train.eval_interval=5")
+    launch(tmp_path / "two", overrides)
+    one_process(tmp_path / "one", overrides)
+    assert_same_losses(losses(tmp_path / "two"), losses(tmp_path / "one"))
+    assert_same_losses(losses(tmp_path / "two", "valid"), losses(tmp_path / "one", "valid"))
+    two = json.loads((tmp_path / "two" / "results.json").read_text())
+    one = json.loads((tmp_path / "one" / "results.json").read_text())
+    for split in ("valid", "test"):
+        assert two[split]["tokens"] == one[split]["tokens"]
+        assert two[split]["loss"] == pytest.approx(one[split]["loss"], abs=1e-6)
+    # rank 0 alone wrote: no stray temporary folders, every record once
+    assert sorted(p.name for p in (tmp_path / "two").iterdir() if p.is_dir()) == sorted(
+        p.name for p in (tmp_path / "one").iterdir() if p.is_dir()
+    )
+
+
+def test_xl_memory_checkpoint_of_two_processes_resumes_in_one_and_back(tmp_path, text_file):
+    base = lm_args(text_file, *XL, "train.eval_interval=3")
+    one_process(tmp_path / "ref", [*base, "train.max_steps=6"])
+    reference = losses(tmp_path / "ref")
+
+    # 2 processes for steps 1-3, then 1 process continues 4-6 from the per-row memories
+    launch(tmp_path / "a", [*base, "train.max_steps=3"])
+    one_process(tmp_path / "a", [*base, "train.max_steps=6"], resume=True)
+    assert_same_losses(losses(tmp_path / "a"), reference)
+
+    # and the reverse: 1 process, then 2
+    one_process(tmp_path / "b", [*base, "train.max_steps=3"])
+    launch(tmp_path / "b", [*base, "train.max_steps=6"], "--resume")
+    assert_same_losses(losses(tmp_path / "b"), reference)
+
+
+def test_accumulate_two_equals_a_doubled_batch(tmp_path, text_file):
+    base = lm_args(text_file, *XL, "train.max_steps=4", "train.eval_interval=4")
+    one_process(tmp_path / "acc", [*base, "data.batch_size=2", "train.accumulate=2"])
+    one_process(tmp_path / "big", [*base, "data.batch_size=4"])
+    assert_same_losses(losses(tmp_path / "acc"), losses(tmp_path / "big"))
+
+
+def test_resuming_with_another_global_batch_is_refused(tmp_path, text_file):
+    base = lm_args(text_file, "train.max_steps=2", "train.eval_interval=2")
+    one_process(tmp_path / "run", base)
+    before = (tmp_path / "run" / "checkpoint" / ckpt.MODEL_FILE).read_bytes()
+    with pytest.raises(CheckpointError, match="global batch of 4 rows"):
+        one_process(tmp_path / "run", [*base, "data.batch_size=8"], resume=True)
+    assert (tmp_path / "run" / "checkpoint" / ckpt.MODEL_FILE).read_bytes() == before
+
+
+def test_a_task_trains_in_two_processes_like_in_one(tmp_path):
+    # seq2seq: the counted targets differ between ranks, the mean is still the global one
+    overrides = [
+        "model.d_model=16",
+        "model.d_inner=32",
+        "model.dropout=0",
+        "data.batch_size=4",
+        "train.max_steps=5",
+        "train.eval_interval=5",
+        "train.log_interval=1",
+        "train.eval_max_tokens=200",
+        "train.threads=1",
+    ]
+    done = cli(
+        "--preset", "seq2seq/toy", "--nproc", "2", "--out", str(tmp_path / "two"), *overrides
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    config = build_config(get_preset("seq2seq/toy"), None, overrides)
+    train(config, tmp_path / "one", progress=False)
+    assert_same_losses(losses(tmp_path / "two"), losses(tmp_path / "one"))
+    assert_same_losses(losses(tmp_path / "two", "valid"), losses(tmp_path / "one", "valid"))
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def _rank_of(pid: int) -> int | None:
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return None
+    for item in environ:
+        if item.startswith(b"RANK="):
+            return int(item[5:])
+    return None
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="finds the rank's process in /proc")
+def test_a_killed_rank_ends_the_run_with_one_line_naming_it(tmp_path, text_file):
+    out = tmp_path / "run"
+    overrides = lm_args(text_file, "train.max_steps=100000", "train.eval_interval=2")
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    command = [sys.executable, "-m", "highway_transformer.cli", "train", "--no-progress"]
+    process = subprocess.Popen(
+        [*command, "--nproc", "2", "--out", str(out), *overrides],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        deadline = time.monotonic() + 180
+        while not (out / "checkpoint" / ckpt.STATE_FILE).is_file():
+            assert process.poll() is None and time.monotonic() < deadline
+            time.sleep(0.2)
+        rank1 = [pid for pid in _children(process.pid) if _rank_of(pid) == 1]
+        assert len(rank1) == 1
+        os.kill(rank1[0], signal.SIGKILL)
+        _, stderr = process.communicate(timeout=120)
+    finally:
+        process.kill()
+    assert process.returncode == 2
+    last = stderr.strip().splitlines()[-1]
+    assert last.startswith("error: rank 1 of 2 failed (killed by SIGKILL)"), stderr[-1500:]
+    assert "checkpoint is intact" in last
+    assert ckpt.load_trainer_state(out / "checkpoint").step % 2 == 0
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize(
+    ("nproc", "message"),
+    [("8", "needs at least one row"), ("3", "does not divide into 3 processes")],
+)
+def test_process_counts_that_do_not_split_the_batch(tmp_path, text_file, capsys, nproc, message):
+    # refused before any process starts
+    code = main(["train", "--nproc", nproc, "--out", str(tmp_path / "x"), *lm_args(text_file)])
+    stderr = capsys.readouterr().err.strip()
+    assert code == 2
+    assert stderr.startswith("error: ") and len(stderr.splitlines()) == 1
+    assert message in stderr
+    assert not (tmp_path / "x").exists()
+
+
+def test_settings_for_several_processes_are_refused_in_one(tmp_path, text_file):
+    for extra, message in [
+        ("train.dist_backend=gloo", "applies to several processes only"),
+        ("train.pin_memory=true", "leave it off"),
+    ]:
+        config = build_config(Config(), None, lm_args(text_file, extra))
+        with pytest.raises(ConfigError, match=message):
+            Trainer(config, tmp_path / "x", progress=False)
+    with pytest.raises(ConfigError, match="adam and adamw only"):
+        build_config(Config(), None, ["train.fused_optimizer=true", "train.optimizer=sgd"])
+
+
+def test_backend_choice_and_row_shares():
+    assert backend_for(torch.device("cpu"), "auto") == "gloo"
+    assert backend_for(torch.device("cuda", 0), "auto") == "nccl"
+    with pytest.raises(ConfigError, match="nccl needs CUDA"):
+        backend_for(torch.device("cpu"), "nccl")
+    with pytest.raises(ConfigError, match="does not divide"):
+        check_divisible(6, 4)
+    shares = [World(rank=r, size=3).uneven_rows(7) for r in range(3)]
+    assert [(s.start, s.stop) for s in shares] == [(0, 2), (2, 4), (4, 7)]
+    assert World(rank=1, size=2).rows(8) == slice(4, 8)
+    assert without_nproc(["train", "--nproc", "2", "a=1", "--nproc=3", "--out", "o"]) == [
+        "train",
+        "a=1",
+        "--out",
+        "o",
+    ]
