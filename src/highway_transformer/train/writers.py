@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..errors import ConfigError
+from ..extras import import_extra
 from . import runfolder
 
 Record = dict[str, Any]
@@ -100,8 +100,7 @@ class WandbWriter:
     """Weights & Biases: one run named after the config, resumed with the run folder."""
 
     def __init__(self, run_dir: Path, project: str, name: str, config: dict[str, Any]) -> None:
-        import wandb
-
+        wandb = import_extra("wandb", f"train.wandb_project={project!r} (Weights & Biases)")
         self.run = wandb.init(
             project=project, name=name, config=config, dir=str(run_dir), resume="allow"
         )
@@ -115,14 +114,8 @@ class WandbWriter:
 
 
 def check_wandb(project: str) -> None:
-    """Refuse ``train.wandb_project`` when Weights & Biases is not installed."""
-    try:
-        import wandb  # noqa: F401
-    except ImportError:
-        raise ConfigError(
-            f"train.wandb_project={project!r} needs Weights & Biases: pip install wandb, "
-            "or leave train.wandb_project empty"
-        ) from None
+    """Refuse ``train.wandb_project`` up front when Weights & Biases is not installed."""
+    import_extra("wandb", f"train.wandb_project={project!r} (Weights & Biases)")
 
 
 def tensorboard_available() -> bool:
