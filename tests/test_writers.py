@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from conftest import tiny_task_config
 
-from highway_transformer.errors import ConfigError
+from highway_transformer.errors import MissingExtra
 from highway_transformer.train.trainer import Trainer, train
 
 
@@ -66,7 +66,7 @@ def test_wandb_only_when_asked_and_installed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setitem(sys.modules, "wandb", None)  # not installed
-    with pytest.raises(ConfigError, match="pip install wandb"):
+    with pytest.raises(MissingExtra, match=r"highway-transformer\[wandb\]"):
         train(_config(**{"train.wandb_project": "p"}), tmp_path / "a", progress=False)
     assert not (tmp_path / "a" / "config.yaml").exists()  # refused before anything is written
     logged: list[tuple[dict, int]] = []
