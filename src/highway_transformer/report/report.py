@@ -222,9 +222,28 @@ def _mean(s: dict[str, float] | None) -> float | None:
     return None if s is None else s["mean"]
 
 
+#: Metrics the papers publish in percent (results.json holds fractions).
+PERCENT_METRICS = ("accuracy", "token_accuracy", "exact_match")
+
+
+def higher_is_better(metric: str) -> bool:
+    """Whether a larger ``metric`` is better, as the task registry declares it."""
+    from ..tasks import TASKS
+
+    return any(task.metrics.get(metric) == "higher" for task in TASKS.values())
+
+
+def _improved(change: float | None, metric: str) -> bool | None:
+    if change is None:
+        return None
+    return change > 0 if higher_is_better(metric) else change < 0
+
+
 def _result(run: RunRecord, split: str, key: str) -> float | None:
     value = (run.results or {}).get(split, {}).get(key)
-    return None if value is None else float(value)
+    if value is None:
+        return None
+    return float(value) * (100 if key in PERCENT_METRICS else 1)
 
 
 def mean_curve(runs: list[RunRecord], split: str, key: str) -> list[tuple[int, float, float]]:
@@ -270,7 +289,7 @@ def paper_rows(groups: dict[str, list[RunRecord]], metric: str) -> list[dict[str
             theirs = _mean(base[key]) if base else None
             change = None if row["is_baseline"] else relative_change(mine, theirs)
             row[f"{key}_change_pct"] = change
-            row[f"{key}_improved"] = None if change is None else change < 0
+            row[f"{key}_improved"] = _improved(change, metric)
             paper_base = base["published"].get(key) if base else None
             paper = None if row["is_baseline"] else row["published"].get(key)
             row[f"published_{key}_change_pct"] = relative_change(paper, paper_base)
@@ -342,7 +361,7 @@ def time_rows(groups: dict[str, list[RunRecord]]) -> list[dict[str, Any]]:
 
 
 def _paired_better(runs: list[RunRecord], base: list[RunRecord], metric: str) -> tuple[int, int]:
-    """Seeds run by both rows where the row's final validation metric is lower: (better, n)."""
+    """Seeds run by both rows where the row's final validation metric is better: (better, n)."""
     base_by_seed = {r.seed: _result(r, "valid", metric) for r in base}
     pairs = [
         (_result(r, "valid", metric), base_by_seed.get(r.seed))
@@ -350,7 +369,8 @@ def _paired_better(runs: list[RunRecord], base: list[RunRecord], metric: str) ->
         if r.seed in base_by_seed
     ]
     pairs = [(mine, theirs) for mine, theirs in pairs if mine is not None and theirs is not None]
-    return sum(mine < theirs for mine, theirs in pairs), len(pairs)
+    higher = higher_is_better(metric)
+    return sum(mine > theirs if higher else mine < theirs for mine, theirs in pairs), len(pairs)
 
 
 def direction_rows(
@@ -374,7 +394,7 @@ def direction_rows(
         sooner = None if base_seconds is None else seconds is not None and seconds < base_seconds
         better, n_paired = _paired_better(groups[name], groups[row["baseline"]], metric)
         paper_change = row[f"published_{key}_change_pct"]
-        paper_better = None if paper_change is None else paper_change < 0
+        paper_better = _improved(paper_change, metric)
         lower = row[f"{key}_improved"]
         rows.append(
             {
@@ -629,9 +649,10 @@ def index_markdown(report: dict[str, Any]) -> str:
         ),
         f"{len(report['runs'])} run(s) of {len(report['paper_table'])} row(s). *eval* is the "
         "validation split; Δ is the relative change to the row's baseline "
-        f"(negative is better; {DOWN} marks an improvement); values are mean ± sample standard "
-        "deviation over seeds where there are several; *paper* columns are the published "
-        "figures.",
+        f"({'positive' if higher_is_better(m) else 'negative'} is better for {m}; {DOWN} marks "
+        f"an improvement{'; in percent' if m in PERCENT_METRICS else ''}); values are mean ± "
+        "sample standard deviation over seeds where there are several; *paper* columns are the "
+        "published figures.",
         "",
         "## Results (paper format)",
         "",
@@ -715,11 +736,6 @@ def write_report(run_dirs: Iterable[str | Path], out_dir: str | Path) -> dict[st
     out.mkdir(parents=True, exist_ok=True)
     groups = group_runs(runs)
     metric = str(runs[0].experiment.get("metric", "bpc"))
-    if metric not in ("bpc", "ppl"):
-        raise ConfigError(
-            f"reports cover the language-modelling tables; {table} reports {metric}: read each "
-            "run's results.json (highway eval RUN --split both)"
-        )
     baseline = runs[0].experiment.get("baseline")
     description = TABLES.get(table, (table, metric))[0]
     figures = _convergence_figures(groups, metric, out, f"{description} ({scale})")
