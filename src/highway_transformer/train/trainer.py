@@ -329,9 +329,8 @@ class Trainer:
             self.world,
             [lambda b=b: micro_batch(b) for b in batches],
             backward=lambda loss: self.scaler.scale(loss).backward(),
+            check=self._check_finite,
         )
-        if not math.isfinite(value):  # global: every rank stops together
-            raise TrainingDiverged(self._divergence_message(value))
         norm = None
         if t.clip > 0 or measure:
             self.scaler.unscale_(self.optimizer)  # clip the true gradient, not the scaled one
@@ -341,6 +340,10 @@ class Trainer:
         self.scaler.update()
         self.optimizer.zero_grad(set_to_none=True)
         return value, count, float(norm) if measure and norm is not None else None
+
+    def _check_finite(self, value: float) -> None:
+        if not math.isfinite(value):
+            raise TrainingDiverged(self._divergence_message(value))
 
     def _divergence_message(self, value: float) -> str:
         step = self.state.step + 1
