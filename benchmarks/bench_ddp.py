@@ -37,8 +37,9 @@ from common import print_machine  # noqa: E402
 from highway_transformer.models.lm import build_model  # noqa: E402
 from highway_transformer.presets import get_preset  # noqa: E402
 from highway_transformer.train.accumulation import accumulate_gradients  # noqa: E402
-from highway_transformer.train.distributed import World, wrap_model  # noqa: E402
+from highway_transformer.train.distributed import World  # noqa: E402
 from highway_transformer.train.optim import build_optimizer  # noqa: E402
+from highway_transformer.train.strategies import Replicated  # noqa: E402
 
 VOCAB = 50  # char PTB
 
@@ -72,7 +73,7 @@ def _worker(rank: int, size: int, args: argparse.Namespace, port: int, out: str)
     )
     torch.manual_seed(0)
     model = build_model(config.model)
-    forward = wrap_model(model, world)
+    forward = Replicated().wrap(model, world)
     optimizer = build_optimizer(model.parameters(), config.train)
     rows = args.batch // size
     x = torch.randint(VOCAB, (rows, args.seq_len))

@@ -155,6 +155,7 @@ class TrainConfig:
     compile: bool = False  # torch.compile the model
     threads: int = 0  # torch CPU threads; 0: leave as is
     accumulate: int = 1  # micro-batches of data.batch_size rows per optimizer step
+    strategy: str = "ddp"  # several processes: ddp (replicated) | fsdp (sharded model)
     dist_backend: str = "auto"  # several processes: auto (gloo on CPU, nccl on CUDA) | gloo | nccl
     dist_timeout: float = 600.0  # seconds a collective waits for a silent rank before failing
     fused_optimizer: bool = False  # fused Adam/AdamW kernels (CUDA only)
@@ -448,6 +449,9 @@ def validate(config: Config) -> Config:
     _positive("train.clip", t.clip, allow_zero=True)
     _positive("train.accumulate", t.accumulate)
     _choice("distributed backend", t.dist_backend, DIST_BACKENDS)
+    from .train.strategies import STRATEGIES
+
+    _choice("training strategy (train.strategy)", t.strategy, tuple(STRATEGIES))
     _positive("train.dist_timeout", t.dist_timeout)
     if t.fused_optimizer and t.optimizer == "sgd":
         raise ConfigError(
