@@ -279,3 +279,39 @@ def test_backend_choice_and_row_shares():
         "--out",
         "o",
     ]
+
+
+# --------------------------------------------------------------------------- submitted jobs
+
+
+def test_table_rows_as_submitted_jobs_skip_and_refuse(tmp_path, text_file):
+    """``highway run --launcher`` through submitit's local executor (a Slurm stand-in): each
+    row a job, finished rows skipped on the next call, job settings refused locally."""
+    pytest.importorskip("submitit")
+    from highway_transformer.experiments.runner import JobSettings, run_experiments
+
+    rows = ["ht-table1/t-l3+sigmoid"]
+    overrides = [
+        *LM[:5],
+        "data.corpus=file",
+        f"data.path={text_file}",
+        "train.max_steps=2",
+        "train.eval_interval=2",
+        "train.threads=1",
+    ]
+    messages: list[str] = []
+    dirs = run_experiments(
+        rows, tmp_path, "tiny", overrides=overrides, launcher="submitit-local", log=messages.append
+    )
+    assert sum("submitted as job" in m for m in messages) == len(rows)
+    for d in dirs:
+        assert json.loads((d / "results.json").read_text())["steps"] == 2
+    messages.clear()
+    run_experiments(
+        rows, tmp_path, "tiny", overrides=overrides, launcher="submitit-local", log=messages.append
+    )
+    assert messages == [f"{row} seed 1: finished, skipped" for row in rows]
+    with pytest.raises(ConfigError, match="add --launcher slurm"):
+        run_experiments(rows, tmp_path, "tiny", overrides=overrides, job=JobSettings(nproc=2))
+    with pytest.raises(ConfigError, match="unknown launcher"):
+        run_experiments(rows, tmp_path, "tiny", overrides=overrides, launcher="slrum")
