@@ -29,7 +29,7 @@ from ..tasks import Task, task_class
 from . import checkpoint as ckpt
 from . import runfolder
 from .accumulation import accumulate_gradients
-from .distributed import World, check_divisible, init_world, seed_rank
+from .distributed import World, check_divisible, close_world, init_world, seed_rank
 from .optim import LRSchedule, build_optimizer, set_lr
 from .strategies import strategy
 from .writers import (
@@ -478,4 +478,6 @@ def train(config: Config, out_dir: str | Path, resume: bool = False, **kwargs: A
     trainer = Trainer(config, out_dir, **kwargs)
     if resume:
         trainer.resume()
-    return trainer.fit()
+    results = trainer.fit()
+    close_world(trainer.world)  # after success only: a failed rank's peers are being stopped
+    return results
