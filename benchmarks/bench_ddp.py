@@ -123,6 +123,8 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     print_machine("cpu")
+    # other work on the machine slows the two processes more than the one: say how busy it is
+    print(f"load average (1 min) before the run: {os.getloadavg()[0]:.1f}")
     tokens = args.batch * args.seq_len
     one, two = measure(1, args), measure(2, args)
     tps1, tps2 = tokens / one["seconds"], tokens / two["seconds"]
