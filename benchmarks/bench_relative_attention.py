@@ -48,7 +48,7 @@ def oracle_forward(m: RelativeMultiHeadAttention, h: torch.Tensor, memory: torch
     k = (cat @ w_k.T).view(bsz, k_len, n_h, d_h).transpose(1, 2)
     v = (cat @ w_v.T).view(bsz, k_len, n_h, d_h).transpose(1, 2)
     # Position keys for distances 0 .. K-1, then one row per (i, j): distance M + i - j.
-    r_k = m.r_net(sinusoid(torch.arange(k_len, dtype=torch.float32), m.d_model))
+    r_k = m.r_net(sinusoid(torch.arange(k_len, dtype=torch.float32), m.d_model, split=True))
     r_k = r_k.view(k_len, n_h, d_h).transpose(0, 1)  # [H, K, dh], index = distance
     i = torch.arange(q_len)[:, None]
     j = torch.arange(k_len)[None, :]

@@ -175,7 +175,7 @@ def test_gtrxl_identity_path() -> None:
             block.sublayers[1].fc2.bias.zero_()
     tokens = torch.randint(0, V, (2, 6))
     hidden, _ = model(tokens)
-    expected = model.final_norm(model.embedding(tokens))
+    expected = model.final_norm(model.embedding(tokens) * model.embedding_scale)
     torch.testing.assert_close(hidden, expected, rtol=1e-6, atol=1e-6)
 
 
@@ -255,4 +255,4 @@ def test_bad_memory_settings_are_config_errors(key: str, value: int) -> None:
     from highway_transformer.config import Config
 
     with pytest.raises(ConfigError, match=key.split(".")[-1]):
-        Config().replace(**{key: value}).validate()
+        Config().replace(**{"model.family": "xl", key: value}).validate()

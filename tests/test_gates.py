@@ -109,8 +109,10 @@ def test_residual_is_plain_sum() -> None:
     assert isinstance(build_combiner("none", D), Residual)
 
 
-@pytest.mark.parametrize("kind", sorted(HT_GATES))
-@pytest.mark.parametrize("activation", ["sigmoid", "tanh"])
+@pytest.mark.parametrize(
+    ("kind", "activation"),
+    [("sdu", "sigmoid"), ("sdu", "tanh"), ("highway", "sigmoid"), ("gated", "sigmoid")],
+)
 def test_gate_biases_start_at_zero(kind: str, activation: str) -> None:
     torch.manual_seed(0)
     combiner = build_combiner(kind, D, activation)
@@ -125,6 +127,15 @@ def test_gate_biases_start_at_zero(kind: str, activation: str) -> None:
     assert torch.all(combiner.gate_bias() == 0.5)
     # W1, W2 and their biases: 2d(d+1) parameters per gated sublayer (HT §3)
     assert sum(p.numel() for p in combiner.parameters()) == 2 * D * (D + 1)
+
+
+@pytest.mark.parametrize("kind", ["highway", "gated"])
+def test_tanh_highway_and_gated_are_rejected(kind: str) -> None:
+    """HT eq. 26 and the authors' code use σ for T (their glu_type 3/4 ignore act_type)."""
+    with pytest.raises(ConfigError, match="sigmoid"):
+        build_combiner(kind, D, "tanh")
+    with pytest.raises(ConfigError, match="sigmoid"):
+        Config().replace(**{"model.gate.kind": kind, "model.gate.activation": "tanh"}).validate()
 
 
 def test_unknown_activation_is_an_error() -> None:

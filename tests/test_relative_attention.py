@@ -23,7 +23,7 @@ def oracle(
     m: RelativeMultiHeadAttention,
     h: torch.Tensor,
     memory: torch.Tensor | None,
-    clamp_len: int = -1,
+    clamp_len: int = 0,
     same_length: bool = False,
 ) -> torch.Tensor:
     """Per-(i, j) brute force of the module's forward (float64, differentiable)."""
@@ -51,8 +51,8 @@ def oracle(
                     if not visible:
                         continue
                     k_j = w_k[sl] @ ctx[b, j]
-                    pos = dist if clamp_len < 0 else min(dist, clamp_len)
-                    r = sinusoid(torch.tensor([float(pos)]), d)[0].to(dt)
+                    pos = dist if clamp_len <= 0 else min(dist, clamp_len)
+                    r = sinusoid(torch.tensor([float(pos)]), d, split=True)[0].to(dt)
                     wr = w_r[sl] @ r
                     a_ij = q_i @ k_j + q_i @ wr + u[head] @ k_j + v[head] @ wr
                     scores.append(a_ij / math.sqrt(d_h))
@@ -90,7 +90,8 @@ CASES = [
     (4, 7, -1, False, 2),  # M > L
     (5, 0, -1, False, 3),  # empty memory
     (5, 3, 2, False, 3),  # clamp_len
-    (4, 6, 0, False, 1),  # clamp_len 0: every distance uses R_0
+    (4, 6, 0, False, 1),  # clamp_len 0: no clamping (the reference clamps only when > 0)
+    (4, 6, -1, False, 1),  # clamp_len -1: no clamping
     (5, 3, -1, True, 3),  # same_length, M < L
     (3, 5, 4, True, 2),  # same_length, M > L, clamp_len
     (4, 0, -1, True, 3),  # same_length with no memory falls back to causal
@@ -164,6 +165,21 @@ def test_same_length_window():
         assert torch.equal((~mask).sum(1), torch.full((q_len,), mem_len))
 
 
+def test_same_length_window_while_memory_fills():
+    """The window is the configured memory length W, not the memory held (reference rule):
+    with M < W keys held every query still sees at most its W most recent keys."""
+    for q_len, held, window in [(4, 0, 2), (4, 1, 3), (3, 2, 6), (5, 0, 5)]:
+        mask = relative_attention_mask(q_len, held, same_length=True, window=window)
+        k_len = q_len + held
+        ones = torch.ones(q_len, k_len)
+        mask_len = k_len - window
+        shift = q_len - mask_len if mask_len > 0 else q_len
+        ref = (torch.triu(ones, 1 + held) + torch.tril(ones, -shift)).bool()
+        assert torch.equal(mask, ref)
+        visible = torch.minimum(torch.arange(q_len) + held + 1, torch.tensor(window))
+        assert torch.equal((~mask).sum(1), visible)
+
+
 def test_dropout_only_in_training():
     m = make(dropout_attn=0.5)
     ref = make(dropout_attn=0.0)
@@ -190,7 +206,7 @@ def test_bad_memory(shape, message):
         m(h, torch.zeros(shape))
 
 
-@pytest.mark.parametrize("clamp_len", [-2, 1.5, True])
+@pytest.mark.parametrize("clamp_len", [1.5, True, "3"])
 def test_bad_clamp_len(clamp_len):
     m = make()
     h, _ = inputs(2, 4, None)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import time
 from pathlib import Path
 
 import numpy as np
@@ -159,9 +158,7 @@ def test_nottingham_few_steps_beat_the_uniform_guess(tmp_path):
 def test_digits_default_trains_above_chance(tmp_path):
     pytest.importorskip("sklearn")
     config = _tiny("digits/rtransformer", **{"train.max_steps": 300, "train.eval_interval": 150})
-    started = time.perf_counter()
     results = train(config, tmp_path, progress=False)
-    assert time.perf_counter() - started < 30
     assert results["test"]["accuracy"] > 0.3
     assert results["valid"]["examples"] == 270
     records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]

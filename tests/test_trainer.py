@@ -177,7 +177,11 @@ def test_divergence_before_any_checkpoint_names_none(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     trainer = Trainer(tiny_task_config("adding/transformer"), tmp_path / "run")
-    monkeypatch.setattr(trainer.task, "loss", lambda model, batch: (torch.tensor(float("nan")), 1))
+    monkeypatch.setattr(
+        trainer.task,
+        "loss",
+        lambda model, batch: (torch.tensor(float("nan"), requires_grad=True), 1),
+    )
     with pytest.raises(TrainingDiverged, match="no checkpoint was written") as caught:
         trainer.fit()
     assert "checkpoint/" not in str(caught.value) and not (tmp_path / "run" / "checkpoint").exists()

@@ -77,8 +77,11 @@ def run_comparison(
             log(f"{variant}: already trained, skipped")
             continue
         log(f"training {variant} ({config.train.max_steps} steps)")
-        resume = (run_dir / "checkpoint").exists()
-        results[variant] = train(config, run_dir, resume=resume, progress=progress, log=log)
+        resume = (run_dir / "checkpoint").exists() or (run_dir / "checkpoint.old").exists()
+        # a run cut before its first checkpoint starts again: its partial records go
+        results[variant] = train(
+            config, run_dir, resume=resume, overwrite=not resume, progress=progress, log=log
+        )
     return write_demo_report(out, results, title)
 
 

@@ -36,3 +36,7 @@ def unknown_choice(what: str, name: object, choices: Iterable[str]) -> ConfigErr
     close = difflib.get_close_matches(str(name), options, n=1)
     hint = f" Did you mean {close[0]!r}?" if close else ""
     return ConfigError(f"unknown {what} {name!r}; choose one of: {', '.join(options)}.{hint}")
+
+
+class RunFolderBusy(HighwayError):
+    """Another process owns the run folder (its lock file names the owner)."""

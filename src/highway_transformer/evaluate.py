@@ -16,6 +16,7 @@ from torch import Tensor
 from .config import DataConfig
 from .data.batching import IGNORE, eval_rows, windows
 from .models.lm import LanguageModel
+from .nn.memory import MemoryPolicy
 from .train.distributed import World
 
 
@@ -59,11 +60,14 @@ def evaluate(
     precision: str = "fp32",
     max_tokens: int | None = None,
     world: World | None = None,
+    policy: MemoryPolicy | None = None,
 ) -> EvalResult:
     """Mean NLL of ``ids`` under ``model`` with the evaluation batching of ``data``.
 
     With several processes (``world``) each takes its share of the evaluation rows and the
     summed losses and counts are all-reduced: every rank gets the single-process figure.
+    A Transformer-XL model runs with ``policy`` (default: the evaluation settings of its
+    ``model.memory``); the model itself is left as it was, training mode included.
     """
     world = world or World()
     device = torch.device(device)
@@ -74,21 +78,21 @@ def evaluate(
     inputs, targets = eval_rows(ids, data.eval_batch_size)
     mine = world.uneven_rows(inputs.shape[0])
     inputs, targets = inputs[mine], targets[mine]
+    if model.uses_memory and policy is None:
+        policy = MemoryPolicy.evaluation(model.config.memory)
     was_training = model.training
     model.eval()
-    model.set_memory_options(train=False)
     total, count, memory = 0.0, 0, None
     try:
         for window in windows(inputs, targets, seq_len, context) if len(inputs) else ():
             x = window.inputs.to(device)
             y = window.targets[:, window.loss_start :].to(device)
             with autocast_context(device, precision):
-                hidden, memory = model(x, memory=memory)
+                hidden, memory = model(x, memory=memory, policy=policy)
             nll = model.token_nll(hidden[:, window.loss_start :], y)
             total += float(nll.double().sum())  # float64: sums independent of the sharding
             count += int((y != IGNORE).sum())
     finally:
-        model.set_memory_options(train=True)
         model.train(was_training)
     total, count = world.all_reduce_sum([total, count])
     return EvalResult(total / max(count, 1), int(count))

@@ -11,12 +11,15 @@ tokens either way (tested).
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import Tensor
 
 from .data.vocab import Vocabulary
 from .errors import ConfigError, DataError
 from .models.lm import LanguageModel
+from .nn.memory import MemoryPolicy
 
 
 def tokenize_prompt(vocab: Vocabulary, prompt: str) -> list[int]:
@@ -69,6 +72,24 @@ def sample_next(
     return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
 
 
+def check_sampling(
+    n_tokens: int, temperature: float, top_k: int, top_p: float, seed: int | None
+) -> None:
+    """Raise :class:`ConfigError` for a sampling setting outside its meaningful range."""
+    if n_tokens < 0:
+        raise ConfigError(f"--tokens must be >= 0, got {n_tokens}")
+    if not math.isfinite(temperature) or temperature < 0:
+        raise ConfigError(
+            f"--temperature must be a finite number >= 0 (0 is greedy), got {temperature}"
+        )
+    if top_k < 0:
+        raise ConfigError(f"--top-k must be >= 0 (0 keeps every symbol), got {top_k}")
+    if not 0 < top_p <= 1:  # also refuses NaN
+        raise ConfigError(f"--top-p must be in (0, 1] (1 keeps every symbol), got {top_p}")
+    if seed is not None and not 0 <= seed < 2**63:
+        raise ConfigError(f"--seed must be >= 0, got {seed}")
+
+
 @torch.no_grad()
 def generate_ids(
     model: LanguageModel,
@@ -83,8 +104,13 @@ def generate_ids(
     """Continue ``prompt_ids`` by ``n_tokens`` ids."""
     if not prompt_ids:
         raise ConfigError("the prompt is empty; give at least one symbol")
-    if n_tokens < 0:
-        raise ConfigError("--tokens must be >= 0")
+    check_sampling(n_tokens, temperature, top_k, top_p, seed)
+    size = model.config.vocab_size
+    if max(prompt_ids) >= size or min(prompt_ids) < 0:
+        raise ConfigError(
+            f"the prompt has ids outside the model's {size} symbols; its vocabulary is larger "
+            "than the model: use the vocabulary saved with this checkpoint"
+        )
     model.eval()
     device = next(model.parameters()).device
     generator = None
@@ -92,27 +118,22 @@ def generate_ids(
         generator = torch.Generator(device=device).manual_seed(seed)
     ids = list(prompt_ids)
     cached = use_cache and model.supports_cache
-    saved_mem_len, saved_options = model.mem_len, dict(model.memory_options)
+    policy = None
     if model.uses_memory:
         # Memory long enough to hold the whole context: exact, one new position per token.
-        model.set_memory_options(train=False)
-        model.mem_len = len(prompt_ids) + n_tokens
-        model.memory_options["same_length"] = False
-    try:
-        state = model.new_state() if cached else None
-        pending = torch.tensor([ids], device=device)
-        for _ in range(n_tokens):
-            if cached:
-                hidden, _ = model(pending, state=state)
-            else:
-                context = torch.tensor([ids], device=device)
-                hidden, _ = model(context)
-            logits = model.logits(hidden[:, -1])
-            token = int(sample_next(logits, temperature, top_k, top_p, generator))
-            ids.append(token)
-            pending = torch.tensor([[token]], device=device)
-    finally:
-        model.mem_len, model.memory_options = saved_mem_len, saved_options
+        evaluation = MemoryPolicy.evaluation(model.config.memory)
+        policy = MemoryPolicy(len(prompt_ids) + n_tokens, evaluation.clamp_len, False)
+    state = model.new_state() if cached else None
+    pending = torch.tensor([ids], device=device)
+    for _ in range(n_tokens):
+        if cached:
+            hidden, _ = model(pending, state=state, policy=policy)
+        else:
+            hidden, _ = model(torch.tensor([ids], device=device), policy=policy)
+        logits = model.logits(hidden[:, -1])
+        token = int(sample_next(logits, temperature, top_k, top_p, generator))
+        ids.append(token)
+        pending = torch.tensor([[token]], device=device)
     return ids[len(prompt_ids) :]
 
 

@@ -131,7 +131,7 @@ def _mirrors(name: str) -> tuple[str, ...]:
     return (
         f"https://ossci-datasets.s3.amazonaws.com/mnist/{name}",
         f"https://storage.googleapis.com/cvdf-datasets/mnist/{name}",
-        f"http://yann.lecun.com/exdb/mnist/{name}",
+        f"https://yann.lecun.com/exdb/mnist/{name}",
     )
 
 

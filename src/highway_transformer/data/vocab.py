@@ -10,6 +10,7 @@ from pathlib import Path
 from ..errors import CheckpointError, DataError
 
 UNK = "<unk>"
+LEVELS = ("char", "word", "byte")
 EOS = "<eos>"
 
 
@@ -75,17 +76,36 @@ class Vocabulary:
 
     @classmethod
     def from_dict(cls, data: dict) -> Vocabulary:
+        """A vocabulary from its saved form; every field's type is checked."""
+        if not isinstance(data, dict):
+            raise CheckpointError("malformed vocabulary: expected a JSON object")
+        symbols, level = data.get("symbols"), data.get("level")
+        if not isinstance(symbols, list) or not all(isinstance(s, str) for s in symbols):
+            raise CheckpointError("malformed vocabulary: 'symbols' must be a list of strings")
+        if level not in LEVELS:
+            raise CheckpointError(f"malformed vocabulary: 'level' must be one of {LEVELS}")
+        specials = {k: data.get(k) for k in ("unk", "eos")}
+        for key, value in specials.items():
+            if value is not None and value not in symbols:
+                raise CheckpointError(f"malformed vocabulary: {key} {value!r} is not a symbol")
         try:
-            return cls(data["symbols"], data["level"], data.get("unk"), data.get("eos"))
-        except (KeyError, TypeError) as exc:
-            raise CheckpointError(f"malformed vocabulary file (missing {exc})") from None
+            return cls(symbols, level, specials["unk"], specials["eos"])
+        except DataError as exc:
+            raise CheckpointError(f"malformed vocabulary: {exc}") from None
 
     def save(self, path: str | Path) -> None:
         Path(path).write_text(json.dumps(self.to_dict(), ensure_ascii=False), encoding="utf-8")
 
     @classmethod
     def load(cls, path: str | Path) -> Vocabulary:
+        from ..config import first_line, read_text
+
+        text = read_text(path, CheckpointError, "vocabulary")
         try:
-            return cls.from_dict(json.loads(Path(path).read_text(encoding="utf-8")))
-        except (OSError, json.JSONDecodeError) as exc:
-            raise CheckpointError(f"cannot read vocabulary {path}: {exc}") from None
+            data = json.loads(text)
+        except (json.JSONDecodeError, RecursionError) as exc:
+            raise CheckpointError(f"cannot parse vocabulary {path}: {first_line(exc)}") from None
+        try:
+            return cls.from_dict(data)
+        except CheckpointError as exc:
+            raise CheckpointError(f"{path}: {exc}") from None

@@ -51,7 +51,9 @@ class RunSpec:
 
     @property
     def interrupted(self) -> bool:
-        return not self.finished and (self.run_dir / "checkpoint").exists()
+        folder = self.run_dir / "checkpoint"
+        old = folder.with_name("checkpoint.old")  # a swap cut between its renames
+        return not self.finished and (folder.exists() or old.exists())
 
 
 def run_dir_for(out_root: str | Path, experiment: Experiment, scale: str, seed: int) -> Path:

@@ -22,7 +22,6 @@ decoder over the prefix at each step (no cache: the toy sequences are short).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -30,87 +29,10 @@ from torch import Tensor, nn
 
 from ..config import ModelConfig
 from ..errors import ConfigError, DataError
-from ..nn.block import FeedForwardSublayer, collect_gate_biases
-from ..nn.connections import Connection, build_combiner
-from ..nn.gating import parse_layer_spec
+from ..nn.block import collect_gate_biases
 from ..nn.positional import SinusoidalPositionalEncoding
-from ..nn.scores import ScoredAttention
+from .builders import build_blocks, final_norm, uses_absolute_positions, uses_memory
 from .init import initialize
-from .lm import build_sublayer
-
-
-def _connection(config: ModelConfig, layer: int, kind: str) -> Connection:
-    """The connection of sublayer ``kind`` (attn | cross | ffn | rnn) of 0-based ``layer``."""
-    spec = parse_layer_spec(config.gate.layers, config.n_layers)
-    gate_kind = "attn" if kind == "cross" else kind
-    gated = spec.gated(layer, gate_kind, tuple(config.gate.sublayers))
-    combiner = build_combiner(
-        config.gate.kind if gated else "none",
-        config.d_model,
-        config.gate.activation,
-        config.gate.bias,
-    )
-    return Connection(config.d_model, combiner, config.norm, config.dropout)
-
-
-class _Layer(nn.Module):
-    """One encoder or decoder layer: named sublayers, each with its own connection."""
-
-    def __init__(self, config: ModelConfig, layer: int, decoder: bool, score: str, max_len: int):
-        super().__init__()
-        n_rnn = config.local_rnn.per_block if config.family == "rtransformer" else 0
-        self.kinds = ["rnn"] * n_rnn + ["attn"] + (["cross"] if decoder else []) + ["ffn"]
-        self.decoder = decoder
-        sublayers: list[nn.Module] = []
-        for kind in self.kinds:
-            if kind in ("attn", "cross"):
-                sublayers.append(
-                    ScoredAttention(
-                        config.d_model,
-                        config.n_heads,
-                        score,
-                        d_head=config.d_head,
-                        dropout_attn=config.dropout_attn,
-                        max_len=max_len,
-                    )
-                )
-            elif kind == "ffn":
-                sublayers.append(
-                    FeedForwardSublayer(config.d_model, config.d_inner, config.dropout)
-                )
-            else:
-                sublayers.append(build_sublayer("rnn", config))
-        self.sublayers = nn.ModuleList(sublayers)
-        self.connections = nn.ModuleList(_connection(config, layer, k) for k in self.kinds)
-
-    def forward(
-        self,
-        x: Tensor,
-        self_padding: Tensor | None,
-        memory: Tensor | None = None,
-        memory_padding: Tensor | None = None,
-    ) -> Tensor:
-        for kind, sublayer, connection in zip(
-            self.kinds, self.sublayers, self.connections, strict=True
-        ):
-            call: Callable[[Tensor], Tensor]
-            if kind == "attn":
-                call = _bind(sublayer, None, self_padding, self.decoder)
-            elif kind == "cross":
-                call = _bind(sublayer, memory, memory_padding, False)
-            else:
-                call = sublayer
-            x = connection(x, call)
-        return x
-
-
-def _bind(
-    attention: nn.Module, memory: Tensor | None, padding: Tensor | None, causal: bool
-) -> Callable[[Tensor], Tensor]:
-    def call(h: Tensor) -> Tensor:
-        return attention(h, memory, key_padding_mask=padding, causal=causal)
-
-    return call
 
 
 class EncoderDecoder(nn.Module):
@@ -136,10 +58,10 @@ class EncoderDecoder(nn.Module):
         eos_id: int = 2,
     ) -> None:
         super().__init__()
-        if config.family not in ("transformer", "rtransformer"):
+        if uses_memory(config) or config.attention not in (None, "dot"):
             raise ConfigError(
-                f"the encoder-decoder supports model.family=transformer or rtransformer, "
-                f"got {config.family!r}"
+                "the encoder-decoder supports model.family=transformer or rtransformer with "
+                f"scored attention (got {config.family}, {config.attention}); set model.family"
             )
         if src_vocab < 3 or tgt_vocab < 3:
             raise ConfigError(
@@ -157,23 +79,15 @@ class EncoderDecoder(nn.Module):
         d = config.d_model
         self.src_embedding = nn.Embedding(src_vocab, d)
         self.tgt_embedding = self.src_embedding if share_embeddings else nn.Embedding(tgt_vocab, d)
-        uses_pe = config.family == "transformer" and config.positional == "sinusoidal"
+        uses_pe = uses_absolute_positions(config)
         self.positional = SinusoidalPositionalEncoding(d) if uses_pe else None
         self.embedding_dropout = nn.Dropout(config.embedding_dropout)
-        self.encoder = nn.ModuleList(
-            _Layer(config, i, False, score, max_len) for i in range(config.n_layers)
-        )
-        self.decoder = nn.ModuleList(
-            _Layer(config, i, True, score, max_len) for i in range(config.n_layers)
-        )
-        pre = config.norm == "pre"
-        self.encoder_norm = nn.LayerNorm(d) if pre else nn.Identity()
-        self.decoder_norm = nn.LayerNorm(d) if pre else nn.Identity()
+        self.encoder = build_blocks(config, causal=False, score=score, max_len=max_len)
+        self.decoder = build_blocks(config, cross=True, score=score, max_len=max_len)
+        self.encoder_norm = final_norm(config)
+        self.decoder_norm = final_norm(config)
         self.output = nn.Linear(d, tgt_vocab)
-        initialize(self, config.init, config.init_range, config.init_std)
-        for module in self.modules():
-            if isinstance(module, ScoredAttention):
-                module.reset_score_parameters()
+        initialize(self, config)
         if config.tie_weights:
             self.output.weight = self.tgt_embedding.weight
 
@@ -200,16 +114,16 @@ class EncoderDecoder(nn.Module):
         if src_padding is None:
             src_padding = src == self.pad_id
         x = self._embed(src, self.src_embedding)
-        for layer in self.encoder:
-            x = layer(x, src_padding)
+        for block in self.encoder:
+            x = block(x, padding=src_padding)
         return self.encoder_norm(x), src_padding
 
     def decode(self, tgt_in: Tensor, memory: Tensor, src_padding: Tensor | None) -> Tensor:
         """Logits ``[B, T, V]`` for the target prefix ``tgt_in [B, T]`` given the encoding."""
         self._check(tgt_in, "the target")
         y = self._embed(tgt_in, self.tgt_embedding)
-        for layer in self.decoder:
-            y = layer(y, None, memory, src_padding)
+        for block in self.decoder:
+            y = block(y, encoder=memory, encoder_padding=src_padding)
         return self.output(self.decoder_norm(y))
 
     def forward(self, src: Tensor, tgt_in: Tensor, src_padding: Tensor | None = None) -> Tensor:
@@ -329,17 +243,3 @@ class EncoderDecoder(nn.Module):
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters() if p.requires_grad)
-
-
-def build_encoder_decoder(
-    config: ModelConfig,
-    src_vocab: int,
-    tgt_vocab: int,
-    score: str = "scaled_dot",
-    max_len: int = 0,
-    share_embeddings: bool = False,
-) -> EncoderDecoder:
-    """An :class:`EncoderDecoder` for vocabularies with ``<pad>=0, <bos>=1, <eos>=2``."""
-    return EncoderDecoder(
-        config, src_vocab, tgt_vocab, score, max_len, share_embeddings=share_embeddings
-    )

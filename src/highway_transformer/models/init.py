@@ -1,40 +1,97 @@
-"""Weight initialisation schemes of the papers.
+"""Weight initialisation by module type (the shape of nanoGPT's ``apply(_init_weights)``).
 
-* ``uniform``: every weight ~ U(-a, a), biases 0 (HT A.1: a = 0.1 char PTB; A.2: 0.01 word PTB).
-* ``normal``: every weight ~ N(0, std), biases 0 (Transformer-XL code: std 0.02).
-* ``torch``: PyTorch's default initialisation, unchanged.
+Schemes (``model.init``) for the weights of ``Linear``, ``Embedding`` and recurrent layers:
 
-LayerNorm weights stay 1 and biases 0; gate biases are biases, so they start at 0 (HT §3).
+* ``uniform``: U(-a, a), ``a = model.init_range`` (HT A.1: 0.1 char PTB; A.2: 0.01 word PTB);
+* ``normal``: N(0, ``model.init_std``) (Transformer-XL code: 0.02);
+* ``torch``: PyTorch's own initialisation, unchanged.
+
+Their biases start at 0. ``model.init_proj_std`` draws the adaptive input/softmax projections
+from N(0, std) (Transformer-XL ``proj_init_std``: 0.01). LayerNorm (``model.init_norm``):
+``ones`` keeps weight 1, ``normal`` draws it from N(1, ``init_std``) as the Transformer-XL code
+does; biases 0.
+
+Parameters a module defines itself are its own business: they are never re-drawn here (XL
+``u``/``v``, score parameters), and a module whose parts the type pass would overwrite (Shaw
+edge vectors are Embeddings, a gate's ``b1`` is a Linear bias) restores them in
+``reset_own_parameters()``, which runs after the pass.
 """
 
 from __future__ import annotations
 
-import torch
-from torch import nn
+from dataclasses import dataclass
 
-from ..errors import unknown_choice
+import torch
+from torch import Tensor, nn
+
+from ..config import ModelConfig
+from ..nn.adaptive import AdaptiveInput
 
 SCHEMES = ("uniform", "normal", "torch")
+NORM_INITS = ("ones", "normal")
+
+
+@dataclass(frozen=True)
+class _Init:
+    scheme: str
+    init_range: float
+    init_std: float
+    proj_std: float | None
+    norm: str
+
+    def weight(self, weight: Tensor) -> None:
+        if self.scheme == "uniform":
+            weight.uniform_(-self.init_range, self.init_range)
+        elif self.scheme == "normal":
+            weight.normal_(0.0, self.init_std)
+
+    def __call__(self, module: nn.Module) -> None:
+        if isinstance(module, nn.Linear | nn.Embedding):
+            self.weight(module.weight)
+            if getattr(module, "bias", None) is not None:
+                module.bias.zero_()
+        elif isinstance(module, nn.RNNBase):
+            for name, param in module.named_parameters(recurse=False):
+                if name.startswith("bias"):
+                    param.zero_()
+                else:
+                    self.weight(param)
+        elif isinstance(module, nn.LayerNorm):
+            if module.weight is not None and self.norm == "normal":
+                module.weight.normal_(1.0, self.init_std)
+            elif module.weight is not None:
+                module.weight.fill_(1.0)
+            if module.bias is not None:
+                module.bias.zero_()
+        # Module.apply visits children first: these override the projections' Linear init.
+        elif self.proj_std is not None:
+            for projection in _projections(module):
+                projection.normal_(0.0, self.proj_std)
+
+
+def _projections(module: nn.Module) -> list[Tensor]:
+    """The adaptive input/softmax projections of ``module`` (none for other modules)."""
+    if isinstance(module, AdaptiveInput):
+        return [projection.weight for projection in module.projections]
+    if isinstance(module, nn.AdaptiveLogSoftmaxWithLoss):
+        return [cluster[0].weight for cluster in module.tail]
+    return []
 
 
 @torch.no_grad()
-def initialize(
-    model: nn.Module, scheme: str, init_range: float = 0.1, init_std: float = 0.02
-) -> None:
-    if scheme not in SCHEMES:
-        raise unknown_choice("initialisation", scheme, SCHEMES)
-    if scheme == "torch":
-        return
-    norm_params = {
-        id(p) for m in model.modules() if isinstance(m, nn.LayerNorm) for p in m.parameters()
-    }
-    for name, param in model.named_parameters():
-        if id(param) in norm_params:
-            continue
-        leaf = name.rsplit(".", 1)[-1]
-        if leaf == "bias" or leaf.startswith("bias_"):
-            param.zero_()
-        elif scheme == "uniform":
-            param.uniform_(-init_range, init_range)
-        else:
-            param.normal_(0.0, init_std)
+def initialize(model: nn.Module, config: ModelConfig) -> None:
+    """Initialise ``model`` by module type as ``config`` says, then let modules restore the
+    parameters they own."""
+    init = _Init(
+        config.init, config.init_range, config.init_std, config.init_proj_std, config.init_norm
+    )
+    if config.init == "torch":
+        # PyTorch's defaults stay; only the LayerNorm choice applies.
+        if config.init_norm == "normal":
+            model.apply(lambda m: init(m) if isinstance(m, nn.LayerNorm) else None)
+    else:
+        model.apply(init)
+    for module in model.modules():
+        reset = getattr(module, "reset_own_parameters", None)
+        if callable(reset):
+            reset()

@@ -14,27 +14,30 @@ Each sublayer's connection (post-/pre-LN × gate) is chosen per layer from
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
-from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..config import ModelConfig
+from ..config import ModelConfig, validate_model
 from ..errors import ConfigError
-from ..nn.attention import MultiHeadAttention
-from ..nn.block import (
-    AttentionSublayer,
-    Block,
-    FeedForwardSublayer,
-    LocalRNNSublayer,
-    collect_gate_biases,
-)
-from ..nn.connections import Connection, build_combiner
+from ..nn.block import AttentionSublayer, collect_gate_biases
+from ..nn.connections import combiner_class
 from ..nn.gating import parse_layer_spec
-from ..nn.memory import check_memory, update_memory
+from ..nn.memory import MemoryPolicy, check_memory, update_memory
 from ..nn.positional import SinusoidalPositionalEncoding
+from ..nn.relative import RelativePositions
+from .builders import (
+    attention_kind,
+    block_layout,
+    build_blocks,
+    check_model_config,
+    final_norm,
+    uses_absolute_positions,
+    uses_memory,
+)
 from .init import initialize
 
 
@@ -47,72 +50,13 @@ class DecodeState:
     memory: list[Tensor] | None = None
 
 
-def build_attention(config: ModelConfig, causal: bool = True) -> nn.Module:
-    """The attention module named by ``config.attention``."""
-    if config.attention == "dot":
-        return MultiHeadAttention(
-            config.d_model, config.n_heads, config.d_head, config.dropout_attn, causal=causal
-        )
-    if config.attention == "relative":
-        from ..nn.relative import RelativeMultiHeadAttention
-
-        return RelativeMultiHeadAttention(
-            config.d_model, config.n_heads, config.head_dim, config.dropout_attn
-        )
-    if config.attention == "shaw":
-        from ..nn.shaw import ShawAttention
-
-        if config.d_head is not None and config.d_head * config.n_heads != config.d_model:
-            raise ConfigError("Shaw attention needs d_head * n_heads == d_model")
-        return ShawAttention(
-            config.d_model, config.n_heads, config.shaw_clip, config.dropout_attn, causal=causal
-        )
-    raise ConfigError(f"unknown attention {config.attention!r}; choose dot, relative or shaw")
-
-
-def block_layout(config: ModelConfig) -> list[str]:
-    """The sublayer kinds of one block for the configured family."""
-    if config.family == "rtransformer":
-        return ["rnn"] * config.local_rnn.per_block + ["attn", "ffn"]
-    return ["attn", "ffn"]
-
-
-def build_sublayer(kind: str, config: ModelConfig, causal: bool = True) -> nn.Module:
-    if kind == "attn":
-        return AttentionSublayer(build_attention(config, causal))
-    if kind == "ffn":
-        return FeedForwardSublayer(config.d_model, config.d_inner, config.dropout)
-    if kind == "rnn":
-        from ..nn.local_rnn import LocalRNN
-
-        rnn = LocalRNN(config.d_model, config.local_rnn.window, config.local_rnn.cell)
-        return LocalRNNSublayer(rnn, config.d_model, config.local_rnn.linear_relu)
-    raise ConfigError(f"unknown sublayer kind {kind!r}")
-
-
-def build_block(config: ModelConfig, layer: int, causal: bool = True) -> Block:
-    """Block ``layer`` (0-based): sublayers plus connections, gated where the spec says."""
-    spec = parse_layer_spec(config.gate.layers, config.n_layers)
-    kinds = block_layout(config)
-    sublayers, connections = [], []
-    for kind in kinds:
-        gated = spec.gated(layer, kind, tuple(config.gate.sublayers))
-        combiner = build_combiner(
-            config.gate.kind if gated else "none",
-            config.d_model,
-            config.gate.activation,
-            config.gate.bias,
-        )
-        sublayers.append(build_sublayer(kind, config, causal))
-        connections.append(Connection(config.d_model, combiner, config.norm, config.dropout))
-    return Block(kinds, sublayers, connections)
-
-
 class LanguageModel(nn.Module):
-    """Decoder-only LM: embedding, position information, N blocks, (final norm), output layer."""
+    """Decoder-only LM: embedding (× √d when scaled), position information, N blocks,
+    (final norm), dropout, output layer."""
 
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
+        check_model_config(config)
         if config.vocab_size <= 0:
             raise ConfigError(
                 "model.vocab_size must be set (it is taken from the corpus vocabulary)"
@@ -128,15 +72,21 @@ class LanguageModel(nn.Module):
             )
         else:
             self.embedding = nn.Embedding(config.vocab_size, d)
-        uses_absolute = (
-            config.positional == "sinusoidal"
-            and config.attention == "dot"
-            and config.family != "rtransformer"
-        )
+        uses_absolute = uses_absolute_positions(config)
         self.positional = SinusoidalPositionalEncoding(d) if uses_absolute else None
+        self.embedding_scale = math.sqrt(d) if config.scales_embedding else 1.0
         self.embedding_dropout = nn.Dropout(config.embedding_dropout)
-        self.blocks = nn.ModuleList(build_block(config, i) for i in range(config.n_layers))
-        self.final_norm = nn.LayerNorm(d) if config.norm == "pre" else nn.Identity()
+        # XL: R, the mask and (unless untie_r) one u / v pair, shared by every layer.
+        self.relative = (
+            RelativePositions(
+                d, config.n_heads, config.head_dim, config.pos_dropout, not config.untie_r
+            )
+            if uses_memory(config)
+            else None
+        )
+        self.blocks = build_blocks(config)
+        self.final_norm = final_norm(config)
+        self.output_dropout = nn.Dropout(config.output_dropout)
         self.output: nn.Module
         if adaptive:
             self.output = nn.AdaptiveLogSoftmaxWithLoss(
@@ -144,33 +94,13 @@ class LanguageModel(nn.Module):
             )
         else:
             self.output = nn.Linear(d, config.vocab_size)
-        initialize(self, config.init, config.init_range, config.init_std)
-        if config.gate.bias is not None:  # HT gates: a non-zero initial b1 where asked for
-            with torch.no_grad():
-                for bias in self.gate_biases().values():
-                    bias.fill_(config.gate.bias)
+        initialize(self, config)
         if config.tie_weights and not adaptive:
             self.output.weight = self.embedding.weight
-        self.memory_options: dict[str, Any] = {}
-        self.mem_len = config.memory.mem_len
-        self.set_memory_options(train=True)
-
-    # ------------------------------------------------------------------ memory settings
 
     @property
     def uses_memory(self) -> bool:
-        return self.config.attention == "relative"
-
-    def set_memory_options(self, train: bool) -> None:
-        """Switch between the training and the evaluation memory settings (XL §3; HT A.3)."""
-        mem = self.config.memory
-        pick = (lambda a, b: a) if train else (lambda a, b: a if b is None else b)
-        self.mem_len = pick(mem.mem_len, mem.eval_mem_len)
-        if self.uses_memory:
-            self.memory_options = {
-                "clamp_len": pick(mem.clamp_len, mem.eval_clamp_len),
-                "same_length": pick(mem.same_length, mem.eval_same_length),
-            }
+        return uses_memory(self.config)
 
     # ------------------------------------------------------------------ forward
 
@@ -191,37 +121,49 @@ class LanguageModel(nn.Module):
         tokens: Tensor,
         memory: list[Tensor] | None = None,
         state: DecodeState | None = None,
+        policy: MemoryPolicy | None = None,
     ) -> tuple[Tensor, list[Tensor] | None]:
         """``tokens [B, L]`` -> (hidden states ``[B, L, D]``, new memory or None).
 
         ``memory`` (Transformer-XL) is the list of per-layer memories returned by the previous
-        call; ``state`` carries caches for incremental decoding (one call per new chunk).
+        call; ``state`` carries caches for incremental decoding (one call per new chunk);
+        ``policy`` the memory settings of this call (default: the training settings of
+        ``model.memory``; evaluation passes :meth:`MemoryPolicy.evaluation`).
         """
         if state is not None and self.uses_memory:
             memory = state.memory
+        if not self.uses_memory and (memory is not None or policy is not None):
+            raise ConfigError(
+                "segment memory and its settings need model.family=xl (relative attention "
+                "with memory)"
+            )
         if memory is not None:
-            if not self.uses_memory:
-                raise ConfigError(
-                    "segment memory needs relative attention (model.attention=relative)"
-                )
             check_memory(memory, len(self.blocks), tokens.shape[0], self.config.d_model)
         start = state.position if state is not None else 0
         x = self.embedding(tokens)
+        if self.embedding_scale != 1.0:
+            x = x * self.embedding_scale
         if self.positional is not None:
             x = self.positional(x, start=start)
         x = self.embedding_dropout(x)
+        options = {}
+        if self.relative is not None:
+            policy = policy or MemoryPolicy.training(self.config.memory)
+            options["relative"] = self.relative(
+                tokens.shape[1],
+                0 if memory is None else memory[0].shape[1],
+                x,
+                clamp_len=policy.clamp_len,
+                same_length=policy.same_length,
+                window=policy.mem_len,
+            )
         layer_inputs = []
         for i, block in enumerate(self.blocks):
             layer_inputs.append(x)
             layer_state = None if state is None or self.uses_memory else state.layers[i]
-            x = block(
-                x,
-                memory=None if memory is None else memory[i],
-                state=layer_state,
-                **self.memory_options,
-            )
-        hidden = self.final_norm(x)
-        new_memory = update_memory(memory, layer_inputs, self.mem_len) if self.uses_memory else None
+            x = block(x, memory=None if memory is None else memory[i], state=layer_state, **options)
+        hidden = self.output_dropout(self.final_norm(x))
+        new_memory = update_memory(memory, layer_inputs, policy.mem_len) if policy else None
         if state is not None:
             state.position += tokens.shape[1]
             if self.uses_memory:
@@ -247,7 +189,9 @@ class LanguageModel(nn.Module):
             return nll.view(targets.shape)
         logits = self.logits(hidden)
         return F.cross_entropy(
-            logits.reshape(-1, logits.shape[-1]).float(),
+            logits.reshape(-1, logits.shape[-1]).to(
+                torch.promote_types(logits.dtype, torch.float32)
+            ),
             targets.reshape(-1),
             reduction="none",
             ignore_index=-100,
@@ -264,18 +208,10 @@ class LanguageModel(nn.Module):
 
 
 def build_model(config: ModelConfig) -> LanguageModel:
-    """Build a language model from a validated model config."""
+    """Build a language model from a model config (checked first: wrong types, ranges and
+    unknown names raise :class:`ConfigError`)."""
+    validate_model(config)
     return LanguageModel(config)
-
-
-#: d×d products per gated sublayer (HT gates: W1, W2; GTrXL gates: their W and U matrices).
-GATE_MATMULS = {
-    "gtrxl-input": 1,
-    "gtrxl-output": 1,
-    "gtrxl-highway": 1,
-    "gtrxl-sigmoid-tanh": 2,
-    "gtrxl-gru": 6,
-}
 
 
 def count_flops_per_token(config: ModelConfig, seq_len: int) -> float:
@@ -286,13 +222,14 @@ def count_flops_per_token(config: ModelConfig, seq_len: int) -> float:
     the LocalRNN recurrences; embeddings, norms and element-wise work are ignored.
     """
     d, inner = config.d_model, config.n_heads * config.head_dim
+    relative = attention_kind(config) == "relative"
     per_layer = 0.0
     for kind in block_layout(config):
         if kind == "attn":
             per_layer += 2 * d * 3 * inner + 2 * inner * d
-            keys = seq_len + (config.memory.mem_len if config.attention == "relative" else 0)
-            per_layer += 2 * 2 * inner * keys / (2 if config.attention != "relative" else 1)
-            if config.attention == "relative":
+            keys = seq_len + (config.memory.mem_len if relative else 0)
+            per_layer += 2 * 2 * inner * keys / (2 if not relative else 1)
+            if relative:
                 per_layer += 2 * d * inner + 2 * inner * keys  # W_kR R and the BD term
         elif kind == "ffn":
             per_layer += 2 * 2 * d * config.d_inner
@@ -300,11 +237,11 @@ def count_flops_per_token(config: ModelConfig, seq_len: int) -> float:
             gates = {"rnn": 1, "gru": 3, "lstm": 4}[config.local_rnn.cell]
             per_layer += 2 * gates * d * d * (1 + config.local_rnn.window)
     gate_flops = 0.0
-    if config.gate.kind != "none":
-        spec = parse_layer_spec(config.gate.layers, config.n_layers)
-        for layer in range(config.n_layers):
-            for kind in block_layout(config):
-                if spec.gated(layer, kind, tuple(config.gate.sublayers)):
-                    gate_flops += 2 * d * d * GATE_MATMULS.get(config.gate.kind, 2)
+    matmuls = combiner_class(config.gate.kind).matmuls
+    spec = parse_layer_spec(config.gate.layers, config.n_layers)
+    for layer in range(config.n_layers):
+        for kind in block_layout(config):
+            if spec.gated(layer, kind, tuple(config.gate.sublayers)):
+                gate_flops += 2 * d * d * matmuls
     forward = config.n_layers * per_layer + gate_flops + 2 * d * config.vocab_size
     return 3.0 * forward

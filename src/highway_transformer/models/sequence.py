@@ -1,8 +1,9 @@
 """Sequence models beyond language modelling (RT §4: pixel MNIST, polyphonic music; TCN tasks).
 
-The same gated blocks as the language model (:func:`~highway_transformer.models.lm.build_block`:
-Transformer ``[attn, ffn]``, HT eqs. 4-9; R-Transformer ``[rnn] * n + [attn, ffn]``, RT eqs.
-2-8; any gate of HT §3 per layer), between a task-specific input and output:
+The same gated blocks as the language model
+(:func:`~highway_transformer.models.builders.build_block`: Transformer ``[attn, ffn]``, HT
+eqs. 4-9; R-Transformer ``[rnn] * n + [attn, ffn]``, RT eqs. 2-8; any gate of HT §3 per
+layer), between a task-specific input and output:
 
 * input: ``Linear(n_in, d)`` for real-valued or multi-hot steps ``[B, T, F]`` (88-key music
   rolls, one pixel, the adding problem's two channels), or ``Embedding(n_in, d)`` for token
@@ -19,14 +20,33 @@ import torch
 from torch import Tensor, nn
 
 from ..config import Config, ModelConfig
-from ..errors import ConfigError, DataError
+from ..errors import ConfigError, DataError, unknown_choice
 from ..nn.block import collect_gate_biases
 from ..nn.positional import SinusoidalPositionalEncoding
+from .builders import build_blocks, final_norm, uses_absolute_positions, uses_memory
 from .init import initialize
-from .lm import build_block
 
 HEADS = ("per_step", "pooled")
-POOLINGS = ("last", "mean")
+
+
+def _pool_last(hidden: Tensor, mask: Tensor | None) -> Tensor:
+    """The last real position (the RT code's MNIST head)."""
+    if mask is None:
+        return hidden[:, -1]
+    last = (mask.long().sum(1) - 1).clamp_min(0)
+    return hidden[torch.arange(hidden.shape[0], device=hidden.device), last]
+
+
+def _pool_mean(hidden: Tensor, mask: Tensor | None) -> Tensor:
+    """The mean over real positions."""
+    if mask is None:
+        return hidden.mean(dim=1)
+    weights = mask.to(hidden.dtype)[..., None]
+    return (hidden * weights).sum(1) / weights.sum(1).clamp_min(1.0)
+
+
+#: ``task.pooling`` name -> ``pool(hidden [B, T, D], mask [B, T] | None) -> [B, D]``.
+POOLINGS = {"last": _pool_last, "mean": _pool_mean}
 
 
 class SequenceModel(nn.Module):
@@ -50,15 +70,15 @@ class SequenceModel(nn.Module):
     ) -> None:
         super().__init__()
         if head not in HEADS:
-            raise ConfigError(f"unknown head {head!r}; choose per_step or pooled")
+            raise unknown_choice("head", head, HEADS)
         if pooling not in POOLINGS:
-            raise ConfigError(f"unknown task.pooling {pooling!r}; choose last or mean")
+            raise unknown_choice("task.pooling", pooling, POOLINGS)
         if n_in < 1 or n_out < 1:
             raise ConfigError(f"n_in and n_out must be >= 1, got {n_in} and {n_out}")
-        if config.family not in ("transformer", "rtransformer") or config.attention != "dot":
+        if uses_memory(config) or config.attention not in (None, "dot"):
             raise ConfigError(
-                "sequence tasks use model.family=transformer or rtransformer with "
-                f"model.attention=dot (got {config.family}, {config.attention})"
+                "sequence tasks use model.family=transformer or rtransformer with dot-product "
+                f"attention (got {config.family}, {config.attention}); set model.family"
             )
         self.config = config
         self.n_in, self.n_out = n_in, n_out
@@ -66,15 +86,13 @@ class SequenceModel(nn.Module):
         self.causal, self.max_len = causal, max_len
         d = config.d_model
         self.input: nn.Module = nn.Embedding(n_in, d) if token_input else nn.Linear(n_in, d)
-        uses_pe = config.family == "transformer" and config.positional == "sinusoidal"
+        uses_pe = uses_absolute_positions(config)
         self.positional = SinusoidalPositionalEncoding(d) if uses_pe else None
         self.input_dropout = nn.Dropout(config.embedding_dropout)
-        self.blocks = nn.ModuleList(
-            build_block(config, i, causal=causal) for i in range(config.n_layers)
-        )
-        self.final_norm = nn.LayerNorm(d) if config.norm == "pre" else nn.Identity()
+        self.blocks = build_blocks(config, causal=causal)
+        self.final_norm = final_norm(config)
         self.output = nn.Linear(d, n_out)
-        initialize(self, config.init, config.init_range, config.init_std)
+        initialize(self, config)
 
     def check_length(self, length: int) -> None:
         """Raise :class:`DataError` when ``length`` exceeds ``max_len`` (0: no limit)."""
@@ -108,18 +126,7 @@ class SequenceModel(nn.Module):
             )
         if self.head == "per_step":
             return self.output(hidden)
-        if self.pooling == "mean":
-            if mask is None:
-                pooled = hidden.mean(dim=1)
-            else:
-                weights = mask.to(hidden.dtype)[..., None]
-                pooled = (hidden * weights).sum(1) / weights.sum(1).clamp_min(1.0)
-        elif mask is None:
-            pooled = hidden[:, -1]
-        else:
-            last = (mask.long().sum(1) - 1).clamp_min(0)
-            pooled = hidden[torch.arange(hidden.shape[0], device=hidden.device), last]
-        return self.output(pooled)
+        return self.output(POOLINGS[self.pooling](hidden, mask))
 
     def gate_biases(self) -> dict[str, Tensor]:
         """Learned gate biases b1 by ``layer{N}.{kind}`` (1-based layers; HT Figs. 13-14)."""

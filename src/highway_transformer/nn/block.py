@@ -1,13 +1,15 @@
 """A block is an ordered list of (sublayer, connection) pairs.
 
 Vanilla Transformer: ``[attn, ffn]`` (HT eqs. 7-9); R-Transformer: ``[rnn] * n + [attn, ffn]``
-(RT eqs. 2-8); Transformer-XL: ``[attn (relative, with memory), ffn]``. Every sublayer rejoins
-the stream through its :class:`~highway_transformer.nn.connections.Connection`, so the gate
-of each sublayer is chosen independently when the model is built.
+(RT eqs. 2-8); Transformer-XL: ``[attn (relative, with memory), ffn]``; an encoder-decoder's
+decoder layer: ``[attn, cross, ffn]``; ``models.builders`` builds every block. Every sublayer
+rejoins the stream through its :class:`~highway_transformer.nn.connections.Connection`, so the
+gate of each sublayer is chosen independently when the model is built.
 
 Sublayers share one call signature, ``sublayer(h, context=None, *, state=None, **options)``:
 ``context`` is the Transformer-XL memory (attention only), ``state`` a per-sublayer dict for
-incremental decoding (KV cache, LocalRNN window), ``options`` run-time attention knobs.
+incremental decoding (KV cache, LocalRNN window), ``options`` run-time attention knobs and
+the encoder-decoder's padding masks and encoder output (sublayers ignore what they do not use).
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ class AttentionSublayer(nn.Module):
         if isinstance(self.attention, MultiHeadAttention):
             if context is not None:
                 raise ConfigError(
-                    "segment memory needs relative attention (model.attention=relative)"
+                    "segment memory needs model.family=xl (relative attention with memory)"
                 )
             cache = None if state is None else state.setdefault("kv", KVCache())
             return self.attention(h, cache=cache)

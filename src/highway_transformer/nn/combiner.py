@@ -22,6 +22,8 @@ class Combiner(nn.Module):
 
     #: True for combiners defined only for the identity-map (pre-LN) ordering (GTrXL).
     pre_ln_only: ClassVar[bool] = False
+    #: d×d matrix products per call (for FLOP counts).
+    matmuls: ClassVar[int] = 0
 
     def forward(self, x: Tensor, y: Tensor) -> Tensor:
         """Subclasses override this; the base combiner is the plain residual ``x + y``."""

@@ -24,19 +24,21 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import torch
 from torch import Tensor, nn
 
 from ..errors import ConfigError, unknown_choice
 from .combiner import Combiner, Residual
 from .gtrxl import GTRXL_COMBINERS
 from .highway_gates import GatedSublayer, HighwayGate, SelfDependencyUnit
+from .norms import build_norm
 
 #: Combiner name -> factory ``(d_model, activation, bias) -> Combiner``.
 COMBINERS: dict[str, Callable[[int, str, float | None], Combiner]] = {
     "none": lambda d, act, bias: Residual(),
-    "sdu": lambda d, act, bias: SelfDependencyUnit(d, act),
-    "highway": lambda d, act, bias: HighwayGate(d, act),
-    "gated": lambda d, act, bias: GatedSublayer(d, act),
+    "sdu": lambda d, act, bias: SelfDependencyUnit(d, act, bias),
+    "highway": lambda d, act, bias: HighwayGate(d, act, bias),
+    "gated": lambda d, act, bias: GatedSublayer(d, act, bias),
     # Gated Transformer-XL gating layers (Parisotto et al. 2019), pre-LN only.
     **GTRXL_COMBINERS,
 }
@@ -45,11 +47,18 @@ COMBINERS: dict[str, Callable[[int, str, float | None], Combiner]] = {
 def build_combiner(
     kind: str, d_model: int, activation: str = "sigmoid", bias: float | None = None
 ) -> Combiner:
-    """A fresh combiner of the named kind (see :data:`COMBINERS`); ``bias=None`` keeps the
-    gate's own default initial bias."""
+    """A fresh combiner of the named kind (see :data:`COMBINERS`); ``bias`` is the initial
+    gate bias (HT gates: ``b1``; GTrXL: ``b_g``), ``None`` the gate's own default."""
     if kind not in COMBINERS:
         raise unknown_choice("gate", kind, COMBINERS)
     return COMBINERS[kind](d_model, activation, bias)
+
+
+def combiner_class(kind: str) -> type[Combiner]:
+    """The class the combiner ``kind`` builds, to read its class flags (``pre_ln_only``);
+    built on the meta device, so no weights are drawn and the RNG is untouched."""
+    with torch.device("meta"):
+        return type(build_combiner(kind, 1))
 
 
 NORM_POSITIONS = ("post", "pre")
@@ -60,11 +69,18 @@ class Connection(nn.Module):
 
     ``sublayer`` is called as ``sublayer(h)`` or, when ``context`` is given (e.g. the
     Transformer-XL memory), as ``sublayer(h, context)``; in pre-LN both go through the same
-    input norm, as in the Transformer-XL reference code.
+    input norm, as in the Transformer-XL reference code. ``layer_norm`` names the
+    normalisation (:data:`~highway_transformer.nn.norms.NORMS`: ``torch`` or the
+    R-Transformer code's ``rt``).
     """
 
     def __init__(
-        self, d_model: int, combiner: Combiner, norm: str = "post", dropout: float = 0.0
+        self,
+        d_model: int,
+        combiner: Combiner,
+        norm: str = "post",
+        dropout: float = 0.0,
+        layer_norm: str = "torch",
     ) -> None:
         super().__init__()
         if norm not in NORM_POSITIONS:
@@ -75,7 +91,7 @@ class Connection(nn.Module):
                 "reordering) only; set model.norm=pre"
             )
         self.norm_position = norm
-        self.norm = nn.LayerNorm(d_model)
+        self.norm = build_norm(layer_norm, d_model)
         self.dropout = nn.Dropout(dropout)
         self.combiner = combiner
 

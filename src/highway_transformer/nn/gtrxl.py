@@ -79,6 +79,8 @@ class InputGate(_GTrXLGate):
     only validated.
     """
 
+    matmuls: ClassVar[int] = 1
+
     def __init__(self, d_model: int, bias: float | None = None) -> None:
         super().__init__(d_model, bias)
         self.w_g = nn.Linear(d_model, d_model, bias=False)
@@ -93,6 +95,8 @@ class InputGate(_GTrXLGate):
 class OutputGate(_GTrXLGate):
     """Gated output connection (GTrXL eq. 12): ``x + σ(W_g x − b_g) ⊙ ReLU(y)``."""
 
+    matmuls: ClassVar[int] = 1
+
     def __init__(self, d_model: int, bias: float | None = None) -> None:
         super().__init__(d_model, bias)
         self.w_g = nn.Linear(d_model, d_model, bias=False)
@@ -104,6 +108,8 @@ class OutputGate(_GTrXLGate):
 class HighwayGTrXLGate(_GTrXLGate):
     """Highway connection (GTrXL eq. 13): ``σ(W_g x + b_g) ⊙ x + (1 − σ(W_g x + b_g)) ⊙ y'``
     with ``y' = ReLU(y)``."""
+
+    matmuls: ClassVar[int] = 1
 
     def __init__(self, d_model: int, bias: float | None = None) -> None:
         super().__init__(d_model, bias)
@@ -120,6 +126,8 @@ class SigmoidTanhGate(_GTrXLGate):
 
     ``[W_g; U_g]`` is one ``[2d, d]`` bias-free projection of ``y'`` (one matmul).
     """
+
+    matmuls: ClassVar[int] = 2
 
     def __init__(self, d_model: int, bias: float | None = None) -> None:
         super().__init__(d_model, bias)
@@ -141,6 +149,8 @@ class GRUGate(_GTrXLGate):
     and ``[U_r; U_z]`` one ``[2d, d]`` projection of ``x``; ``U_g`` reads ``r ⊙ x``. All are
     bias-free; ``b_g`` (default 2) starts ``z`` small, so the gate starts near ``g = x``.
     """
+
+    matmuls: ClassVar[int] = 6
 
     def __init__(self, d_model: int, bias: float | None = None) -> None:
         super().__init__(d_model, bias)

@@ -6,9 +6,12 @@ the sublayer output ``y``. ``W1, W2 ∈ R^{d×d}`` cost ``2d(d+1)`` parameters p
 
 from __future__ import annotations
 
+from typing import ClassVar
+
+import torch
 from torch import Tensor, nn
 
-from ..errors import unknown_choice
+from ..errors import ConfigError, unknown_choice
 from .combiner import ACTIVATIONS, Combiner
 
 
@@ -16,17 +19,33 @@ class _GatedTransform(Combiner):
     """Shared part of the HT gates: ``T = act(x W1 + b1)`` and ``f = x W2 + b2``.
 
     W1 and W2 are stored as one ``[2d, d]`` projection (one matmul instead of two); the
-    first half is the gate, the second the transform. Biases start at zero.
+    first half is the gate, the second the transform. ``b1`` starts at ``bias`` (HT §3: 0
+    unless set), ``b2`` at zero. ``activations`` lists the activations a gate accepts.
     """
 
-    def __init__(self, d_model: int, activation: str = "sigmoid") -> None:
+    matmuls: ClassVar[int] = 2  # W1, W2
+    activations: ClassVar[tuple[str, ...]] = tuple(ACTIVATIONS)
+
+    def __init__(self, d_model: int, activation: str = "sigmoid", bias: float | None = None):
         super().__init__()
         if activation not in ACTIVATIONS:
             raise unknown_choice("gate activation", activation, ACTIVATIONS)
+        if activation not in self.activations:
+            raise ConfigError(
+                f"the {type(self).__name__} gate T is a sigmoid (HT eq. 26 and the authors' "
+                f"code); remove model.gate.activation={activation} or use the sdu gate"
+            )
         self.d_model = d_model
         self.activation = activation
+        self.initial_bias = 0.0 if bias is None else float(bias)
         self.proj = nn.Linear(d_model, 2 * d_model)
-        nn.init.zeros_(self.proj.bias)
+        self.reset_own_parameters()
+
+    @torch.no_grad()
+    def reset_own_parameters(self) -> None:
+        """The gate's biases (the model initialiser runs this after re-drawing Linears)."""
+        self.proj.bias.zero_()
+        self.proj.bias[: self.d_model].fill_(self.initial_bias)
 
     def gate_and_transform(self, x: Tensor) -> tuple[Tensor, Tensor]:
         gate_pre, transform = self.proj(x).chunk(2, dim=-1)
@@ -50,8 +69,7 @@ class SelfDependencyUnit(_GatedTransform):
 class HighwayGate(_GatedTransform):
     """Highway gate (HT eqs. 26-29): ``(1 - T) ⊙ x + y + T ⊙ f(x)``, T sigmoid."""
 
-    def __init__(self, d_model: int, activation: str = "sigmoid") -> None:
-        super().__init__(d_model, activation)
+    activations = ("sigmoid",)
 
     def forward(self, x: Tensor, y: Tensor) -> Tensor:
         gate, transform = self.gate_and_transform(x)
@@ -59,7 +77,10 @@ class HighwayGate(_GatedTransform):
 
 
 class GatedSublayer(_GatedTransform):
-    """Gated MHDPA (HT eqs. 30-31), applied to any sublayer: ``x + (1 - T) ⊙ y + T ⊙ f(x)``."""
+    """Gated MHDPA (HT eqs. 30-31), applied to any sublayer: ``x + (1 - T) ⊙ y + T ⊙ f(x)``,
+    T sigmoid."""
+
+    activations = ("sigmoid",)
 
     def forward(self, x: Tensor, y: Tensor) -> Tensor:
         gate, transform = self.gate_and_transform(x)

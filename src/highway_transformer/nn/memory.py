@@ -2,14 +2,68 @@
 
 Layer n of segment τ attends over ``[SG(h_{τ-1}^{n-1}) ∘ h_τ^{n-1}]``: the memory of a layer
 is the last ``mem_len`` hidden states that entered it, kept without gradient.
+
+How much memory is kept and how it is attended to are run-time settings, passed to the
+model's ``forward`` as a :class:`MemoryPolicy` value (training and evaluation differ: HT A.3
+evaluates with a longer memory, clamped distances and ``same_length``).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
 
 from ..errors import ConfigError
+
+if TYPE_CHECKING:
+    from ..config import MemoryConfig
+
+
+@dataclass(frozen=True)
+class MemoryPolicy:
+    """Transformer-XL memory settings for one forward pass (Dai et al. §3; HT A.3).
+
+    Attributes:
+        mem_len: memory length ``M`` kept for the next segment; also the window of
+            ``same_length`` (the reference code builds that mask from the configured ``M``,
+            not from the memory held, so it applies while the memory is still filling).
+        clamp_len: distances beyond it use the encoding of ``clamp_len``; ``<= 0``: no
+            clamping (the reference code clamps only when ``clamp_len > 0``).
+        same_length: every query attends to the same number ``M`` of most recent keys.
+    """
+
+    mem_len: int = 0
+    clamp_len: int = 0
+    same_length: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("mem_len", "clamp_len"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ConfigError(f"memory policy {name} must be an integer, got {value!r}")
+        if self.mem_len < 0:
+            raise ConfigError(f"memory policy mem_len must be >= 0, got {self.mem_len}")
+
+    @classmethod
+    def training(cls, config: MemoryConfig) -> MemoryPolicy:
+        """The training settings of ``model.memory``."""
+        return cls(config.mem_len, config.clamp_len, config.same_length)
+
+    @classmethod
+    def evaluation(cls, config: MemoryConfig) -> MemoryPolicy:
+        """The evaluation settings of ``model.memory`` (each ``eval_*`` unset: as training)."""
+
+        def pick(train: object, evaluation: object) -> object:
+            return train if evaluation is None else evaluation
+
+        return cls(
+            pick(config.mem_len, config.eval_mem_len),  # type: ignore[arg-type]
+            pick(config.clamp_len, config.eval_clamp_len),  # type: ignore[arg-type]
+            pick(config.same_length, config.eval_same_length),  # type: ignore[arg-type]
+        )
 
 
 def update_memory(

@@ -12,15 +12,26 @@ import torch
 from torch import Tensor, nn
 
 
-def sinusoid(positions: Tensor, d_model: int) -> Tensor:
+def sinusoid(
+    positions: Tensor,
+    d_model: int,
+    *,
+    split: bool = False,
+    dtype: torch.dtype = torch.float32,
+) -> Tensor:
     """Encodings ``[len(positions), d_model]`` of (possibly negative or fractional) positions.
 
-    Even features hold the sines and odd features the cosines, as in HT eqs. 5-6.
+    Even features hold the sines and odd features the cosines, as in HT eqs. 5-6; with
+    ``split`` the features are ``[sin | cos]`` (the Transformer-XL code's ``PositionalEmbedding``
+    layout, a fixed permutation of the same values). Computed in ``dtype`` (float32, or
+    float64 for exact comparisons).
     """
-    half = torch.arange(0, d_model, 2, device=positions.device, dtype=torch.float32)
+    half = torch.arange(0, d_model, 2, device=positions.device, dtype=dtype)
     inv_freq = torch.exp(-math.log(10000.0) * half / d_model)
-    angles = positions.to(torch.float32)[:, None] * inv_freq[None, :]
-    out = torch.empty(positions.shape[0], d_model, device=positions.device, dtype=torch.float32)
+    angles = positions.to(dtype)[:, None] * inv_freq[None, :]
+    if split:
+        return torch.cat([torch.sin(angles), torch.cos(angles)], dim=-1)[:, :d_model]
+    out = torch.empty(positions.shape[0], d_model, device=positions.device, dtype=dtype)
     out[:, 0::2] = torch.sin(angles)
     out[:, 1::2] = torch.cos(angles[:, : d_model // 2])
     return out

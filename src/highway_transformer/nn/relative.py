@@ -7,7 +7,8 @@ keys), the score of one head is (HT eqs. 10-13; Dai et al. eq. in §3.3)::
     A_ij = q_iᵀ k_j  +  q_iᵀ W_kR R_{M+i-j}  +  uᵀ k_j  +  vᵀ W_kR R_{M+i-j}
            (a) "AC"      (b) "BD"              (c) "AC"    (d) "BD"
 
-with ``R`` the parameter-free sinusoid of the distance, ``W_kR`` (``r_net``) a projection
+with ``R`` the parameter-free sinusoid of the distance (laid out ``[sin | cos]`` as in the
+reference code), ``W_kR`` (``r_net``) a projection
 separate from the content keys, and ``u`` / ``v`` the global content / position biases
 (``r_w_bias`` / ``r_r_bias`` in the reference code). Terms (a)+(c) are ``(q_i + u)ᵀ k_j``
 and (b)+(d) are ``(q_i + v)ᵀ W_kR R_{M+i-j}``; the output is ``softmax(A / √d_head) V``
@@ -24,6 +25,7 @@ the shifted, scaled ``BD`` term plus the mask as its additive ``attn_mask``.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -48,25 +50,110 @@ def rel_shift(x: Tensor) -> Tensor:
 
 
 def relative_attention_mask(
-    q_len: int, mem_len: int, *, same_length: bool = False, device: torch.device | None = None
+    q_len: int,
+    mem_len: int,
+    *,
+    same_length: bool = False,
+    window: int | None = None,
+    device: torch.device | None = None,
 ) -> Tensor:
     """Boolean mask ``[L, M+L]``, ``True`` where query ``i`` may *not* attend to key ``j``.
 
-    Causal: query ``i`` (absolute position ``M+i``) sees keys ``j <= M+i``. With
-    ``same_length`` (reference code, with its configured ``mem_len`` taken as ``M``):
-    ``mask_len = K - M``; ``mask_shift_len = L - mask_len`` if ``mask_len > 0`` else ``L``;
-    keys ``j <= i - mask_shift_len`` are masked too, so every query sees its ``M`` most recent
-    keys (itself included). With ``M = 0`` that window would be empty, so the mask stays
-    causal (the reference's first segment, which has no memory yet, behaves the same way).
+    Causal: query ``i`` (absolute position ``M+i``, ``M = mem_len`` keys of memory held)
+    sees keys ``j <= M+i``. With ``same_length``, the reference code's rule with its
+    *configured* memory length ``W = window`` (default: the memory held):
+    ``mask_len = K - W``; ``mask_shift_len = L - mask_len`` if ``mask_len > 0`` else ``L``;
+    keys ``j <= i - mask_shift_len`` are masked too. That is: every query sees the keys at
+    distances ``0 … W-1`` only, also while the memory is still filling (``M < W``). With
+    ``W = 0`` the window would be empty (the reference code gives NaN), so the mask stays
+    causal.
     """
     k_len = mem_len + q_len
     ones = torch.ones(q_len, k_len, dtype=torch.bool, device=device)
     mask = torch.triu(ones, diagonal=1 + mem_len)
-    if same_length and mem_len > 0:
-        mask_len = k_len - mem_len
+    window = mem_len if window is None else window
+    if same_length and window > 0:
+        mask_len = k_len - window
         mask_shift_len = q_len - mask_len if mask_len > 0 else q_len
         mask = mask | torch.tril(ones, diagonal=-mask_shift_len)
     return mask
+
+
+@dataclass(frozen=True)
+class RelativeInputs:
+    """What every layer of one forward pass shares (reference ``MemTransformerLM._forward``).
+
+    ``r`` is the sinusoid ``R`` of the distances ``K-1 … 0`` (``[K, D]``, clamped, dropped
+    out once per pass), ``mask`` the ``[L, K]`` attention mask, ``u`` / ``v`` the global
+    biases when shared across layers (``None``: each layer's own).
+    """
+
+    r: Tensor
+    mask: Tensor
+    u: Tensor | None = None
+    v: Tensor | None = None
+
+
+def distance_encoding(k_len: int, d_model: int, clamp_len: int, like: Tensor) -> Tensor:
+    """``R`` for the distances ``K-1 … 0``, ``[K, D]``, laid out ``[sin | cos]`` as in the
+    reference code; distances beyond ``clamp_len`` use its encoding when ``clamp_len > 0``."""
+    dtype = torch.float64 if like.dtype == torch.float64 else torch.float32
+    pos = torch.arange(k_len - 1, -1, -1, device=like.device, dtype=dtype)
+    if clamp_len > 0:
+        pos = pos.clamp(max=clamp_len)
+    return sinusoid(pos, d_model, split=True, dtype=dtype).to(like.dtype)
+
+
+def _check_clamp_len(clamp_len: int) -> None:
+    if isinstance(clamp_len, bool) or not isinstance(clamp_len, int):
+        raise ConfigError(f"clamp_len must be an integer (<= 0: no clamping); got {clamp_len!r}")
+
+
+class RelativePositions(nn.Module):
+    """The model-level part of Transformer-XL attention: ``R``, the mask, shared ``u`` / ``v``.
+
+    As in the reference code, ``R`` is computed once per forward pass and dropped out
+    (``dropout``, the reference's ``self.drop(pos_emb)``) with one mask shared by every
+    layer; ``u`` and ``v`` are one pair for all layers unless ``shared_biases`` is False
+    (the reference's ``untie_r``), in which case each attention layer holds its own.
+    """
+
+    def __init__(
+        self, d_model: int, n_heads: int, d_head: int, dropout: float, shared_biases: bool
+    ) -> None:
+        super().__init__()
+        self.d_model = d_model
+        self.dropout = nn.Dropout(dropout)
+        self.r_w_bias: nn.Parameter | None = None
+        self.r_r_bias: nn.Parameter | None = None
+        if shared_biases:
+            self.r_w_bias = nn.Parameter(torch.empty(n_heads, d_head))  # u
+            self.r_r_bias = nn.Parameter(torch.empty(n_heads, d_head))  # v
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        for bias in (self.r_w_bias, self.r_r_bias):
+            if bias is not None:
+                nn.init.normal_(bias, std=0.02)
+
+    def forward(
+        self,
+        q_len: int,
+        mem_len: int,
+        like: Tensor,
+        *,
+        clamp_len: int = 0,
+        same_length: bool = False,
+        window: int | None = None,
+    ) -> RelativeInputs:
+        """Inputs for ``q_len`` queries over ``mem_len`` memory keys; ``window`` is the
+        configured memory length for ``same_length`` (see :func:`relative_attention_mask`)."""
+        _check_clamp_len(clamp_len)
+        r = self.dropout(distance_encoding(mem_len + q_len, self.d_model, clamp_len, like))
+        mask = relative_attention_mask(
+            q_len, mem_len, same_length=same_length, window=window, device=like.device
+        )
+        return RelativeInputs(r, mask, self.r_w_bias, self.r_r_bias)
 
 
 class RelativeMultiHeadAttention(nn.Module):
@@ -79,9 +166,19 @@ class RelativeMultiHeadAttention(nn.Module):
         n_heads: number of heads ``H``.
         d_head: width of each head; scores are scaled by ``1/√d_head``.
         dropout_attn: dropout on the attention weights (training mode only).
+        own_biases: hold this layer's own ``u`` / ``v``; without them the biases come with
+            the :class:`RelativeInputs` of each call (shared across layers, the reference
+            code's default).
     """
 
-    def __init__(self, d_model: int, n_heads: int, d_head: int, dropout_attn: float = 0.0) -> None:
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        d_head: int,
+        dropout_attn: float = 0.0,
+        own_biases: bool = True,
+    ) -> None:
         super().__init__()
         for name, value in (("d_model", d_model), ("n_heads", n_heads), ("d_head", d_head)):
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
@@ -95,23 +192,26 @@ class RelativeMultiHeadAttention(nn.Module):
         inner = n_heads * d_head
         self.qkv = nn.Linear(d_model, 3 * inner, bias=False)
         self.r_net = nn.Linear(d_model, inner, bias=False)  # W_kR
-        self.r_w_bias = nn.Parameter(torch.empty(n_heads, d_head))  # u
-        self.r_r_bias = nn.Parameter(torch.empty(n_heads, d_head))  # v
         self.out = nn.Linear(inner, d_model, bias=False)
-        nn.init.normal_(self.r_w_bias, std=0.02)
-        nn.init.normal_(self.r_r_bias, std=0.02)
+        self.r_w_bias: nn.Parameter | None = None
+        self.r_r_bias: nn.Parameter | None = None
+        if own_biases:
+            self.r_w_bias = nn.Parameter(torch.empty(n_heads, d_head))  # u
+            self.r_r_bias = nn.Parameter(torch.empty(n_heads, d_head))  # v
+        self.reset_biases()
+
+    def reset_biases(self) -> None:
+        for bias in (self.r_w_bias, self.r_r_bias):
+            if bias is not None:
+                nn.init.normal_(bias, std=0.02)
 
     def extra_repr(self) -> str:
         return (
             f"d_model={self.d_model}, n_heads={self.n_heads}, d_head={self.d_head}, "
-            f"dropout_attn={self.dropout_attn}"
+            f"dropout_attn={self.dropout_attn}, own_biases={self.r_w_bias is not None}"
         )
 
-    def _check(self, h: Tensor, memory: Tensor | None, clamp_len: int) -> None:
-        if isinstance(clamp_len, bool) or not isinstance(clamp_len, int) or clamp_len < -1:
-            raise ConfigError(
-                f"clamp_len must be an integer >= 0, or -1 for no clamping; got {clamp_len!r}"
-            )
+    def _check(self, h: Tensor, memory: Tensor | None) -> None:
         if h.dim() != 3 or h.shape[-1] != self.d_model:
             raise ConfigError(
                 f"h must have shape [batch, length, {self.d_model}]; got {list(h.shape)}"
@@ -132,36 +232,49 @@ class RelativeMultiHeadAttention(nn.Module):
                 f"memory has width {memory.shape[-1]} but the model's d_model is {self.d_model}"
             )
 
-    def position_keys(self, k_len: int, clamp_len: int, like: Tensor) -> Tensor:
-        """``W_kR R`` for the distances ``K-1 … 0`` (``Q`` of the post), ``[H, K, d_head]``.
-
-        Distances beyond ``clamp_len`` use the encoding of ``clamp_len`` when it is ``>= 0``.
-        """
-        pos = torch.arange(k_len - 1, -1, -1, device=like.device, dtype=torch.float32)
-        if clamp_len >= 0:
-            pos = pos.clamp(max=clamp_len)
-        r = sinusoid(pos, self.d_model).to(like.dtype)
-        r_k = self.r_net(r)  # [K, H*dh]
-        return r_k.view(k_len, self.n_heads, self.d_head).transpose(0, 1)
+    def _biases(self, relative: RelativeInputs, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
+        u = relative.u if self.r_w_bias is None else self.r_w_bias
+        v = relative.v if self.r_r_bias is None else self.r_r_bias
+        if u is None or v is None:
+            raise ConfigError(
+                "this attention layer has no u/v biases of its own; pass shared ones in "
+                "RelativeInputs (RelativePositions(shared_biases=True)) or build it with "
+                "own_biases=True"
+            )
+        return u.to(dtype), v.to(dtype)
 
     def forward(
         self,
         h: Tensor,
         memory: Tensor | None = None,
         *,
-        clamp_len: int = -1,
+        clamp_len: int = 0,
         same_length: bool = False,
+        relative: RelativeInputs | None = None,
     ) -> Tensor:
         """Attend from ``h [B, L, D]`` over ``[memory ∘ h]`` (``memory [B, M, D]`` or None).
 
+        ``relative`` carries ``R``, the mask and shared biases computed once per pass by the
+        model (:class:`RelativePositions`); without it they are computed here from
+        ``clamp_len`` (``<= 0``: no clamping) and ``same_length`` (window: the memory held).
         Returns ``[B, L, D]``. Gradients flow into ``memory`` if it requires them; stopping
         them (SG in Transformer-XL) is the caller's business.
         """
-        self._check(h, memory, clamp_len)
+        self._check(h, memory)
         bsz, q_len, _ = h.shape
         mem_len = 0 if memory is None else memory.shape[1]
+        if relative is None:
+            _check_clamp_len(clamp_len)
+            relative = RelativeInputs(
+                distance_encoding(mem_len + q_len, self.d_model, clamp_len, h),
+                relative_attention_mask(q_len, mem_len, same_length=same_length, device=h.device),
+            )
         cat = h if memory is None or mem_len == 0 else torch.cat([memory.to(h.dtype), h], dim=1)
         k_len = cat.shape[1]
+        if tuple(relative.mask.shape) != (q_len, k_len) or relative.r.shape[0] != k_len:
+            raise ConfigError(
+                f"relative inputs are for {relative.r.shape[0]} keys but the layer has {k_len}"
+            )
         n_h, d_h = self.n_heads, self.d_head
         inner = n_h * d_h
 
@@ -170,14 +283,15 @@ class RelativeMultiHeadAttention(nn.Module):
         q = F.linear(h, w_q).view(bsz, q_len, n_h, d_h).transpose(1, 2)  # [B, H, L, dh]
         key, value = F.linear(cat, w_kv).view(bsz, k_len, 2, n_h, d_h).permute(2, 0, 3, 1, 4)
 
-        r_k = self.position_keys(k_len, clamp_len, like=q)  # [H, K, dh]
-        q_u = q + self.r_w_bias.to(q.dtype)[:, None, :]  # (a) + (c): AC query
-        q_v = q + self.r_r_bias.to(q.dtype)[:, None, :]  # (b) + (d): BD query
+        # W_kR R for the distances K-1 … 0 (``Q`` of the post), [H, K, dh].
+        r_k = self.r_net(relative.r.to(q.dtype)).view(k_len, n_h, d_h).transpose(0, 1)
+        u, v = self._biases(relative, q.dtype)
+        q_u = q + u[:, None, :]  # (a) + (c): AC query
+        q_v = q + v[:, None, :]  # (b) + (d): BD query
         bd = rel_shift(torch.matmul(q_v, r_k.transpose(-1, -2)))  # [B, H, L, K]
         bd = bd * (1.0 / math.sqrt(d_h))
 
-        mask = relative_attention_mask(q_len, mem_len, same_length=same_length, device=h.device)
-        bias = bd.masked_fill(mask, float("-inf")).to(q_u.dtype)
+        bias = bd.masked_fill(relative.mask, float("-inf")).to(q_u.dtype)
         attn = F.scaled_dot_product_attention(
             q_u,
             key.to(q_u.dtype),

@@ -28,6 +28,7 @@ output, never NaN.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -219,3 +220,47 @@ class ScoredAttention(nn.Module):
             out = out.masked_fill(empty, 0.0)
         out = out.transpose(1, 2).reshape(batch, n_queries, self.n_heads * self.d_head)
         return self.out(out)
+
+
+class ScoredSelfAttention(ScoredAttention):
+    """Encoder or decoder self-attention with the block's sublayer signature.
+
+    ``padding`` (``[B, L]`` bool, True = pad) keeps pads out of the keys; the decoder's is
+    causal, the encoder's is not.
+    """
+
+    def __init__(self, *args: Any, causal: bool = False, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.causal = causal
+
+    def forward(  # type: ignore[override]
+        self,
+        h: Tensor,
+        context: Tensor | None = None,
+        *,
+        state: dict | None = None,
+        padding: Tensor | None = None,
+        **options: Any,
+    ) -> Tensor:
+        if context is not None or state is not None:
+            raise ConfigError("scored attention has no segment memory and no decoding cache")
+        return super().forward(h, None, key_padding_mask=padding, causal=self.causal)
+
+
+class CrossAttention(ScoredAttention):
+    """Encoder-decoder attention with the block's sublayer signature: queries from the
+    decoder stream, keys and values from the top encoder output ``encoder``."""
+
+    def forward(  # type: ignore[override]
+        self,
+        h: Tensor,
+        context: Tensor | None = None,
+        *,
+        state: dict | None = None,
+        encoder: Tensor | None = None,
+        encoder_padding: Tensor | None = None,
+        **options: Any,
+    ) -> Tensor:
+        if encoder is None:
+            raise ConfigError("encoder-decoder attention needs the encoder output")
+        return super().forward(h, encoder, key_padding_mask=encoder_padding, causal=False)

@@ -72,7 +72,12 @@ class ShawAttention(nn.Module):
         self.out = nn.Linear(d_model, d_model)
         self.rel_k = nn.Embedding(2 * clip + 1, self.d_head)
         self.rel_v = nn.Embedding(2 * clip + 1, self.d_head)
-        # Edge vectors on the scale of the projected keys/values (Shaw et al. do not specify).
+        self.reset_own_parameters()
+
+    @torch.no_grad()
+    def reset_own_parameters(self) -> None:
+        """Edge vectors on the scale of the projected keys/values (Shaw et al. do not say);
+        the model initialiser runs this after re-drawing Embeddings."""
         nn.init.normal_(self.rel_k.weight, std=self.d_head**-0.5)
         nn.init.normal_(self.rel_v.weight, std=self.d_head**-0.5)
 

@@ -19,6 +19,7 @@ def gtrxl(gate: str, corpus: str) -> Config:
     """L6-XL sizes (HT A.3) with GTrXL gating; on char PTB with the T-L3 data settings."""
     config = xl_enwik8(6, GateConfig(kind=gate, bias=2.0), 40_000)
     config.model.norm = "pre"
+    config.model.final_norm = "true"  # the GTrXL paper normalises the last block's output
     if corpus == "ptb-char":
         ptb = char_ptb("transformer", GateConfig())
         config.data = ptb.data
@@ -31,7 +32,9 @@ def gtrxl(gate: str, corpus: str) -> Config:
         config.data.eval_seq_len = None
     config.source = (
         f"GTrXL (Parisotto et al. 2019) {gate} gating, b_g 2, identity-map reordering, on the "
-        "L6-XL sizes of HT A.3" + (" with char-PTB data" if corpus == "ptb-char" else "")
+        "L6-XL sizes of HT A.3"
+        + (" with char-PTB data" if corpus == "ptb-char" else "")
+        + "; final LayerNorm (GTrXL paper), the XL code's embedding scale and dropout sites"
     )
     return config
 

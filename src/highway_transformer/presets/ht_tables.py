@@ -1,7 +1,10 @@
 """Presets for the Highway Transformer paper's tables (Chai et al., ACL 2020).
 
 Hyper-parameters come from the paper's Appendix A and the authors' / R-Transformer code,
-as digested in the project's reference notes; each preset's ``source`` says which.
+as digested in the project's reference notes; each preset's ``source`` says which. The
+authors published their Transformer-XL code only; the PTB rows follow the R-Transformer code
+(``DSE-MSU/R-transformer``): no embedding scale, no final LayerNorm, and for the
+R-Transformer its own LayerNorm (unbiased std + 1e-6, ``model.layer_norm=rt``).
 """
 
 from __future__ import annotations
@@ -22,6 +25,13 @@ GATE_VARIANTS: dict[str, GateConfig] = {
 }
 
 
+def _code_norms(family: str) -> dict[str, str]:
+    """The RT code's normalisation choices: its own LayerNorm for the R-Transformer, no final
+    LayerNorm and no embedding scale for either family."""
+    layer_norm = "rt" if family == "rtransformer" else "torch"
+    return {"layer_norm": layer_norm, "final_norm": "false", "embedding_scale": "false"}
+
+
 def char_ptb(family: str, gate: GateConfig) -> Config:
     """T-L3 / RT-L3 on char PTB (HT A.1; RT code language_char defaults)."""
     model = ModelConfig(
@@ -35,6 +45,7 @@ def char_ptb(family: str, gate: GateConfig) -> Config:
         init_range=0.1,
         tie_weights=False,
         positional="none" if family == "rtransformer" else "sinusoidal",
+        **_code_norms(family),
         gate=gate,
         local_rnn=LocalRNNConfig(cell="gru", window=7, per_block=1),
     )
@@ -52,7 +63,7 @@ def char_ptb(family: str, gate: GateConfig) -> Config:
     return Config(
         source="HT Appendix A.1 (batch 16, clip 0.15, 3 layers, d 512, 8 heads, len 400 with the "
         "loss on the last 320, dropout 0.15, SGD lr 2 linear decay, U(-0.1, 0.1), 100 epochs); "
-        "RT code: d_ff = 4 d, GRU window 7",
+        "RT code: d_ff = 4 d, GRU window 7, RT LayerNorm (unbiased std + 1e-6) for RT-L3",
         model=model,
         data=data,
         train=train,
@@ -73,6 +84,7 @@ def word_ptb(family: str, gate: GateConfig) -> Config:
         init_range=0.01,
         tie_weights=True,
         positional="none" if family == "rtransformer" else "sinusoidal",
+        **_code_norms(family),
         gate=gate,
         local_rnn=LocalRNNConfig(cell="lstm", window=9, per_block=1),
     )
@@ -92,7 +104,8 @@ def word_ptb(family: str, gate: GateConfig) -> Config:
     return Config(
         source="HT Appendix A.2 (dropout 0.35 sublayers / 0.15 embeddings, SGD lr 2 annealed, "
         "clip 0.35, d 128, 8 heads, len 80 with the loss on the last 40, U(-0.01, 0.01), tied "
-        "embeddings, 100 epochs); RT code: d_ff = 4 d, LSTM window 9, lr / 10 on stall",
+        "embeddings, 100 epochs); RT code: d_ff = 4 d, LSTM window 9, lr / 10 on stall, "
+        "RT LayerNorm (unbiased std + 1e-6) for RT-L3",
         model=model,
         data=data,
         train=train,
@@ -117,7 +130,10 @@ def rt_paper(builder: Callable[[str, GateConfig], Config]) -> Config:
     """The R-Transformer paper's PTB rows (RT Tables 3-4) as its code runs them: pre-LN."""
     config = builder("rtransformer", GateConfig())
     config.model.norm = "pre"
-    config.source += "; RT code: pre-LN sublayer connections (x + Dropout(f(LN(x))))"
+    config.model.tie_weights = True  # language_char/model.py: decoder.weight = encoder.weight
+    config.source += (
+        "; RT code: pre-LN sublayer connections (x + Dropout(f(LN(x)))), tied embeddings"
+    )
     return config
 
 

@@ -3,7 +3,15 @@
 HT A.3 / the authors' script: 6 layers, 8 heads × 64, d_model 512, d_inner 2048, dropout 0.1,
 dropatt 0, Adam lr 2.5e-4 without warm-up, cosine decay, clip 0.25, tgt_len 512, mem_len 512,
 batch 22, 40k steps; evaluation tgt_len 80, mem_len 2100, clamp_len 820, same_length. The
-paper says N(0, 1) initialisation; the code's default (used here) is normal std 0.02.
+paper says N(0, 1) initialisation; the code's defaults are used here (``init_std`` 0.02 for
+weights, ``proj_init_std`` 0.01 for adaptive projections, LayerNorm weights N(1, 0.02)); see
+docs/fidelity.md, "Initialisation".
+
+Every XL preset computes the reference code's model (``pytorch/mem_transformer.py``, which
+the authors' fork keeps): embeddings × √d_model, dropout on ``R`` and on the last hidden
+state (rate ``dropout``), one ``u`` / ``v`` pair shared by all layers (no ``untie_r``), no
+final LayerNorm, ``same_length`` masked from the configured memory length, ``clamp_len`` only
+when > 0. See docs/fidelity.md.
 """
 
 from __future__ import annotations
@@ -15,7 +23,8 @@ from ..config import Config, DataConfig, GateConfig, MemoryConfig, ModelConfig, 
 SOURCE_L6 = (
     "HT Appendix A.3 and the authors' enwik8 script (6 layers, 8x64 heads, d 512, d_inner 2048,"
     " dropout 0.1, Adam 2.5e-4 cosine, no warm-up, clip 0.25, tgt_len/mem_len 512, batch 22,"
-    " 40k steps; eval tgt_len 80, mem_len 2100, clamp_len 820, same_length)"
+    " 40k steps; eval tgt_len 80, mem_len 2100, clamp_len 820, same_length); reference"
+    " mem_transformer.py: emb x sqrt(d), dropout on R and last hidden, shared u/v, no final LN"
 )
 
 
@@ -34,6 +43,14 @@ def xl_enwik8(n_layers: int, gate: GateConfig, steps: int) -> Config:
         tie_weights=True,
         init="normal",
         init_std=0.02,
+        init_proj_std=0.01,
+        init_norm="normal",
+        embedding_scale="true",
+        final_norm="false",
+        dropout_pos=0.1,
+        dropout_out=0.1,
+        untie_r=False,
+        layer_norm="torch",
         gate=gate,
         memory=MemoryConfig(
             mem_len=512, eval_mem_len=2100, eval_clamp_len=820, eval_same_length=True

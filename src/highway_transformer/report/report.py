@@ -40,7 +40,9 @@ from typing import Any
 import numpy as np
 import yaml
 
+from ..config import read_text
 from ..errors import CheckpointError, ConfigError
+from ..folders import make_folder
 from .convergence import steps_to_reach
 from .figures import plot_convergence, plot_gate_heatmaps, plot_tsne
 from .gates import bias_matrices, load_gate_biases, split_name, tsne_embedding
@@ -73,7 +75,8 @@ class RunRecord:
 
     @property
     def gated(self) -> bool:
-        return self.config.get("model", {}).get("gate", {}).get("kind", "none") != "none"
+        gate = self.config.get("model", {}).get("gate", {})
+        return isinstance(gate, dict) and gate.get("kind", "none") != "none"
 
 
 def find_run_dirs(paths: Iterable[str | Path]) -> list[Path]:
@@ -98,14 +101,52 @@ def find_run_dirs(paths: Iterable[str | Path]) -> list[Path]:
 
 
 def _read_json(path: Path, problems: list[str]) -> dict[str, Any] | None:
-    if not path.is_file():
+    if not path.exists():
         return None
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        problems.append(f"{path.name} is unreadable (truncated?)")
+        data = json.loads(read_text(path, ConfigError, path.name))
+    except (ConfigError, json.JSONDecodeError, RecursionError):
+        problems.append(f"{path.name} is unreadable (truncated, binary or not JSON)")
         return None
-    return data if isinstance(data, dict) else None
+    if not isinstance(data, dict):
+        problems.append(f"{path.name} does not hold a JSON object; ignored")
+        return None
+    return data
+
+
+def _number(value: Any) -> float | None:
+    """A finite-or-infinite real from a JSON value; None for anything else (text, bools)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def _clean_results(results: dict[str, Any] | None, problems: list[str]) -> dict | None:
+    """``results.json`` with only numeric figures under ``valid``/``test``; other values go."""
+    if results is None:
+        return None
+    clean: dict[str, Any] = {k: v for k, v in results.items() if k not in ("valid", "test")}
+    for split in ("valid", "test"):
+        figures = results.get(split)
+        if not isinstance(figures, dict):
+            problems.append(f"results.json has no {split} figures")
+            continue
+        kept = {k: _number(v) for k, v in figures.items() if _number(v) is not None}
+        if len(kept) < len(figures):
+            problems.append(f"results.json: non-numeric {split} figures ignored")
+        clean[split] = kept
+    return clean
+
+
+def _clean_record(record: Any) -> dict[str, Any] | None:
+    """A metrics record with an integer step, a split name and numeric values, or None."""
+    if not isinstance(record, dict):
+        return None
+    step, split = record.get("step"), record.get("split")
+    if isinstance(step, bool) or not isinstance(step, int) or not isinstance(split, str):
+        return None
+    numbers = {k: _number(v) for k, v in record.items() if k not in ("step", "split")}
+    return {"step": step, "split": split, **{k: v for k, v in numbers.items() if v is not None}}
 
 
 def _read_metrics(path: Path, problems: list[str]) -> list[dict[str, Any]]:
@@ -113,25 +154,54 @@ def _read_metrics(path: Path, problems: list[str]) -> list[dict[str, Any]]:
         problems.append("metrics.jsonl missing: no curves")
         return []
     records, bad = [], 0
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+    for line in path.read_bytes().decode("utf-8", errors="replace").splitlines():
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
+            record = _clean_record(json.loads(line))
+        except (json.JSONDecodeError, RecursionError):
+            record = None
+        if record is None:
             bad += 1
-            continue
-        if isinstance(record, dict) and "step" in record and "split" in record:
-            records.append(record)
         else:
-            bad += 1
+            records.append(record)
     if bad:
         problems.append(f"metrics.jsonl: {bad} unreadable line(s) skipped (truncated write?)")
     return records
 
 
+def _read_config(path: Path, problems: list[str]) -> dict[str, Any]:
+    """``config.yaml`` as nested mappings; an unreadable or malformed file is a problem."""
+    if not path.is_file():
+        problems.append("config.yaml missing")
+        return {}
+    try:
+        loaded = yaml.safe_load(read_text(path, ConfigError, "config.yaml"))
+    except (ConfigError, yaml.YAMLError, RecursionError):
+        loaded = None
+    sections = ("model", "data", "train", "task")
+    if not isinstance(loaded, dict) or any(
+        not isinstance(loaded.get(k, {}), dict) for k in sections
+    ):
+        problems.append("config.yaml is malformed; ignored")
+        return {}
+    return loaded
+
+
+def _check_experiment(experiment: dict[str, Any] | None, path: Path) -> dict[str, Any]:
+    if experiment is None or not isinstance(experiment.get("name"), str):
+        raise ConfigError(
+            f"{path} is missing, unreadable or has no name; rerun `highway run` for this folder"
+        )
+    for key, kind in (("seed", int), ("overrides", list), ("scale", str), ("table", str)):
+        if key in experiment and not isinstance(experiment[key], kind):
+            raise ConfigError(f"{path}: {key} must be a {kind.__name__}, got {experiment[key]!r}")
+    return experiment
+
+
 def _check_complete(run: RunRecord) -> None:
     max_steps = run.config.get("train", {}).get("max_steps")
+    max_steps = max_steps if isinstance(max_steps, int) and not isinstance(max_steps, bool) else 0
     last = max((int(r["step"]) for r in run.records), default=0)
     if run.records and max_steps and last < max_steps:
         run.problems.append(f"metrics.jsonl stops at step {last} of {max_steps}")
@@ -159,17 +229,10 @@ def load_run(run_dir: str | Path) -> RunRecord:
     """Read one run folder; anything missing or truncated is noted in ``problems``."""
     run_dir = Path(run_dir)
     problems: list[str] = []
-    experiment = _read_json(run_dir / EXPERIMENT_FILE, problems)
-    if experiment is None or "name" not in experiment:
-        raise ConfigError(f"{run_dir / EXPERIMENT_FILE} is missing or unreadable")
-    experiment = _with_registry_defaults(experiment)
-    config: dict[str, Any] = {}
-    if (run_dir / "config.yaml").is_file():
-        loaded = yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8"))
-        config = loaded if isinstance(loaded, dict) else {}
-    else:
-        problems.append("config.yaml missing")
-    results = _read_json(run_dir / "results.json", problems)
+    path = run_dir / EXPERIMENT_FILE
+    experiment = _with_registry_defaults(_check_experiment(_read_json(path, problems), path))
+    config = _read_config(run_dir / "config.yaml", problems)
+    results = _clean_results(_read_json(run_dir / "results.json", problems), problems)
     records = _read_metrics(run_dir / "metrics.jsonl", problems)
     run = RunRecord(run_dir, experiment, config, results, records, problems)
     _check_complete(run)
@@ -732,8 +795,7 @@ def write_report(run_dirs: Iterable[str | Path], out_dir: str | Path) -> dict[st
 
     runs = [load_run(path) for path in find_run_dirs(run_dirs)]
     table, scale = check_one_table(runs)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = make_folder(out_dir, "--out")
     groups = group_runs(runs)
     metric = str(runs[0].experiment.get("metric", "bpc"))
     baseline = runs[0].experiment.get("baseline")

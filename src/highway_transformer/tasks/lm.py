@@ -24,6 +24,7 @@ from ..data.vocab import Vocabulary
 from ..errors import CheckpointError, ConfigError
 from ..evaluate import evaluate
 from ..models.lm import LanguageModel, build_model
+from ..resources import check_resources
 from ..train.distributed import World
 from .base import Batch, Task, TaskState
 
@@ -48,6 +49,8 @@ class LMTask(Task):
                 f"model.vocab_size={config.model.vocab_size} but the corpus has "
                 f"{len(self.corpus.vocab)} symbols; leave vocab_size at 0 to take it from the data"
             )
+        # impossible sizes fail here, in seconds, with the estimate in the message
+        check_resources(config, self.corpus.train.numel(), device)
         self.position = 0  # windows drawn so far
         self._layout()
 

@@ -27,7 +27,8 @@ Build = Callable[[], nn.Module]
 
 
 class DataParallel(nn.parallel.DistributedDataParallel):
-    """DDP that also offers the model's own methods (``token_nll``, ``set_memory_options``).
+    """DDP that also offers the model's own methods and attributes (``token_nll``,
+    ``uses_memory``).
 
     Those run outside DDP's ``forward`` yet their parameters' gradients are still averaged:
     DDP hooks every parameter's gradient, wherever it was used.

@@ -1,0 +1,436 @@
+"""Our presets' models against oracles written from the reference code's semantics.
+
+The oracles restate, operation by operation and in float64, what the public reference code
+computes (docs/fidelity.md): the Transformer-XL LM of ``kimiyoung/transformer-xl``
+``pytorch/mem_transformer.py`` (also the Highway Transformer authors' fork, whose SDU gate
+is one more case) and the R-Transformer block of ``DSE-MSU/R-transformer``
+``models/RTransformer.py``. They read our model's parameters by name (the weight mapping) and
+share nothing else with the library.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from highway_transformer.config import (
+    DataConfig,
+    GateConfig,
+    LocalRNNConfig,
+    MemoryConfig,
+    ModelConfig,
+)
+from highway_transformer.evaluate import evaluate
+from highway_transformer.models.builders import build_block
+from highway_transformer.models.lm import LanguageModel
+from highway_transformer.nn.memory import MemoryPolicy
+from highway_transformer.nn.norms import RTLayerNorm, build_norm
+from highway_transformer.presets import PRESETS, get_preset
+
+V, D, H, DH, BATCH, N_LAYERS = 11, 8, 2, 4, 2, 2
+
+
+# --------------------------------------------------------------------------- XL oracle
+
+
+@dataclass(frozen=True)
+class Case:
+    norm: str = "post"
+    tgt_len: int = 4
+    mem_len: int = 5
+    clamp_len: int = 0
+    same_length: bool = False
+    untie_r: bool = False
+    tie: bool = True
+    gate: str = "none"  # none | sdu (the HT fork's glu_type 2, σ)
+
+
+CASES = {
+    "post-tied-shared": Case(),
+    "pre-clamp-same-length-mem<tgt-untied-uv": Case(
+        norm="pre", mem_len=3, clamp_len=3, same_length=True, untie_r=True
+    ),
+    "post-same-length-filling-mem>tgt-untied-emb": Case(
+        mem_len=6, clamp_len=2, same_length=True, tie=False
+    ),
+    "pre-no-clamp-untied-all": Case(norm="pre", tgt_len=3, mem_len=4, untie_r=True, tie=False),
+    "post-sdu-gate-same-length": Case(tgt_len=3, same_length=True, gate="sdu"),
+}
+
+
+def xl_config(case: Case) -> ModelConfig:
+    return ModelConfig(
+        family="xl",
+        attention="relative",
+        vocab_size=V,
+        d_model=D,
+        n_layers=N_LAYERS,
+        n_heads=H,
+        d_head=DH,
+        d_inner=16,
+        dropout=0.0,
+        norm=case.norm,
+        tie_weights=case.tie,
+        untie_r=case.untie_r,
+        init="normal",
+        gate=GateConfig(kind=case.gate, activation="sigmoid"),
+        memory=MemoryConfig(
+            mem_len=case.mem_len, clamp_len=case.clamp_len, same_length=case.same_length
+        ),
+    )
+
+
+def randomised(model: torch.nn.Module, seed: int = 0) -> torch.nn.Module:
+    """Large random parameters (LayerNorm weights around 1) so that every term matters."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            p.copy_(torch.randn(p.shape, generator=g, dtype=p.dtype) * 0.4)
+            if "norm" in name and name.endswith("weight"):
+                p.add_(1.0)
+    return model
+
+
+def ref_rel_shift(x: Tensor) -> Tensor:
+    """``RelMultiHeadAttn._rel_shift`` on ``[qlen, klen, bsz, n_head]``."""
+    zero_pad = torch.zeros((x.size(0), 1, *x.size()[2:]), dtype=x.dtype)
+    x_padded = torch.cat([zero_pad, x], dim=1)
+    x_padded = x_padded.view(x.size(1) + 1, x.size(0), *x.size()[2:])
+    return x_padded[1:].view_as(x)
+
+
+def ref_pos_emb(pos_seq: Tensor) -> Tensor:
+    """``PositionalEmbedding``: ``[sin | cos]`` of ``pos_seq ⊗ inv_freq``, ``[klen, D]``."""
+    inv_freq = 1 / (10000 ** (torch.arange(0.0, D, 2.0, dtype=torch.float64) / D))
+    sinusoid_inp = torch.outer(pos_seq, inv_freq)
+    return torch.cat([sinusoid_inp.sin(), sinusoid_inp.cos()], dim=-1)
+
+
+def ref_gate(x: Tensor, proj_w: Tensor, proj_b: Tensor) -> Tensor:
+    """The fork's ``g = σ(w1(x)) * w2(x)`` (our combiner stores [W1; W2] as one projection)."""
+    w1, w2 = proj_w.split(D), proj_b.split(D)
+    return torch.sigmoid(x @ w1[0].T + w2[0]) * (x @ proj_w[D:].T + proj_b[D:])
+
+
+def ref_layer(P: dict, i: int, case: Case, w, r, u, v, mask, mems):
+    """``RelPartialLearnableDecoderLayer``: attention (glu_type 0 or 2) then ``PositionwiseFF``."""
+    pre = case.norm == "pre"
+    qlen, bsz = w.shape[:2]
+    a, ff = f"blocks.{i}.sublayers.0.attention", f"blocks.{i}.sublayers.1"
+    ln_a = (P[f"blocks.{i}.connections.0.norm.weight"], P[f"blocks.{i}.connections.0.norm.bias"])
+    ln_f = (P[f"blocks.{i}.connections.1.norm.weight"], P[f"blocks.{i}.connections.1.norm.bias"])
+
+    def ln(x, p):
+        return F.layer_norm(x, (D,), p[0], p[1], 1e-5)
+
+    cat = torch.cat([mems, w], 0)
+    w_heads = (ln(cat, ln_a) if pre else cat) @ P[f"{a}.qkv.weight"].T
+    r_head_k = r @ P[f"{a}.r_net.weight"].T
+    w_head_q, w_head_k, w_head_v = torch.chunk(w_heads, 3, dim=-1)
+    w_head_q = w_head_q[-qlen:]
+    klen = w_head_k.size(0)
+    w_head_q = w_head_q.view(qlen, bsz, H, DH)
+    w_head_k = w_head_k.view(klen, bsz, H, DH)
+    w_head_v = w_head_v.view(klen, bsz, H, DH)
+    r_head_k = r_head_k.view(klen, H, DH)
+    ac = torch.einsum("ibnd,jbnd->ijbn", w_head_q + u, w_head_k)
+    bd = ref_rel_shift(torch.einsum("ibnd,jnd->ijbn", w_head_q + v, r_head_k))
+    score = (ac + bd) * (1 / DH**0.5)
+    score = score.masked_fill(mask[:, :, None, None], -float("inf"))
+    prob = F.softmax(score, dim=1)
+    vec = torch.einsum("ijbn,jbnd->ibnd", prob, w_head_v).reshape(qlen, bsz, H * DH)
+    attn_out = vec @ P[f"{a}.out.weight"].T
+    g = 0.0
+    if case.gate == "sdu":
+        g = ref_gate(w, P[f"blocks.{i}.connections.0.combiner.proj.weight"],
+                     P[f"blocks.{i}.connections.0.combiner.proj.bias"])  # fmt: skip
+    out = w + attn_out + g if pre else ln(w + attn_out + g, ln_a)
+
+    def core(x):
+        h = torch.relu(x @ P[f"{ff}.fc1.weight"].T + P[f"{ff}.fc1.bias"])
+        return h @ P[f"{ff}.fc2.weight"].T + P[f"{ff}.fc2.bias"]
+
+    if case.gate == "sdu":
+        g = ref_gate(out, P[f"blocks.{i}.connections.1.combiner.proj.weight"],
+                     P[f"blocks.{i}.connections.1.combiner.proj.bias"])  # fmt: skip
+    return core(ln(out, ln_f)) + out + g if pre else ln(out + core(out) + g, ln_f)
+
+
+def ref_segment(P: dict, case: Case, inp: Tensor, tgt: Tensor, mems: list[Tensor]):
+    """``MemTransformerLM.forward`` (attn_type 0, dropout 0): mean NLL and the new mems."""
+    qlen = inp.shape[0]
+    emb = P["embedding.weight"]
+    word_emb = emb[inp] * D**0.5  # AdaptiveEmbedding's emb_scale
+    mlen = mems[0].size(0)
+    klen = mlen + qlen
+    all_ones = torch.ones(qlen, klen)
+    if case.same_length:
+        mask_len = klen - case.mem_len
+        mask_shift_len = qlen - mask_len if mask_len > 0 else qlen
+        mask = (torch.triu(all_ones, 1 + mlen) + torch.tril(all_ones, -mask_shift_len)).bool()
+    else:
+        mask = torch.triu(all_ones, diagonal=1 + mlen).bool()
+    pos_seq = torch.arange(klen - 1, -1, -1.0, dtype=torch.float64)
+    if case.clamp_len > 0:
+        pos_seq = pos_seq.clamp(max=case.clamp_len)
+    pos_emb = ref_pos_emb(pos_seq)
+    core_out = word_emb
+    hids = [core_out]
+    for i in range(N_LAYERS):
+        a = f"blocks.{i}.sublayers.0.attention"
+        u = P[f"{a}.r_w_bias"] if case.untie_r else P["relative.r_w_bias"]
+        v = P[f"{a}.r_r_bias"] if case.untie_r else P["relative.r_r_bias"]
+        core_out = ref_layer(P, i, case, core_out, pos_emb, u, v, mask, mems[i])
+        hids.append(core_out)
+    end_idx = mlen + qlen
+    beg_idx = max(0, end_idx - case.mem_len)
+    new_mems = [
+        torch.cat([m, h], 0)[beg_idx:end_idx].detach() for m, h in zip(mems, hids, strict=True)
+    ]
+    out_w = emb if case.tie else P["output.weight"]
+    logits = core_out @ out_w.T + P["output.bias"]
+    loss = F.cross_entropy(logits.reshape(-1, V), tgt.reshape(-1))
+    return loss, new_mems
+
+
+def segments(case: Case, n: int = 3, seed: int = 1) -> list[tuple[Tensor, Tensor]]:
+    g = torch.Generator().manual_seed(seed)
+    stream = torch.randint(0, V, (BATCH, n * case.tgt_len + 1), generator=g)
+    return [
+        (stream[:, s : s + case.tgt_len], stream[:, s + 1 : s + 1 + case.tgt_len])
+        for s in range(0, n * case.tgt_len, case.tgt_len)
+    ]
+
+
+@pytest.mark.parametrize("case", list(CASES.values()), ids=list(CASES))
+def test_xl_lm_matches_reference_over_three_segments(case: Case) -> None:
+    torch.manual_seed(0)
+    model = randomised(LanguageModel(xl_config(case)).double()).train()
+    policy = MemoryPolicy(case.mem_len, case.clamp_len, case.same_length)
+    P = {n: p.detach().clone().requires_grad_() for n, p in model.named_parameters()}
+
+    memory, mems = None, [torch.zeros(0, BATCH, D, dtype=torch.float64)] * (N_LAYERS + 1)
+    ours_total, ref_total = 0.0, 0.0
+    for x, y in segments(case):
+        hidden, memory = model(x, memory=memory, policy=policy)
+        loss = model.token_nll(hidden, y).mean()
+        ref_loss, mems = ref_segment(P, case, x.T, y.T, mems)
+        torch.testing.assert_close(loss, ref_loss, atol=1e-6, rtol=0)
+        assert memory is not None and len(memory) == N_LAYERS
+        for ours, ref in zip(memory, mems[:N_LAYERS], strict=True):
+            torch.testing.assert_close(ours, ref.transpose(0, 1), atol=1e-6, rtol=0)
+        ours_total, ref_total = ours_total + loss, ref_total + ref_loss
+
+    ours_total.backward()
+    ref_total.backward()
+    for name, p in model.named_parameters():
+        assert p.grad is not None and P[name].grad is not None, name
+        torch.testing.assert_close(p.grad, P[name].grad, atol=1e-6, rtol=0, msg=name)
+        assert P[name].grad.abs().max() > 0, name
+
+
+def test_same_length_mask_uses_the_configured_memory_length() -> None:
+    """First segment, no memory held yet: with M=3 < L=4 each query sees at most 3 keys."""
+    case = CASES["pre-clamp-same-length-mem<tgt-untied-uv"]
+    model = randomised(LanguageModel(xl_config(case)).double()).eval()
+    x, _ = segments(case)[0]
+    same = model(x, policy=MemoryPolicy(3, 0, True))[0]
+    causal = model(x, policy=MemoryPolicy(3, 0, False))[0]
+    torch.testing.assert_close(same[:, :3], causal[:, :3], atol=1e-12, rtol=0)
+    assert not torch.allclose(same[:, 3], causal[:, 3])
+
+
+# --------------------------------------------------------------------------- dropout sites
+
+
+def _xl_dropout_model(**kwargs: float) -> LanguageModel:
+    config = xl_config(Case())
+    config = ModelConfig(**{**config.__dict__, **kwargs})
+    torch.manual_seed(0)
+    return randomised(LanguageModel(config))
+
+
+@pytest.mark.parametrize("site", ["dropout_pos", "dropout_out"])
+def test_dropout_sites_active_in_training_only(site: str) -> None:
+    """Dropout on R and on the last hidden state (XL code): random in train, off in eval."""
+    model = _xl_dropout_model(**{site: 0.5})
+    plain = _xl_dropout_model()
+    x, _ = segments(Case())[0]
+    model.eval()
+    torch.testing.assert_close(model(x)[0], plain.eval()(x)[0], atol=0, rtol=0)
+    model.train()
+    torch.manual_seed(1)
+    a = model(x)[0]
+    torch.manual_seed(2)
+    b = model(x)[0]
+    assert not torch.allclose(a, b)
+    if site == "dropout_out":  # a dropped hidden state is exactly zero (inverted dropout)
+        assert (a == 0).float().mean() > 0.2
+
+
+def test_xl_presets_use_the_reference_dropout_sites() -> None:
+    m = get_preset("ht-table5/l6-xl").model
+    assert m.pos_dropout == m.output_dropout == m.dropout == 0.1
+    assert (m.scales_embedding, m.has_final_norm, m.untie_r) == (True, False, False)
+    model = LanguageModel(m.__class__(**{**m.__dict__, "vocab_size": V, "n_layers": 1}))
+    assert model.relative is not None and model.relative.dropout.p == 0.1
+    assert model.output_dropout.p == 0.1
+    assert model.embedding_scale == math.sqrt(512)
+
+
+# --------------------------------------------------------------------------- RT block
+
+
+def ref_rt_layer_norm(x: Tensor, a_2: Tensor, b_2: Tensor, eps: float = 1e-6) -> Tensor:
+    """``models/RTransformer.py`` ``LayerNorm``."""
+    mean = x.mean(-1, keepdim=True)
+    std = x.std(-1, keepdim=True)
+    return a_2 * (x - mean) / (std + eps) + b_2
+
+
+def ref_rt_block(block, x: Tensor, window: int, n_rnn: int) -> Tensor:
+    """``Block.forward``: N ``LocalRNNLayer`` then ``MHPooling`` and the FFN, each as
+    ``x + dropout(sublayer(norm(x)))``; weights read from our block."""
+
+    def norm(k: int, y: Tensor) -> Tensor:
+        return ref_rt_layer_norm(
+            y, block.connections[k].norm.weight, block.connections[k].norm.bias
+        )
+
+    def local_rnn(rnn, y: Tensor) -> Tensor:
+        batch, length, d = y.shape
+        padded = torch.cat([torch.zeros(batch, window - 1, d, dtype=y.dtype), y], dim=1)
+        idx = [
+            i for j in range(window - 1, window - 1 + length) for i in range(j - window + 1, j + 1)
+        ]
+        keys = padded[:, idx].reshape(batch, length, window, d)
+        return rnn(keys.view(-1, window, d))[0][:, -1, :].view(batch, length, d)
+
+    def pooling(attn, y: Tensor) -> Tensor:
+        nb, seq_len, _ = y.shape
+        wq, wk, wv = attn.qkv.weight.split(D)
+        bq, bk, bv = attn.qkv.bias.split(D)
+        q, k, v = (
+            (y @ w.T + b).view(nb, -1, H, D // H).transpose(1, 2)
+            for w, b in ((wq, bq), (wk, bk), (wv, bv))
+        )
+        scores = q @ k.transpose(-2, -1) / math.sqrt(D // H)
+        keep = torch.tril(torch.ones(seq_len, seq_len)).bool()
+        p_attn = F.softmax(scores.masked_fill(~keep, -1e9), dim=-1)
+        out = (p_attn @ v).transpose(1, 2).contiguous().view(nb, -1, D)
+        return out @ attn.out.weight.T + attn.out.bias
+
+    def ffn(f, y: Tensor) -> Tensor:
+        return f.fc2(torch.relu(f.fc1(y)))
+
+    for k in range(n_rnn):
+        x = x + local_rnn(block.sublayers[k].local_rnn.rnn, norm(k, x))
+    x = x + pooling(block.sublayers[n_rnn].attention, norm(n_rnn, x))
+    return x + ffn(block.sublayers[n_rnn + 1], norm(n_rnn + 1, x))
+
+
+@pytest.mark.parametrize("n_rnn", [1, 2])
+def test_rt_block_with_rt_layer_norm_matches_reference(n_rnn: int) -> None:
+    config = ModelConfig(
+        family="rtransformer",
+        positional="none",
+        d_model=D,
+        n_heads=H,
+        d_inner=4 * D,
+        n_layers=1,
+        dropout=0.0,
+        norm="pre",
+        layer_norm="rt",
+        local_rnn=LocalRNNConfig(cell="gru", window=3, per_block=n_rnn),
+    )
+    torch.manual_seed(0)
+    block = randomised(build_block(config, 0).double())
+    assert all(isinstance(c.norm, RTLayerNorm) for c in block.connections)
+    x = torch.randn(2, 7, D, dtype=torch.float64, requires_grad=True)
+    ours = block(x)
+    ref = ref_rt_block(block, x, 3, n_rnn)
+    torch.testing.assert_close(ours, ref, atol=1e-10, rtol=0)
+    g_ours = torch.autograd.grad(ours.sum(), [x, *block.parameters()])
+    g_ref = torch.autograd.grad(ref.sum(), [x, *block.parameters()])
+    for a, b in zip(g_ours, g_ref, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-10, rtol=0)
+
+
+def test_rt_layer_norm_differs_from_torch_layer_norm() -> None:
+    """The RT code's LayerNorm is not nn.LayerNorm: the difference is visible at d 128."""
+    torch.manual_seed(0)
+    x = torch.randn(4, 128) * 3
+    rt, plain = build_norm("rt", 128), build_norm("torch", 128)
+    torch.testing.assert_close(rt(x), ref_rt_layer_norm(x, rt.weight, rt.bias))
+    assert (rt(x) - plain(x)).abs().max() > 1e-3
+
+
+def test_rt_presets_use_the_rt_layer_norm() -> None:
+    for name in PRESETS:
+        model = get_preset(name).model
+        if model.family == "rtransformer":
+            assert model.layer_norm == "rt" and not model.has_final_norm, name
+
+
+# --------------------------------------------------------------------------- memory policy
+
+
+def test_evaluation_leaves_the_model_untouched() -> None:
+    """Evaluation runs with the evaluation policy but flips no setting on the model."""
+    config = xl_config(Case())
+    config.memory = MemoryConfig(mem_len=3, eval_mem_len=6, eval_clamp_len=2,
+                                 eval_same_length=True)  # fmt: skip
+    torch.manual_seed(0)
+    model = LanguageModel(config).train()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    attrs = dict(vars(model))
+    ids = torch.randint(0, V, (60,))
+    data = DataConfig(batch_size=2, seq_len=4, eval_batch_size=2)
+    result = evaluate(model, ids, data)
+    assert model.training and vars(model).keys() == attrs.keys()
+    assert all(vars(model)[k] is v for k, v in attrs.items() if k != "_modules")
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+    # The evaluation policy is what ran: it differs from the training one.
+    train_policy = evaluate(model, ids, data, policy=MemoryPolicy.training(config.memory))
+    assert result.loss != train_policy.loss
+
+
+def test_memory_policy_on_a_model_without_memory_is_an_error() -> None:
+    from highway_transformer.errors import ConfigError
+
+    model = LanguageModel(ModelConfig(vocab_size=V, d_model=D, n_heads=H, d_inner=16))
+    with pytest.raises(ConfigError, match="relative attention"):
+        model(torch.zeros(1, 3, dtype=torch.long), policy=MemoryPolicy(4))
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"model.memory.mem_len": 8}, "family=xl only"),
+        ({"model.family": "xl", "model.attention": "dot"}, "model.attention=relative"),
+        ({"model.dropout_pos": 0.1}, "family=xl only"),
+        ({"model.untie_r": True}, "family=xl only"),
+        ({"model.gate.kind": "highway", "model.gate.activation": "tanh"}, "sigmoid"),
+        ({"model.dropout_out": 0.1, "task.name": "copy"}, "language models only"),
+        ({"model.layer_norm": "rms"}, "layer_norm.*'rms'; choose one of: rt, torch"),
+        ({"model.final_norm": "maybe"}, "final_norm"),
+    ],
+)
+def test_settings_that_do_not_apply_are_errors(overrides: dict, message: str) -> None:
+    from highway_transformer.config import Config
+    from highway_transformer.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=message):
+        Config().replace(**overrides).validate()
+
+
+def test_flag_options_accept_yaml_booleans() -> None:
+    from highway_transformer.config import Config, build_config
+
+    config = build_config(Config(), None, ["model.final_norm=true", "model.embedding_scale=no"])
+    assert config.model.has_final_norm and not config.model.scales_embedding
