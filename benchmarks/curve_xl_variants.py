@@ -49,7 +49,7 @@ def main() -> None:
         f"char PTB, {args.layers}-layer XL d {args.d_model}, segment = memory = {args.seq_len}, "
         f"batch 16, {args.steps} Adam steps, first {args.train_tokens:,} training symbols"
     )
-    run_comparison(args.out, configs, progress=False, title=title)
+    run_comparison(args.out, configs, progress=False, title=title, prompt="the ")
     print(Path(args.out, "report.md").read_text(encoding="utf-8"))
 
 

@@ -275,12 +275,18 @@ def test_demo_command_with_a_tiny_model(
         assert (out / variant / "results.json").is_file()
     assert (out / "convergence.png").stat().st_size > 0
     summary = json.loads((out / "report.json").read_text(encoding="utf-8"))
-    assert [r["model"] for r in summary["rows"]] == ["plain", "sdu-sigmoid", "sdu-tanh"]
+    assert [r["run"] for r in summary["rows"]] == ["plain", "sdu-sigmoid", "sdu-tanh"]
     plain = summary["rows"][0]
-    assert plain["steps_to_plain_best"] is not None  # the plain model reaches its own best
+    assert plain["steps_to_target"] is not None  # the plain model reaches its own best
+    report = (out / "report.md").read_text(encoding="utf-8")
+    assert "s/step" not in report and "## Samples" in report
+    assert all(f"**{variant}**" in report for variant in demo.VARIANTS)
     # a second run reuses the trained variants
     code, _, err = _run(capsys, "demo", "--out", str(out), "--steps", "4", "--no-progress")
     assert code == 0 and err.count("already trained, skipped") == 3
+    # ... but never runs trained with another budget
+    code, _, err = _run(capsys, "demo", "--out", str(out), "--steps", "6", "--no-progress")
+    assert code == 2 and "train.max_steps=4 (asked 6)" in err and "another --out" in err
 
 
 def _write_metrics(folder: Path, valid: list[float]) -> None:
@@ -299,25 +305,24 @@ def test_write_demo_report_on_synthetic_metrics(tmp_path: Path) -> None:
         "sdu-sigmoid": [1.8, 1.1, 1.0, 0.9],
         "sdu-tanh": [2.2, 1.9, 1.7, 1.6],
     }
-    results = {}
     for variant, losses in curves.items():
         _write_metrics(tmp_path / variant, losses)
-        results[variant] = {
+        results = {
             "parameters": 1000,
             "valid": {"bpc": losses[-1] / 0.693},
             "test": {"bpc": losses[-1] / 0.69},
-            "train_seconds": 8.0,
-            "steps": 40,
         }
-    summary = demo.write_demo_report(tmp_path, results)
-    rows = {r["model"]: r for r in summary["rows"]}
-    assert summary["plain_best_valid_loss"] == 1.1
-    assert rows["plain"]["steps_to_plain_best"] == 40
-    assert rows["sdu-sigmoid"]["steps_to_plain_best"] == 20  # 1.1 <= 1.1 at step 20
-    assert rows["sdu-tanh"]["steps_to_plain_best"] is None
-    assert rows["plain"]["seconds_per_step"] == pytest.approx(0.2)
+        (tmp_path / variant / "results.json").write_text(json.dumps(results), encoding="utf-8")
+    samples = {v: f"The {v} sample" for v in curves}
+    summary = demo.write_demo_report(tmp_path, list(curves), samples=samples)
+    rows = {r["run"]: r for r in summary["rows"]}
+    assert summary["target_valid_loss"] == 1.1
+    assert rows["plain"]["steps_to_target"] == 40
+    assert rows["sdu-sigmoid"]["steps_to_target"] == 20  # 1.1 <= 1.1 at step 20
+    assert rows["sdu-tanh"]["steps_to_target"] is None
     report = (tmp_path / "report.md").read_text(encoding="utf-8")
     assert "| sdu-tanh | 1,000 |" in report and "not reached" in report
+    assert report.rstrip().endswith("The sdu-tanh sample\n```")
     assert Path(summary["plot"]).is_file()
 
 
@@ -347,5 +352,6 @@ def test_task_checkpoint_from_another_config_is_a_clear_error(tmp_path, capsys) 
     (out / "best" / "manifest.json").unlink()  # hand-edited: no longer verifiable
     capsys.readouterr()
     assert cli.main(["eval", str(out / "best"), "--device", "cpu"]) == 2
-    err = capsys.readouterr().err
+    weights, err = capsys.readouterr().err.splitlines()  # which weights, then the error
+    assert weights == f"weights: {out / 'best'}"
     assert err.startswith("error:") and "do not fit" in err and "Traceback" not in err

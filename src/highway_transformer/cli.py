@@ -38,8 +38,8 @@ def _train(args: argparse.Namespace) -> int:
     else:
         base = Config()
     overrides = [f"task.name={args.task}"] if args.task else []
-    if args.data_dir:
-        overrides.append(f"data.path={args.data_dir}")
+    if args.data_path:
+        overrides.append(f"data.path={args.data_path}")
     config = build_config(base, args.config, overrides + list(args.overrides))
     if args.nproc is not None:
         from .train.distributed import check_divisible
@@ -63,19 +63,66 @@ def _train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _weights(path: str, which: str) -> Path:
+    """The weights folder ``eval``/``generate`` use: a run folder's ``best/`` (best
+    validation) unless ``--weights last`` asks for ``checkpoint/``; a checkpoint folder as
+    given. Says which on stderr, so a reported number can be traced to its weights."""
+    from .train.checkpoint import resolve
+
+    folder = Path(path)
+    sub = {"best": "best", "last": "checkpoint"}[which]
+    if (folder / sub / "config.json").is_file():
+        folder = folder / sub
+    elif which == "best" and (folder / "checkpoint" / "config.json").is_file():
+        _log(f"note: {path} has no best/ weights yet; using checkpoint/ (the last step)")
+        folder = folder / "checkpoint"
+    folder = resolve(folder)  # a clear error where there are no weights
+    _log(f"weights: {folder}")
+    return folder
+
+
 def _eval(args: argparse.Namespace) -> int:
     from .train.evaluation import evaluate_checkpoint
     from .train.trainer import resolve_device
 
     splits = ["valid", "test"] if args.split == "both" else [args.split]
+    weights = _weights(args.checkpoint, args.weights)
     overrides = list(args.overrides)
     if args.data_path:
         overrides.append(f"data.path={args.data_path}")
-    out = evaluate_checkpoint(args.checkpoint, splits, resolve_device(args.device), overrides)
+    if args.file:
+        return _eval_file(args, weights, overrides)
+    out = evaluate_checkpoint(weights, splits, resolve_device(args.device), overrides)
     if args.json:
         print(json.dumps(out, indent=2))
     else:
         _print_metrics(out)
+    return 0
+
+
+def _eval_file(args: argparse.Namespace, weights: Path, overrides: list[str]) -> int:
+    from .config import build_config
+    from .file_eval import evaluate_file
+    from .train.checkpoint import load_pretrained
+    from .train.trainer import resolve_device
+
+    device = resolve_device(args.device)
+    model, config, vocab = load_pretrained(weights, device)
+    if vocab is None:
+        from .errors import ConfigError
+
+        raise ConfigError("--file scores text with a language model; this is a task run")
+    config = build_config(config, None, overrides)
+    score = evaluate_file(model, vocab, args.file, config, device)
+    if args.json:
+        print(json.dumps({"file": str(args.file), **score.as_dict()}, indent=2))
+        return 0
+    r = score.result
+    print(
+        f"{args.file}: loss {r.loss:.4f} nats | {r.bits:.4f} bits/symbol | "
+        f"ppl {r.perplexity:.2f} | {r.tokens} symbols scored of {score.symbols} | "
+        f"{score.oov} out of vocabulary"
+    )
     return 0
 
 
@@ -104,6 +151,15 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _compare(args: argparse.Namespace) -> int:
+    from .report.compare import compare_runs
+
+    summary = compare_runs(args.run_dirs, args.out, args.baseline)
+    print((Path(args.out) / "compare.md").read_text(encoding="utf-8"))
+    print(f"written to {Path(args.out) / 'compare.md'} and {summary['plot']}")
+    return 0
+
+
 def _download(args: argparse.Namespace) -> int:
     from .config import DataConfig
     from .data.corpora import load_corpus
@@ -116,25 +172,27 @@ def _download(args: argparse.Namespace) -> int:
 
 def _generate(args: argparse.Namespace) -> int:
     from .errors import CheckpointError
-    from .generate import check_sampling, generate_text
+    from .generate import generate
     from .train.checkpoint import load_pretrained
     from .train.trainer import resolve_device
 
-    check_sampling(args.tokens, args.temperature, args.top_k, args.top_p, args.seed)
-    model, config, vocab = load_pretrained(args.checkpoint, resolve_device(args.device))
+    weights = _weights(args.checkpoint, args.weights)
+    model, config, vocab = load_pretrained(weights, resolve_device(args.device))
     if vocab is None:
         raise CheckpointError(
             f"{args.checkpoint} is a {config.task.name} checkpoint; generate continues text "
             "with a language model (task.name=lm)"
         )
-    text = generate_text(
+    text = generate(
         model,
-        vocab,
         args.prompt,
         args.tokens,
         temperature=args.temperature,
         top_k=args.top_k,
         top_p=args.top_p,
+        num_beams=args.beams,
+        stop_strings=args.stop,
+        vocab=vocab,
         seed=args.seed,
         use_cache=not args.no_cache,
     )
@@ -175,10 +233,43 @@ class _CommandParser(argparse.ArgumentParser):
             self._intermixing = False
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("highway-transformer")
+    except PackageNotFoundError:  # running from a source tree
+        from . import __version__
+
+        return __version__
+
+
+def _data_path_option(p: argparse.ArgumentParser, what: str) -> None:
+    # One spelling everywhere (--data-path); --data-dir stays as an alias of the older form.
+    p.add_argument("--data-path", "--data-dir", dest="data_path", help=f"{what} (sets data.path)")
+
+
+def _weights_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--weights",
+        choices=["best", "last"],
+        default="best",
+        help="for a run folder: best/ (best validation, default) or last (checkpoint/)",
+    )
+
+
+def _config(args: argparse.Namespace) -> int:
+    from .config_keys import format_keys
+
+    print(format_keys(args.section))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="highway", description="Self-gated Transformer sequence models (Highway Transformer)."
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_CommandParser)
 
     p = sub.add_parser("train", help="train a model from a preset and/or a config file")
@@ -196,48 +287,65 @@ def build_parser() -> argparse.ArgumentParser:
         help="the task to train, from its small preset unless --preset is given "
         "(default: the preset's task, or lm)",
     )
-    p.add_argument("--data-dir", help="where the task's data lives (sets data.path)")
+    _data_path_option(p, "where the corpus or the task's data lives")
     p.add_argument(
         "--nproc",
         type=int,
         help="train in N local processes (data parallel; torchrun on this machine)",
     )
-    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="e.g. train.lr=0.5")
+    p.add_argument(
+        "overrides", nargs="*", metavar="KEY=VALUE", help="e.g. train.lr=0.5 (see `highway config`)"
+    )
     p.set_defaults(func=_train)
 
-    p = sub.add_parser("eval", help="evaluate a checkpoint (or run folder) on a split")
-    p.add_argument("checkpoint")
-    p.add_argument("--split", default="test", choices=["valid", "test", "both"])
-    p.add_argument("--data-path", help="where the corpus lives, if not where it was trained")
-    p.add_argument("--device", default="auto")
+    p = sub.add_parser("eval", help="evaluate a run's best weights on a split or a text file")
+    p.add_argument("checkpoint", metavar="RUN", help="run folder or checkpoint folder")
+    p.add_argument("--split", default="test", choices=["valid", "test", "both"], help="split")
+    p.add_argument("--file", help="score this whole text file instead (bits, perplexity, OOV)")
+    _weights_option(p)
+    _data_path_option(p, "where the corpus lives, if not where it was trained")
+    p.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N | mps")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="e.g. data.eval_seq_len=80")
     p.set_defaults(func=_eval)
 
     p = sub.add_parser("generate", help="continue a prompt with a trained model")
-    p.add_argument("checkpoint")
-    p.add_argument("--prompt", required=True)
-    p.add_argument("--tokens", type=int, default=200)
-    p.add_argument("--temperature", type=float, default=1.0, help="0 means greedy")
-    p.add_argument("--top-k", type=int, default=0)
-    p.add_argument("--top-p", type=float, default=1.0)
-    p.add_argument("--seed", type=int, default=None)
-    p.add_argument("--device", default="auto")
+    p.add_argument("checkpoint", metavar="RUN", help="run folder or checkpoint folder")
+    p.add_argument("--prompt", required=True, help="text to continue")
+    p.add_argument("--tokens", type=int, default=200, help="symbols to generate (default 200)")
+    p.add_argument("--temperature", type=float, default=1.0, help="0 means greedy (default 1)")
+    p.add_argument("--top-k", type=int, default=0, help="sample among the k likeliest (0: all)")
+    p.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling mass (1: all)")
+    p.add_argument("--beams", type=int, help="beam search with this many beams (not sampling)")
+    p.add_argument("--stop", action="append", default=[], help="stop at this text (repeatable)")
+    p.add_argument("--seed", type=int, default=None, help="sampling seed")
+    _weights_option(p)
+    p.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N | mps")
     p.add_argument("--no-cache", action="store_true", help="recompute the context every step")
     p.set_defaults(func=_generate)
 
     p = sub.add_parser("presets", help="list presets, or print one as YAML")
-    p.add_argument("name", nargs="?")
+    p.add_argument("name", nargs="?", help="print this preset as YAML")
     p.set_defaults(func=_presets)
 
+    p = sub.add_parser("config", help="list every config key with its default and meaning")
+    p.add_argument("section", nargs="?", help="only this section: model, data, train, task, ...")
+    p.set_defaults(func=_config)
+
     p = sub.add_parser("demo", help="plain vs σ-SDU vs tanh-SDU on the embedded corpus")
-    p.add_argument("--out", default="runs/demo")
-    p.add_argument("--steps", type=int, default=400)
-    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--out", default="runs/demo", help="report folder (default runs/demo)")
+    p.add_argument("--steps", type=int, default=400, help="training steps per model")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=_demo)
 
+    p = sub.add_parser("compare", help="convergence figure and table for any run folders")
+    p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="folders made by highway train")
+    p.add_argument("--out", required=True, help="folder for compare.md, .json and .png")
+    p.add_argument("--baseline", help="run the others are measured against (default: the first)")
+    p.set_defaults(func=_compare)
+
     p = sub.add_parser("download", help="download a corpus into the cache (checksum-checked)")
-    p.add_argument("corpus", choices=["ptb", "enwik8", "text8", "wikitext-103"])
+    p.add_argument("corpus", choices=["ptb", "enwik8", "text8", "wikitext-103"], help="corpus")
     p.set_defaults(func=_download)
 
     from .cli_experiments import add_commands

@@ -18,7 +18,6 @@ from typing import Any, TypeVar
 
 import yaml
 
-from .data.vocab import LEVELS
 from .errors import ConfigError, HighwayError, unknown_choice
 
 if sys.version_info >= (3, 11):
@@ -31,9 +30,12 @@ T = TypeVar("T")
 POSITIONALS = ("sinusoidal", "none")
 OPTIMIZERS = ("sgd", "adam", "adamw")
 SCHEDULES = ("constant", "linear", "cosine", "anneal")
+ANNEAL_RULES = ("best", "window", "window-strict")
 PRECISIONS = ("fp32", "bf16", "fp16")
 DIST_BACKENDS = ("auto", "gloo", "nccl")
 FLAGS = ("auto", "true", "false")  # switches whose "auto" follows the family's reference code
+SUBWORD_LEVELS = ("bpe", "unigram")  # trained on the training split (data/subword.py)
+LEVELS = ("char", "word", "byte", *SUBWORD_LEVELS)
 
 
 @dataclass
@@ -165,7 +167,9 @@ class DataConfig:
 
     corpus: str = "pydoc"  # pydoc | ptb-word | ptb-char | enwik8 | text8 | wikitext-103 | file
     path: str | None = None  # a user text file (corpus=file) or a folder holding the corpus
-    level: str = "char"  # char | word | byte (corpus=file)
+    level: str = "char"  # char | word | byte | bpe | unigram (corpus=file)
+    subword_vocab_size: int | None = None  # bpe | unigram: most tokens (None: 1000)
+    cache: bool | None = None  # corpus=file: memory-mapped token-id cache (None: on)
     batch_size: int = 16
     seq_len: int = 400
     context: int = 0
@@ -185,6 +189,13 @@ class TrainConfig:
     min_lr: float = 0.0
     anneal_factor: float = 0.25  # anneal: lr *= factor when validation stalls
     anneal_patience: int = 0  # evaluations without improvement before annealing
+    # anneal: "best" anneals after anneal_patience + 1 evaluations without a new best;
+    # "window" anneals when a validation is no better than (>=) the worst of the previous
+    # anneal_window ones, from evaluation anneal_after + 1 on (RT word-PTB script: 5, 5);
+    # "window-strict" when it is worse (>) than that (RT char-PTB script: 3, 5).
+    anneal_rule: str = "best"
+    anneal_window: int = 5
+    anneal_after: int = 0
     momentum: float = 0.0
     weight_decay: float = 0.0
     betas: tuple[float, float] = (0.9, 0.999)
@@ -532,11 +543,14 @@ FIELD_RANGES: dict[str, Range] = {
     "data.eval_context": Range(0, fix="leave it unset (null) to use data.context"),
     "data.max_train_tokens": Range(2, fix="leave it unset (null) to use the whole stream"),
     "data.max_eval_tokens": Range(2, fix="leave it unset (null) to use the whole splits"),
+    "data.subword_vocab_size": Range(2, fix="e.g. 1000, or unset it"),
     "train.lr": Range(0, open_low=True, fix="e.g. 2.0 for SGD, 2.5e-4 for Adam"),
     "train.warmup_steps": Range(0, fix="0 disables warm-up"),
     "train.min_lr": _NON_NEGATIVE,
     "train.anneal_factor": Range(0, 1, open_low=True, fix="e.g. 0.25"),
     "train.anneal_patience": _NON_NEGATIVE,
+    "train.anneal_window": _AT_LEAST_1,
+    "train.anneal_after": _NON_NEGATIVE,
     "train.momentum": Range(0, 1, open_high=True),
     "train.weight_decay": _NON_NEGATIVE,
     "train.betas": Range(0, 1, open_high=True, fix="e.g. [0.9, 0.999]"),
@@ -635,7 +649,13 @@ def validate(config: Config) -> Config:
     check_fidelity_options(config)
     if list(m.adaptive_cutoffs) != sorted(set(m.adaptive_cutoffs)):
         raise ConfigError("model.adaptive_cutoffs must be strictly increasing")
+    if m.adaptive_cutoffs and m.tie_weights:
+        raise ConfigError(
+            "model.tie_weights=true cannot tie an adaptive softmax (model.adaptive_cutoffs); "
+            "set model.tie_weights=false"
+        )
     _choice("corpus level", d.level, LEVELS)
+    check_file_corpus_config(d)
     for ctx_name, len_name in (("context", "seq_len"), ("eval_context", "eval_seq_len")):
         ctx = getattr(d, ctx_name)
         length = getattr(d, len_name) or d.seq_len
@@ -645,6 +665,12 @@ def validate(config: Config) -> Config:
     check_task_config(config)
     _choice("optimizer", t.optimizer, OPTIMIZERS)
     _choice("learning-rate schedule", t.schedule, SCHEDULES)
+    _choice("anneal rule", t.anneal_rule, ANNEAL_RULES)
+    if t.anneal_rule != "best" and t.schedule != "anneal":
+        raise ConfigError(
+            f"train.anneal_rule={t.anneal_rule} applies to train.schedule=anneal only, "
+            f"not {t.schedule}; drop it or set train.schedule=anneal"
+        )
     _choice("precision", t.precision, PRECISIONS)
     _choice("distributed backend", t.dist_backend, DIST_BACKENDS)
     from .train.strategies import STRATEGIES
@@ -666,6 +692,22 @@ def check_fidelity_options(config: Config) -> None:
         raise ConfigError(
             f"model.dropout_out applies to language models only; remove it for "
             f"task.name={config.task.name}"
+        )
+
+
+def check_file_corpus_config(d: DataConfig) -> None:
+    """Subword levels and the token cache apply to user files only; sizes to subword levels."""
+    if d.level in SUBWORD_LEVELS and d.corpus != "file":
+        raise ConfigError(
+            f"data.level={d.level} trains a tokenizer on your own text: use it with "
+            f"data.corpus=file (the {d.corpus} corpus has its published vocabulary)"
+        )
+    if d.cache is not None and d.corpus != "file":
+        raise ConfigError(f"data.cache applies to data.corpus=file, not {d.corpus}; remove it")
+    if d.subword_vocab_size is not None and d.level not in SUBWORD_LEVELS:
+        raise ConfigError(
+            f"data.subword_vocab_size applies to data.level={' or '.join(SUBWORD_LEVELS)}, "
+            f"not {d.level}; remove it or choose a subword level"
         )
 
 

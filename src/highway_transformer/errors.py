@@ -30,13 +30,29 @@ class TrainingDiverged(HighwayError):
     """The loss became NaN or infinite; the last good checkpoint is left intact."""
 
 
-def unknown_choice(what: str, name: object, choices: Iterable[str]) -> ConfigError:
-    """An error for an unknown name that lists the valid choices and the closest match."""
+def unknown_choice(
+    what: str, name: object, choices: Iterable[str], listing: str | None = None
+) -> ConfigError:
+    """An error for an unknown name that names the closest matches and the valid choices.
+
+    Long lists (more than :data:`MAX_LISTED`) are not printed in full: the message names the
+    closest matches and ``listing``, the command that lists them all.
+    """
     options = sorted(choices)
-    close = difflib.get_close_matches(str(name), options, n=1)
-    hint = f" Did you mean {close[0]!r}?" if close else ""
+    close = difflib.get_close_matches(str(name), options, n=3, cutoff=0.5)
+    hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    if len(options) > MAX_LISTED and listing:
+        return ConfigError(f"unknown {what} {name!r}.{hint} {listing} lists all {len(options)}")
     return ConfigError(f"unknown {what} {name!r}; choose one of: {', '.join(options)}.{hint}")
 
 
 class RunFolderBusy(HighwayError):
     """Another process owns the run folder (its lock file names the owner)."""
+
+
+class MissingExtra(HighwayError, ImportError):
+    """An optional dependency is not installed; the message names the extra to install."""
+
+
+#: Longest list of choices an error message prints in full.
+MAX_LISTED = 12

@@ -6,30 +6,46 @@
 * Shaw attention: no cache; the context is recomputed each step.
 
 ``use_cache=False`` recomputes the whole context every step; greedy decoding gives the same
-tokens either way (tested).
+tokens either way (tested). :func:`generate` adds batched prompts (equal lengths share a
+batch), beam search (caches reordered with the beams) and stop strings.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import torch
 from torch import Tensor
 
+from .data.subword import SubwordVocabulary
 from .data.vocab import Vocabulary
 from .errors import ConfigError, DataError
 from .models.lm import LanguageModel
+from .nn.attention import KVCache
 from .nn.memory import MemoryPolicy
+
+
+def spells_spaces(vocab: Vocabulary) -> bool:
+    """Character PTB writes the space between words as ``_`` (its symbols are separated by
+    spaces): prompts and generated text use ordinary spaces, mapped to and from ``_``."""
+    return (
+        vocab.level == "char" and vocab.eos is not None and "_" in vocab.index
+    ) and " " not in vocab.index
 
 
 def tokenize_prompt(vocab: Vocabulary, prompt: str) -> list[int]:
     """Prompt symbols at the vocabulary's level; unknown symbols map to ``<unk>`` or fail."""
+    if isinstance(vocab, SubwordVocabulary):  # byte-level: every prompt encodes
+        return vocab.encode_text(prompt).tolist()
     if vocab.level == "byte":
         symbols = [chr(b) for b in prompt.encode("utf-8")]
     elif vocab.level == "word":
         symbols = prompt.split()
     else:
-        symbols = list(prompt)
+        symbols = list(prompt.replace(" ", "_") if spells_spaces(vocab) else prompt)
+        if vocab.eos is not None:
+            symbols = [vocab.eos if s == "\n" else s for s in symbols]
     unknown = sorted({s for s in symbols if s not in vocab.index})
     if unknown and vocab.unk is None:
         raise DataError(
@@ -40,12 +56,15 @@ def tokenize_prompt(vocab: Vocabulary, prompt: str) -> list[int]:
 
 
 def detokenize(vocab: Vocabulary, ids: list[int]) -> str:
+    if isinstance(vocab, SubwordVocabulary):
+        return vocab.decode_text(ids)
     symbols = vocab.decode(ids)
     if vocab.level == "byte":
         return "".join(symbols).encode("latin-1").decode("utf-8", errors="replace")
     if vocab.level == "word":
         return " ".join("\n" if s == vocab.eos else s for s in symbols)
-    return "".join("\n" if s == vocab.eos else s for s in symbols)
+    text = "".join("\n" if s == vocab.eos else s for s in symbols)
+    return text.replace("_", " ") if spells_spaces(vocab) else text
 
 
 def sample_next(
@@ -72,6 +91,74 @@ def sample_next(
     return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
 
 
+class Stepper:
+    """Feeds tokens to the model for a batch of equal-length contexts, with the fastest exact
+    cache the model has (or recomputing the whole context); rows can be reordered (beams).
+
+    Transformer-XL memory is made long enough to hold the whole context of ``total_len``
+    positions: exact, one new position of work per token.
+    """
+
+    def __init__(self, model: LanguageModel, ids: Tensor, use_cache: bool, total_len: int) -> None:
+        model.eval()
+        self.model = model
+        self.state = model.new_state() if use_cache and model.supports_cache else None
+        self.context = ids
+        self.pending = ids
+        self.policy = None
+        if model.uses_memory:
+            evaluation = MemoryPolicy.evaluation(model.config.memory)
+            self.policy = MemoryPolicy(total_len, evaluation.clamp_len, False)
+
+    def logits(self) -> Tensor:
+        """``[B, V]`` scores of the next token of every row."""
+        if self.state is not None:
+            hidden, _ = self.model(self.pending, state=self.state, policy=self.policy)
+        else:
+            hidden, _ = self.model(self.context, policy=self.policy)
+        return self.model.logits(hidden[:, -1]).float()
+
+    def push(self, tokens: Tensor) -> None:
+        self.pending = tokens[:, None]
+        self.context = torch.cat([self.context, self.pending], dim=1)
+
+    def reorder(self, rows: Tensor) -> None:
+        """Keep (and duplicate) rows ``rows`` of the contexts and caches."""
+        self.context, self.pending = self.context[rows], self.pending[rows]
+        if self.state is None:
+            return
+        if self.state.memory is not None:
+            self.state.memory = [m[rows] for m in self.state.memory]
+        for layer in self.state.layers:
+            for cache in layer:
+                for key, value in cache.items():
+                    if isinstance(value, KVCache) and value.keys is not None:
+                        value.keys, value.values = value.keys[rows], value.values[rows]
+                    elif isinstance(value, Tensor):
+                        cache[key] = value[rows]
+
+
+class StopStrings:
+    """Stops a row once its generated text contains one of ``strings``."""
+
+    def __init__(self, strings: Sequence[str], vocab: Vocabulary | None) -> None:
+        if strings and vocab is None:
+            raise ConfigError("stop strings need the vocabulary (vocab=...) to read the text")
+        self.strings, self.vocab = [s for s in strings if s], vocab
+
+    def end(self, ids: list[int]) -> int | None:
+        """Number of ids up to the first completed stop string, or None."""
+        if not self.strings or self.vocab is None:
+            return None
+        text = detokenize(self.vocab, ids)
+        if not any(s in text for s in self.strings):
+            return None
+        for n in range(1, len(ids) + 1):  # the shortest prefix that holds a stop string
+            if any(s in detokenize(self.vocab, ids[:n]) for s in self.strings):
+                return n
+        return None  # pragma: no cover - the full text holds one
+
+
 def check_sampling(
     n_tokens: int, temperature: float, top_k: int, top_p: float, seed: int | None
 ) -> None:
@@ -90,7 +177,91 @@ def check_sampling(
         raise ConfigError(f"--seed must be >= 0, got {seed}")
 
 
+def check_prompt(model: LanguageModel, prompt_ids: Sequence[int]) -> None:
+    """A non-empty prompt of ids the model has."""
+    if not prompt_ids:
+        raise ConfigError("the prompt is empty; give at least one symbol")
+    size = model.config.vocab_size
+    if max(prompt_ids) >= size or min(prompt_ids) < 0:
+        raise ConfigError(
+            f"the prompt has ids outside the model's {size} symbols; its vocabulary is larger "
+            "than the model: use the vocabulary saved with this checkpoint"
+        )
+
+
 @torch.no_grad()
+def sample_batch(
+    model: LanguageModel,
+    ids: Tensor,
+    n_tokens: int,
+    temperature: float = 1.0,
+    top_k: int = 0,
+    top_p: float = 1.0,
+    generator: torch.Generator | None = None,
+    use_cache: bool = True,
+    stop: StopStrings | None = None,
+) -> list[list[int]]:
+    """Continue every row of ``ids [B, L]`` (equal-length prompts) by up to ``n_tokens``."""
+    check_sampling(n_tokens, temperature, top_k, top_p, None)
+    for row in ids.tolist():
+        check_prompt(model, row)
+    out: list[list[int]] = [[] for _ in range(ids.shape[0])]
+    ends: list[int | None] = [None] * len(out)
+    stepper = Stepper(model, ids, use_cache, ids.shape[1] + n_tokens)
+    for _ in range(n_tokens):
+        tokens = sample_next(stepper.logits(), temperature, top_k, top_p, generator)
+        for row, token in enumerate(tokens.tolist()):
+            out[row].append(token)
+            if stop is not None and ends[row] is None:
+                ends[row] = stop.end(out[row])
+        if all(e is not None for e in ends):
+            break
+        stepper.push(tokens)
+    return [o if e is None else o[:e] for o, e in zip(out, ends, strict=True)]
+
+
+@torch.no_grad()
+def beam_search(
+    model: LanguageModel,
+    prompt_ids: list[int],
+    n_tokens: int,
+    num_beams: int,
+    use_cache: bool = True,
+    stop: StopStrings | None = None,
+) -> list[int]:
+    """The continuation with the highest mean log-probability per new token among
+    ``num_beams`` hypotheses (a hypothesis that completes a stop string is finished)."""
+    check_sampling(n_tokens, 0.0, 0, 1.0, None)
+    check_prompt(model, prompt_ids)
+    if num_beams < 1:
+        raise ConfigError("the number of beams must be >= 1")
+    device = next(model.parameters()).device
+    finished: list[tuple[float, list[int]]] = []
+    beams: list[list[int]] = [[]]
+    scores = torch.zeros(1, device=device)
+    ids = torch.tensor([prompt_ids], device=device)
+    stepper = Stepper(model, ids, use_cache, len(prompt_ids) + n_tokens)
+    for _ in range(n_tokens):
+        logprobs = stepper.logits().log_softmax(-1)
+        vocab = logprobs.shape[-1]
+        total = (scores[:, None] + logprobs).view(-1)
+        top = torch.topk(total, min(num_beams, total.numel()))
+        rows, tokens = top.indices // vocab, top.indices % vocab
+        beams = [beams[r] + [t] for r, t in zip(rows.tolist(), tokens.tolist(), strict=True)]
+        alive = [i for i, b in enumerate(beams) if stop is None or stop.end(b) is None]
+        for i in set(range(len(beams))) - set(alive):
+            finished.append((float(top.values[i]) / len(beams[i]), beams[i]))
+        if not alive or len(finished) >= num_beams:
+            break
+        keep = torch.tensor(alive, device=device)
+        beams, scores = [beams[i] for i in alive], top.values[keep]
+        stepper.reorder(rows[keep])
+        stepper.push(tokens[keep])
+    else:
+        finished += [(float(s) / max(len(b), 1), b) for s, b in zip(scores, beams, strict=True)]
+    return max(finished, key=lambda f: f[0])[1] if finished else []
+
+
 def generate_ids(
     model: LanguageModel,
     prompt_ids: list[int],
@@ -102,39 +273,60 @@ def generate_ids(
     use_cache: bool = True,
 ) -> list[int]:
     """Continue ``prompt_ids`` by ``n_tokens`` ids."""
-    if not prompt_ids:
-        raise ConfigError("the prompt is empty; give at least one symbol")
     check_sampling(n_tokens, temperature, top_k, top_p, seed)
-    size = model.config.vocab_size
-    if max(prompt_ids) >= size or min(prompt_ids) < 0:
-        raise ConfigError(
-            f"the prompt has ids outside the model's {size} symbols; its vocabulary is larger "
-            "than the model: use the vocabulary saved with this checkpoint"
-        )
-    model.eval()
     device = next(model.parameters()).device
-    generator = None
-    if seed is not None:
-        generator = torch.Generator(device=device).manual_seed(seed)
-    ids = list(prompt_ids)
-    cached = use_cache and model.supports_cache
-    policy = None
-    if model.uses_memory:
-        # Memory long enough to hold the whole context: exact, one new position per token.
-        evaluation = MemoryPolicy.evaluation(model.config.memory)
-        policy = MemoryPolicy(len(prompt_ids) + n_tokens, evaluation.clamp_len, False)
-    state = model.new_state() if cached else None
-    pending = torch.tensor([ids], device=device)
-    for _ in range(n_tokens):
-        if cached:
-            hidden, _ = model(pending, state=state, policy=policy)
-        else:
-            hidden, _ = model(torch.tensor([ids], device=device), policy=policy)
-        logits = model.logits(hidden[:, -1])
-        token = int(sample_next(logits, temperature, top_k, top_p, generator))
-        ids.append(token)
-        pending = torch.tensor([[token]], device=device)
-    return ids[len(prompt_ids) :]
+    generator = None if seed is None else torch.Generator(device=device).manual_seed(seed)
+    ids = torch.tensor([prompt_ids], device=device)
+    return sample_batch(model, ids, n_tokens, temperature, top_k, top_p, generator, use_cache)[0]
+
+
+def generate(
+    model: LanguageModel,
+    prompts: str | Sequence[str] | Sequence[int] | Sequence[Sequence[int]] | Tensor,
+    max_new_tokens: int = 100,
+    *,
+    temperature: float = 1.0,
+    top_k: int = 0,
+    top_p: float = 1.0,
+    num_beams: int | None = None,
+    stop_strings: Sequence[str] = (),
+    vocab: Vocabulary | None = None,
+    seed: int | None = None,
+    use_cache: bool = True,
+) -> list[list[int]] | list[str] | str:
+    """Continue one or many prompts (see :meth:`LanguageModel.generate`); ``num_beams``
+    (any number, 1 included) chooses beam search over sampling."""
+    single = isinstance(prompts, str) or (
+        isinstance(prompts, Sequence) and bool(prompts) and isinstance(prompts[0], int)
+    )
+    batch = [prompts] if single else list(prompts)
+    if not batch:
+        raise ConfigError("no prompts given")
+    as_text = isinstance(batch[0], str)
+    if as_text and vocab is None:
+        raise ConfigError("text prompts need the vocabulary: generate(..., vocab=vocab)")
+    rows = [tokenize_prompt(vocab, p) if as_text else [int(t) for t in p] for p in batch]
+    check_sampling(max_new_tokens, temperature, top_k, top_p, seed)
+    stop = StopStrings(stop_strings, vocab)
+    device = next(model.parameters()).device
+    generator = None if seed is None else torch.Generator(device=device).manual_seed(seed)
+    out: list[list[int]] = [[] for _ in rows]
+    if num_beams is not None:
+        for i, row in enumerate(rows):
+            out[i] = beam_search(model, row, max_new_tokens, num_beams, use_cache, stop)
+    else:
+        by_length: dict[int, list[int]] = {}
+        for i, row in enumerate(rows):
+            by_length.setdefault(len(row), []).append(i)
+        for members in by_length.values():  # equal lengths share a batch: no padding
+            ids = torch.tensor([rows[i] for i in members], device=device)
+            continued = sample_batch(
+                model, ids, max_new_tokens, temperature, top_k, top_p, generator, use_cache, stop
+            )
+            for i, new in zip(members, continued, strict=True):
+                out[i] = new
+    result: list = [detokenize(vocab, o) for o in out] if as_text and vocab else out
+    return result[0] if single else result
 
 
 def generate_text(

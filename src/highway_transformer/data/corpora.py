@@ -12,7 +12,8 @@ name                what
 ``text8``           cleaned Wikipedia, 27 characters, 90M/5M/5M split
 ``wikitext-103``    WikiText-103 word level (use with adaptive softmax)
 ``file``            any text file (split 90/5/5) or folder with train/valid/test.txt, at
-                    ``char``, ``word`` or ``byte`` level
+                    ``char``, ``word`` or ``byte`` level or with a ``bpe``/``unigram``
+                    tokenizer trained on it; token ids are cached (memory-mapped)
 ==================  =====================================================================
 """
 
@@ -21,7 +22,8 @@ from __future__ import annotations
 import hashlib
 import tarfile
 import zipfile
-from collections.abc import Callable, Iterable
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,9 +31,11 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..config import DataConfig
+from ..config import SUBWORD_LEVELS, DataConfig
 from ..errors import DataError, unknown_choice
 from .download import cache_dir, fetch, sha256_of, staged_folder
+from .subword import SubwordVocabulary
+from .token_cache import cache_key, cached_splits, vocab_digest
 from .vocab import EOS, UNK, Vocabulary
 
 SPLITS = ("train", "valid", "test")
@@ -88,7 +92,11 @@ WIKITEXT103_MD5 = "9ddaacaf6af0710eda8c456decff7832"
 
 @dataclass
 class Corpus:
-    """Token ids of the three splits and the vocabulary that encodes them."""
+    """Token ids of the three splits and the vocabulary that encodes them.
+
+    Ids are ``int64`` tensors, or for a cached user corpus (``corpus=file``) ``uint16``/
+    ``uint32`` tensors mapped from disk; batching converts one window at a time.
+    """
 
     name: str
     vocab: Vocabulary
@@ -112,6 +120,33 @@ def line_tokens(text: str, eos: str = EOS) -> list[str]:
         out.extend(line.split())
         out.append(eos)
     return out
+
+
+def line_chunks(text: str, size: int = 1 << 22) -> Iterator[str]:
+    """Pieces of ``text`` of about ``size`` characters, each ending after a line feed.
+
+    ``line_tokens`` of the pieces, joined, equals ``line_tokens(text)``: a cut after ``\\n``
+    never splits a line break.
+    """
+    start = 0
+    while start < len(text):
+        end = text.find("\n", start + size - 1) + 1 or len(text)
+        yield text[start:end]
+        start = end
+
+
+def count_words(text: str) -> Counter[str]:
+    """Counts of ``line_tokens(text)``, a piece at a time (no list of every token)."""
+    counts: Counter[str] = Counter()
+    for piece in line_chunks(text):
+        counts.update(line_tokens(piece))
+    return counts
+
+
+def encode_words(text: str, vocab: Vocabulary) -> Tensor:
+    """Ids of ``line_tokens(text)``, a piece at a time: 8 bytes a token, not a Python list."""
+    parts = [np.asarray(vocab.encode(line_tokens(piece)), np.int64) for piece in line_chunks(text)]
+    return torch.from_numpy(np.concatenate(parts) if parts else np.zeros(0, np.int64))
 
 
 def byte_vocabulary() -> Vocabulary:
@@ -314,39 +349,65 @@ def _wikitext103(config: DataConfig, vocab: Vocabulary | None, download: bool) -
                     (tmp / path.name).write_bytes(zf.read(f"wikitext-103/wiki.{split}.tokens"))
         except (zipfile.BadZipFile, KeyError) as exc:
             raise DataError(f"cannot unzip WikiText-103 from {zipped}: {exc}") from None
-    tokens = {s: line_tokens(read_text(names[s])) for s in SPLITS}
-    vocab = vocab or Vocabulary.build(tokens["train"], "word", unk=UNK, eos=EOS)
-    return Corpus("wikitext-103", vocab, *(torch.tensor(vocab.encode(tokens[s])) for s in SPLITS))
+    texts = {s: read_text(names[s]) for s in SPLITS}
+    vocab = vocab or Vocabulary.build(count_words(texts["train"]), "word", unk=UNK, eos=EOS)
+    return Corpus("wikitext-103", vocab, *(encode_words(texts[s], vocab) for s in SPLITS))
+
+
+def _file_sources(path: Path) -> list[Path]:
+    """The file, or a folder's train/valid/test.txt (all three must exist)."""
+    if path.is_dir():
+        files = [path / f"{s}.txt" for s in SPLITS]
+        missing = [str(p) for p in files if not p.is_file()]
+        if missing:
+            raise DataError(f"missing {', '.join(missing)}; a corpus folder needs all three")
+        return files
+    if path.is_file():
+        return [path]
+    raise DataError(f"data.path={path} does not exist")
 
 
 def _file(config: DataConfig, vocab: Vocabulary | None) -> Corpus:
     if not config.path:
         raise DataError("corpus=file needs data.path=FILE (or a folder with train/valid/test.txt)")
-    path = Path(config.path)
-    if path.is_dir():
-        files = {s: path / f"{s}.txt" for s in SPLITS}
-        missing = [str(p) for p in files.values() if not p.is_file()]
-        if missing:
-            raise DataError(f"missing {', '.join(missing)}; a corpus folder needs all three")
-        raw = {s: files[s].read_bytes() for s in SPLITS}
-    elif path.is_file():
-        if config.level != "byte":  # split decoded text: a cut never falls inside a character
-            text = read_text(path)
-            a, b = _split_fractions(len(text))
-            parts = {"train": text[:a], "valid": text[a:b], "test": text[b:]}
-            raw = {k: v.encode("utf-8") for k, v in parts.items()}
-        else:
-            data = path.read_bytes()
-            a, b = _split_fractions(len(data))
-            raw = {"train": data[:a], "valid": data[a:b], "test": data[b:]}
+    sources = _file_sources(Path(config.path))
+    if config.cache is False:
+        splits, vocab = _encode_file(config, sources, vocab)
     else:
-        raise DataError(f"data.path={path} does not exist")
+        spec = {
+            "corpus": "file",
+            "layout": "folder" if len(sources) > 1 else "90/5/5",
+            "level": config.level,
+            "subword_vocab_size": config.subword_vocab_size,
+            "vocab": vocab_digest(vocab),
+        }
+        key = cache_key([sha256_of(p) for p in sources], spec)
+        splits, vocab = cached_splits(key, lambda: _encode_file(config, sources, vocab))
+    return Corpus("file", vocab, *(splits[s] for s in SPLITS))
+
+
+def _encode_file(
+    config: DataConfig, sources: list[Path], vocab: Vocabulary | None
+) -> tuple[dict[str, Tensor], Vocabulary]:
+    """Read, split and encode a user corpus in memory (the token cache stores the result)."""
+    path = Path(config.path or "")
+    if len(sources) == 3:
+        raw = {s: p.read_bytes() for s, p in zip(SPLITS, sources, strict=True)}
+    elif config.level != "byte":  # split decoded text: a cut never falls inside a character
+        text = read_text(path)
+        a, b = _split_fractions(len(text))
+        parts = {"train": text[:a], "valid": text[a:b], "test": text[b:]}
+        raw = {k: v.encode("utf-8") for k, v in parts.items()}
+    else:
+        data = path.read_bytes()
+        a, b = _split_fractions(len(data))
+        raw = {"train": data[:a], "valid": data[a:b], "test": data[b:]}
     if not raw["train"].strip():
         raise DataError(f"{path} is empty; give a text file with some content")
     level = config.level
     if level == "byte":
         vocab = vocab or byte_vocabulary()
-        return Corpus("file", vocab, *(encode_bytes(raw[s]) for s in SPLITS))
+        return {s: encode_bytes(raw[s]) for s in SPLITS}, vocab
     texts = {}
     for split in SPLITS:
         try:
@@ -355,12 +416,27 @@ def _file(config: DataConfig, vocab: Vocabulary | None) -> Corpus:
             raise DataError(
                 f"{path} is not UTF-8 text ({split} part); use data.level=byte for binary files"
             ) from None
+    if level in SUBWORD_LEVELS:
+        return _encode_subword(config, texts, vocab)
     if level == "char":
         vocab = vocab or Vocabulary.build(texts["train"], "char", unk=UNK)
-        return Corpus("file", vocab, *(encode_chars(texts[s], vocab) for s in SPLITS))
-    tokens = {s: line_tokens(texts[s]) for s in SPLITS}
-    vocab = vocab or Vocabulary.build(tokens["train"], "word", unk=UNK, eos=EOS)
-    return Corpus("file", vocab, *(torch.tensor(vocab.encode(tokens[s])) for s in SPLITS))
+        return {s: encode_chars(texts[s], vocab) for s in SPLITS}, vocab
+    vocab = vocab or Vocabulary.build(count_words(texts["train"]), "word", unk=UNK, eos=EOS)
+    return {s: encode_words(texts[s], vocab) for s in SPLITS}, vocab
+
+
+def _encode_subword(
+    config: DataConfig, texts: dict[str, str], vocab: Vocabulary | None
+) -> tuple[dict[str, Tensor], Vocabulary]:
+    """A BPE/unigram tokenizer trained on the training split (or the checkpoint's)."""
+    if vocab is None:
+        vocab = SubwordVocabulary.train(texts["train"], config.level, config.subword_vocab_size)
+    elif not isinstance(vocab, SubwordVocabulary) or vocab.level != config.level:
+        raise DataError(
+            f"data.level={config.level} needs a {config.level} tokenizer, but the given "
+            f"vocabulary is {vocab.level}-level; use the checkpoint's own data settings"
+        )
+    return {s: torch.from_numpy(vocab.encode_text(texts[s])) for s in SPLITS}, vocab
 
 
 CORPORA: dict[str, Callable[[DataConfig, Vocabulary | None, bool], Corpus]] = {

@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..errors import ConfigError, DataError, unknown_choice
+from ..extras import import_extra
 from .download import cache_dir, fetch, sha256_of
 
 N_KEYS = 88
@@ -209,13 +210,7 @@ def load_music(
     checksum is kept). Files are read with :func:`scipy.io.loadmat`.
     """
     path = _resolve(name_or_path, data_dir, download)
-    try:
-        from scipy.io import loadmat
-    except ImportError as exc:  # pragma: no cover - scipy is a declared extra
-        raise DataError(
-            "reading music .mat files needs scipy; install it with "
-            "pip install 'highway-transformer[music]'"
-        ) from exc
+    loadmat = import_extra("scipy.io", "reading music .mat files").loadmat
     try:
         contents = loadmat(str(path))
     except Exception as exc:  # scipy raises several unrelated types for bad files

@@ -7,6 +7,9 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+import numpy as np
+
+from ..config import SUBWORD_LEVELS
 from ..errors import CheckpointError, DataError
 
 UNK = "<unk>"
@@ -14,8 +17,16 @@ LEVELS = ("char", "word", "byte")
 EOS = "<eos>"
 
 
+def count_symbols(tokens: Iterable[str]) -> Counter[str]:
+    """Symbol counts; an ASCII text is counted with numpy (100M characters in a second)."""
+    if isinstance(tokens, str) and tokens.isascii():
+        counts = np.bincount(np.frombuffer(tokens.encode("ascii"), np.uint8), minlength=128)
+        return Counter({chr(i): int(n) for i, n in enumerate(counts) if n})
+    return Counter(tokens)
+
+
 class Vocabulary:
-    """An ordered list of symbols. ``level`` is ``char``, ``word`` or ``byte``.
+    """An ordered list of symbols; ``level`` is one of :data:`~highway_transformer.config.LEVELS`.
 
     ``eos`` is the line-end symbol appended to every line (word and PTB char levels; counted
     as a symbol in bpc, as the papers do). ``unk`` maps symbols outside the vocabulary.
@@ -47,8 +58,11 @@ class Vocabulary:
         eos: str | None = None,
         extra: Iterable[str] = (),
     ) -> Vocabulary:
-        """Symbols sorted by frequency (ties by symbol), specials first."""
-        counts = Counter(tokens)
+        """Symbols sorted by frequency (ties by symbol), specials first.
+
+        ``tokens`` are the symbols of the text, or a :class:`~collections.Counter` of them.
+        """
+        counts = count_symbols(tokens)
         specials = [s for s in (unk, eos, *extra) if s is not None]
         for special in specials:
             counts.pop(special, None)
@@ -105,6 +119,10 @@ class Vocabulary:
             data = json.loads(text)
         except (json.JSONDecodeError, RecursionError) as exc:
             raise CheckpointError(f"cannot parse vocabulary {path}: {first_line(exc)}") from None
+        if isinstance(data, dict) and data.get("level") in SUBWORD_LEVELS:
+            from .subword import SubwordVocabulary
+
+            return SubwordVocabulary.from_saved(data, Path(path).parent)
         try:
             return cls.from_dict(data)
         except CheckpointError as exc:

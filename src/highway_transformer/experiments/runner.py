@@ -22,7 +22,10 @@ from typing import Any
 
 from ..config import Config, build_config, parse_override, save_config
 from ..errors import ConfigError, HighwayError, unknown_choice
-from .registry import Experiment, resolve_experiments
+from ..extras import import_extra
+from .param_match import match_parameters
+from .protocols import measure_protocol
+from .registry import Experiment, get_experiment, resolve_experiments
 from .scale import describe_scale, get_scale, scale_config
 
 EXPERIMENT_FILE = "experiment.json"
@@ -72,6 +75,9 @@ def experiment_config(
     config = scale_config(experiment.config(), scale)
     extra = ([f"data.path={data_path}"] if data_path is not None else []) + list(overrides)
     config = build_config(config, None, extra)
+    if experiment.match_params_of:
+        matched = get_experiment(experiment.match_params_of)
+        config = match_parameters(config, experiment_config(matched, scale, seed, None, overrides))
     config = config.replace(**{"train.seed": config.train.seed + seed - 1})
     config.name = experiment.name.replace("/", "_") + f"_{scale}_seed{seed}"
     return config
@@ -117,6 +123,8 @@ def write_experiment_file(spec: RunSpec) -> Path:
         "metric": e.metric,
         "baseline": e.baseline,
         "published": e.published,
+        "protocols": e.protocols,
+        "match_params_of": e.match_params_of,
         "description": e.description,
     }
     spec.run_dir.mkdir(parents=True, exist_ok=True)
@@ -236,10 +244,7 @@ def _run_submitted(
     specs: list[RunSpec], launcher: str, folder: Path, job: JobSettings, log: Callable[[str], None]
 ) -> None:
     """Submit every row as a job (submitit) and wait for all; the same skip/resume rules."""
-    try:
-        import submitit
-    except ImportError:
-        raise ConfigError(f"--launcher {launcher} needs submitit: pip install submitit") from None
+    submitit = import_extra("submitit", f"--launcher {launcher}")
     cluster = "slurm" if launcher == "slurm" else "local"
     executor = submitit.AutoExecutor(folder=folder, cluster=cluster)
     params: dict[str, Any] = {"timeout_min": job.timeout_min, "tasks_per_node": 1, "nodes": 1}
@@ -315,4 +320,7 @@ def run_experiments(
             _run_inline(spec, log, progress)
     elif todo:
         _run_parallel(todo, jobs, log)
+    for spec in specs:  # HT Table 5: validation measured the paper's way as well
+        if measure_protocol(spec.run_dir, spec.experiment, spec.scale) is not None:
+            log(f"{spec.experiment.name} seed {spec.seed}: validation with the paper's protocol")
     return [spec.run_dir for spec in specs]

@@ -33,9 +33,10 @@ from ..nn.block import collect_gate_biases
 from ..nn.positional import SinusoidalPositionalEncoding
 from .builders import build_blocks, final_norm, uses_absolute_positions, uses_memory
 from .init import initialize
+from .pretrained import PretrainedMixin
 
 
-class EncoderDecoder(nn.Module):
+class EncoderDecoder(PretrainedMixin, nn.Module):
     """Encoder-decoder Transformer (slides; Vaswani et al. 2017) with HT gates.
 
     ``forward(src [B, S], tgt_in [B, T]) -> logits [B, T, V_tgt]`` (teacher forcing, where
@@ -73,6 +74,7 @@ class EncoderDecoder(nn.Module):
                 "turn sharing off or build a joint vocabulary"
             )
         self.config = config
+        self.score, self.share_embeddings = score, share_embeddings
         self.src_vocab, self.tgt_vocab = src_vocab, tgt_vocab
         self.pad_id, self.bos_id, self.eos_id = pad_id, bos_id, eos_id
         self.max_len = max_len
@@ -90,6 +92,18 @@ class EncoderDecoder(nn.Module):
         initialize(self, config)
         if config.tie_weights:
             self.output.weight = self.tgt_embedding.weight
+
+    def init_arguments(self) -> dict:
+        return {
+            "src_vocab": self.src_vocab,
+            "tgt_vocab": self.tgt_vocab,
+            "score": self.score,
+            "max_len": self.max_len,
+            "share_embeddings": self.share_embeddings,
+            "pad_id": self.pad_id,
+            "bos_id": self.bos_id,
+            "eos_id": self.eos_id,
+        }
 
     # ------------------------------------------------------------------ parts
 

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -39,6 +41,7 @@ from .builders import (
     uses_memory,
 )
 from .init import initialize
+from .pretrained import PretrainedMixin
 
 
 @dataclass
@@ -50,9 +53,21 @@ class DecodeState:
     memory: list[Tensor] | None = None
 
 
-class LanguageModel(nn.Module):
+class LMOutput(NamedTuple):
+    """What ``forward`` returns when given targets."""
+
+    loss: Tensor  # mean NLL (nats) over the targets that are not -100
+    hidden: Tensor
+    memory: list[Tensor] | None
+
+
+class LanguageModel(PretrainedMixin, nn.Module):
     """Decoder-only LM: embedding (× √d when scaled), position information, N blocks,
-    (final norm), dropout, output layer."""
+    (final norm), dropout, output layer.
+
+    ``save_pretrained`` / ``from_pretrained`` / ``push_to_hub`` come from
+    :class:`~highway_transformer.models.pretrained.PretrainedMixin`.
+    """
 
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
@@ -122,13 +137,16 @@ class LanguageModel(nn.Module):
         memory: list[Tensor] | None = None,
         state: DecodeState | None = None,
         policy: MemoryPolicy | None = None,
-    ) -> tuple[Tensor, list[Tensor] | None]:
+        targets: Tensor | None = None,
+    ) -> tuple[Tensor, list[Tensor] | None] | LMOutput:
         """``tokens [B, L]`` -> (hidden states ``[B, L, D]``, new memory or None).
 
         ``memory`` (Transformer-XL) is the list of per-layer memories returned by the previous
         call; ``state`` carries caches for incremental decoding (one call per new chunk);
         ``policy`` the memory settings of this call (default: the training settings of
-        ``model.memory``; evaluation passes :meth:`MemoryPolicy.evaluation`).
+        ``model.memory``; evaluation passes :meth:`MemoryPolicy.evaluation`). With
+        ``targets [B, L]`` (the next token of each position; -100 is ignored) it returns
+        :class:`LMOutput` ``(loss, hidden, memory)``, the loss being the mean NLL in nats.
         """
         if state is not None and self.uses_memory:
             memory = state.memory
@@ -140,7 +158,7 @@ class LanguageModel(nn.Module):
         if memory is not None:
             check_memory(memory, len(self.blocks), tokens.shape[0], self.config.d_model)
         start = state.position if state is not None else 0
-        x = self.embedding(tokens)
+        x = self.embedding(tokens.long())  # ids of a memory-mapped corpus are uint16/uint32
         if self.embedding_scale != 1.0:
             x = x * self.embedding_scale
         if self.positional is not None:
@@ -168,6 +186,10 @@ class LanguageModel(nn.Module):
             state.position += tokens.shape[1]
             if self.uses_memory:
                 state.memory = new_memory
+        if targets is not None:
+            nll = self.token_nll(hidden, targets)
+            loss = nll.sum() / (targets != -100).sum().clamp_min(1)
+            return LMOutput(loss, hidden, new_memory)
         return hidden, new_memory
 
     def logits(self, hidden: Tensor) -> Tensor:
@@ -179,6 +201,7 @@ class LanguageModel(nn.Module):
 
     def token_nll(self, hidden: Tensor, targets: Tensor) -> Tensor:
         """Per-token negative log-likelihood in nats; targets of -100 are ignored (give 0)."""
+        targets = targets.long()  # a memory-mapped corpus holds uint16/uint32 ids
         if isinstance(self.output, nn.AdaptiveLogSoftmaxWithLoss):
             flat = targets.reshape(-1)
             keep = flat != -100
@@ -205,6 +228,29 @@ class LanguageModel(nn.Module):
 
     def num_parameters(self, trainable_only: bool = True) -> int:
         return sum(p.numel() for p in self.parameters() if p.requires_grad or not trainable_only)
+
+    # ------------------------------------------------------------------ generation, loading
+
+    def generate(self, prompts: Any, max_new_tokens: int = 100, **options: Any) -> Any:
+        """Continue a prompt or a batch of prompts.
+
+        ``prompts``: ids (``[1, 5, 2]``), a batch of id lists or a ``[B, L]`` tensor, or text
+        (``"The "`` or a list of strings) with ``vocab=``. Options: ``temperature`` (0:
+        greedy), ``top_k``, ``top_p``, ``num_beams`` (beam search; 1 is greedy),
+        ``stop_strings`` (with ``vocab``), ``seed``, ``use_cache``. Returns the new ids of
+        each prompt, or text for text prompts.
+        """
+        from ..generate import generate
+
+        if isinstance(prompts, Tensor):
+            prompts = prompts.tolist()
+        return generate(self, prompts, max_new_tokens, **options)
+
+    @classmethod
+    def _from_checkpoint(cls, folder: Path) -> LanguageModel:
+        from ..train.checkpoint import read_config
+
+        return cls(read_config(folder).model)
 
 
 def build_model(config: ModelConfig) -> LanguageModel:

@@ -25,6 +25,7 @@ from ..nn.block import collect_gate_biases
 from ..nn.positional import SinusoidalPositionalEncoding
 from .builders import build_blocks, final_norm, uses_absolute_positions, uses_memory
 from .init import initialize
+from .pretrained import PretrainedMixin
 
 HEADS = ("per_step", "pooled")
 
@@ -49,7 +50,7 @@ def _pool_mean(hidden: Tensor, mask: Tensor | None) -> Tensor:
 POOLINGS = {"last": _pool_last, "mean": _pool_mean}
 
 
-class SequenceModel(nn.Module):
+class SequenceModel(PretrainedMixin, nn.Module):
     """Input projection, (PE), N gated blocks, (final norm), per-step or pooled output head.
 
     ``forward(x, mask=None)``: ``x`` is ``[B, T, n_in]`` floats (``token_input=False``) or
@@ -93,6 +94,17 @@ class SequenceModel(nn.Module):
         self.final_norm = final_norm(config)
         self.output = nn.Linear(d, n_out)
         initialize(self, config)
+
+    def init_arguments(self) -> dict:
+        return {
+            "n_in": self.n_in,
+            "n_out": self.n_out,
+            "head": self.head,
+            "token_input": self.token_input,
+            "pooling": self.pooling,
+            "causal": self.causal,
+            "max_len": self.max_len,
+        }
 
     def check_length(self, length: int) -> None:
         """Raise :class:`DataError` when ``length`` exceeds ``max_len`` (0: no limit)."""

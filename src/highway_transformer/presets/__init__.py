@@ -39,7 +39,7 @@ PRESETS: dict[str, Preset] = _registry()
 def get_preset(name: str) -> Config:
     """A fresh Config for preset ``name`` (unknown names list the choices)."""
     if name not in PRESETS:
-        raise unknown_choice("preset", name, PRESETS)
+        raise unknown_choice("preset", name, PRESETS, "`highway presets`")
     config = PRESETS[name].build()
     config.name = name.replace("/", "_")
     return config

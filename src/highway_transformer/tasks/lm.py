@@ -103,8 +103,12 @@ class LMTask(Task):
 
     def loss(self, model: nn.Module, batch: Batch) -> tuple[Tensor, int]:
         x, y, loss_start, k = batch
-        hidden, self.memory[k] = model(x.to(self.device, non_blocking=True), memory=self.memory[k])
-        nll = model.token_nll(hidden[:, loss_start:], y.to(self.device, non_blocking=True))
+        # a cached corpus holds uint16/uint32 ids: this window becomes int64 on the host
+        # (no-op for int64), where every torch build converts unsigned types
+        x = x.long().to(self.device, non_blocking=True)
+        y = y.long().to(self.device, non_blocking=True)
+        hidden, self.memory[k] = model(x, memory=self.memory[k])
+        nll = model.token_nll(hidden[:, loss_start:], y)
         return nll.sum(), y.numel()  # training rows are never padded: no device sync to count
 
     def evaluate(self, model: nn.Module, split: str, quick: bool = False) -> dict[str, float]:

@@ -5,6 +5,7 @@ Layout of a checkpoint folder::
     model.safetensors    weights (tied weights stored once)
     config.json          the full Config (model, data incl. evaluation settings, train, task)
     vocab.json           the vocabulary (language modelling)
+    tokenizer.json       the subword tokenizer (bpe/unigram levels; SHA-256 in vocab.json)
     trainer.json         step, schedule, scaler, RNG, task position (resume only)
     trainer.safetensors  optimizer tensors, RNG states, task tensors such as Transformer-XL
                          memory and generator states (resume only)
@@ -388,8 +389,7 @@ def load_weights(model: nn.Module, folder: str | Path) -> None:
     except (OSError, SafetensorError) as exc:
         raise CheckpointError(f"cannot read weights {path}: {exc}") from None
     except RuntimeError as exc:
-        detail = " ".join(str(exc).split())[:200]  # torch's message spans several lines
-        raise CheckpointError(f"weights in {path} do not fit the model: {detail}") from None
+        raise CheckpointError(f"weights in {path} do not fit the model: {_one_line(exc)}") from None
     if missing or unexpected:
         raise CheckpointError(
             f"weights in {path} do not fit the model (missing {sorted(missing)[:3]}, "
@@ -452,3 +452,8 @@ def load_pretrained(
     model = build_task_model(config)
     load_weights(model, folder)
     return model.to(device).eval(), config, vocab
+
+
+def _one_line(exc: Exception) -> str:
+    """torch's message on one line, shortened."""
+    return " ".join(str(exc).split())[:200]

@@ -1,0 +1,150 @@
+"""``save_pretrained`` / ``from_pretrained`` / ``push_to_hub`` for every model class.
+
+A pretrained folder is ``model.safetensors`` (weights, tied weights stored once) and
+``config.json``: ``{"architecture": CLASS, "model": ModelConfig, "init": {other constructor
+arguments}}`` — JSON and safetensors only, nothing that executes code when read. A language
+model may add ``vocab.json``. ``from_pretrained`` also reads a training checkpoint folder of
+a language model (``runs/NAME/best``) and, where ``huggingface_hub`` is installed, a Hub
+repository id (downloaded with ``snapshot_download``; ``push_to_hub`` uploads a folder).
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, TypeVar
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_model, save_model
+
+from ..config import ModelConfig, from_dict
+from ..errors import CheckpointError, ConfigError, HighwayError
+
+MODEL_FILE = "model.safetensors"
+CONFIG_FILE = "config.json"
+VOCAB_FILE = "vocab.json"
+
+M = TypeVar("M", bound="PretrainedMixin")
+
+
+class PretrainedMixin:
+    """Hugging Face–style persistence; a class lists its constructor arguments in
+    :meth:`init_arguments` (besides its :class:`ModelConfig`)."""
+
+    config: ModelConfig
+
+    def init_arguments(self) -> dict[str, Any]:
+        """JSON-able constructor arguments besides ``config`` (none by default)."""
+        return {}
+
+    def save_pretrained(self, folder: str | Path, vocab: Any = None) -> Path:
+        """Write ``model.safetensors`` + ``config.json`` (+ ``vocab.json``) into ``folder``."""
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        save_model(self, str(folder / MODEL_FILE))  # type: ignore[arg-type]
+        record = {
+            "architecture": type(self).__name__,
+            "model": asdict(self.config),
+            "init": self.init_arguments(),
+        }
+        (folder / CONFIG_FILE).write_text(json.dumps(record, indent=2), encoding="utf-8")
+        if vocab is not None:
+            vocab.save(folder / VOCAB_FILE)
+        return folder
+
+    @classmethod
+    def from_pretrained(
+        cls: type[M], name_or_folder: str | Path, device: str | torch.device = "cpu", **hub: Any
+    ) -> M:
+        """The model saved in a folder (or a Hub repository ``owner/name``), in eval mode.
+
+        ``hub`` keyword arguments (``revision``, ``cache_dir``, ``local_files_only``, ``token``)
+        go to ``huggingface_hub.snapshot_download``.
+        """
+        folder = Path(name_or_folder)
+        if not folder.is_dir():
+            folder = _download(str(name_or_folder), hub)
+        record = _read_record(folder)
+        if "architecture" not in record:  # a training checkpoint folder (config.json = Config)
+            model = cls._from_checkpoint(folder)
+        else:
+            if record["architecture"] != cls.__name__:
+                raise CheckpointError(
+                    f"{folder} holds a model of class {record['architecture']}; load it with "
+                    f"{record['architecture']}.from_pretrained"
+                )
+            try:
+                config = from_dict(ModelConfig, record["model"])
+                model = cls(config, **record.get("init", {}))  # type: ignore[call-arg]
+            except (HighwayError, TypeError, KeyError) as exc:
+                raise CheckpointError(f"{folder / CONFIG_FILE} does not fit: {exc}") from None
+        _load_weights(model, folder / MODEL_FILE)
+        return model.to(device).eval()  # type: ignore[attr-defined,return-value]
+
+    @classmethod
+    def _from_checkpoint(cls: type[M], folder: Path) -> M:
+        raise CheckpointError(
+            f"{folder} is a training checkpoint, not a {cls.__name__} saved with save_pretrained"
+        )
+
+    def push_to_hub(self, repo_id: str, vocab: Any = None, **upload: Any) -> str:
+        """Upload the pretrained folder to the Hub repository ``repo_id``; returns its URL."""
+        hf = _hub()
+        with tempfile.TemporaryDirectory() as tmp:
+            self.save_pretrained(tmp, vocab)
+            api = hf.HfApi(token=upload.pop("token", None))
+            api.create_repo(repo_id, exist_ok=True, private=upload.pop("private", None))
+            info = api.upload_folder(repo_id=repo_id, folder_path=tmp, **upload)
+        return str(getattr(info, "commit_url", info))
+
+
+def _hub() -> Any:
+    try:
+        import huggingface_hub
+    except ImportError:
+        raise ConfigError(
+            "Hub access needs huggingface_hub (pip install huggingface_hub); "
+            "a local folder loads without it"
+        ) from None
+    return huggingface_hub
+
+
+def _download(repo_id: str, hub: dict[str, Any]) -> Path:
+    if repo_id.count("/") != 1 or repo_id.startswith((".", "/")):
+        raise CheckpointError(f"{repo_id} is neither a folder nor a Hub repository id (owner/name)")
+    hf = _hub()
+    try:
+        return Path(hf.snapshot_download(repo_id, **hub))
+    except Exception as exc:  # network, authentication, missing repository
+        raise CheckpointError(f"cannot fetch {repo_id} from the Hub: {exc}") from None
+
+
+def _read_record(folder: Path) -> dict[str, Any]:
+    try:
+        return json.loads((folder / CONFIG_FILE).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise CheckpointError(
+            f"{folder} has no {CONFIG_FILE}; give a folder written by save_pretrained"
+        ) from None
+    except (OSError, json.JSONDecodeError) as exc:
+        raise CheckpointError(f"cannot read {folder / CONFIG_FILE}: {exc}") from None
+
+
+def _load_weights(model: Any, path: Path) -> None:
+    try:
+        missing, unexpected = load_model(model, str(path), strict=False)
+    except (OSError, SafetensorError, RuntimeError) as exc:
+        raise CheckpointError(f"cannot load weights {path}: {_one_line(exc)}") from None
+    if missing or unexpected:
+        raise CheckpointError(
+            f"weights in {path} do not fit the model (missing {sorted(missing)[:3]}, "
+            f"unexpected {sorted(unexpected)[:3]})"
+        )
+
+
+def _one_line(exc: Exception) -> str:
+    """torch's message on one line, shortened."""
+    return " ".join(str(exc).split())[:200]
