@@ -130,6 +130,16 @@ def test_xl_memory_checkpoint_of_two_processes_resumes_in_one_and_back(tmp_path,
     assert_same_losses(losses(tmp_path / "b"), reference)
 
 
+def test_fsdp_sharded_run_resumes_in_one_process(tmp_path, text_file):
+    """FSDP (fully_shard, gloo on the CPU): the same losses as one process; its checkpoint,
+    gathered to rank 0, holds whole weights and optimizer state that one process resumes."""
+    base = lm_args(text_file, *XL, "train.eval_interval=2")
+    one_process(tmp_path / "ref", [*base, "train.max_steps=4"])
+    launch(tmp_path / "run", [*base, "train.max_steps=2", "train.strategy=fsdp"])
+    one_process(tmp_path / "run", [*base, "train.max_steps=4"], resume=True)
+    assert_same_losses(losses(tmp_path / "run"), losses(tmp_path / "ref"))
+
+
 def test_accumulate_two_equals_a_doubled_batch(tmp_path, text_file):
     base = lm_args(text_file, *XL, "train.max_steps=4", "train.eval_interval=4")
     one_process(tmp_path / "acc", [*base, "data.batch_size=2", "train.accumulate=2"])
@@ -243,6 +253,7 @@ def test_process_counts_that_do_not_split_the_batch(tmp_path, text_file, capsys,
 def test_settings_for_several_processes_are_refused_in_one(tmp_path, text_file):
     for extra, message in [
         ("train.dist_backend=gloo", "applies to several processes only"),
+        ("train.strategy=fsdp", "applies to several processes only"),
         ("train.pin_memory=true", "leave it off"),
     ]:
         config = build_config(Config(), None, lm_args(text_file, extra))
@@ -268,3 +279,39 @@ def test_backend_choice_and_row_shares():
         "--out",
         "o",
     ]
+
+
+# --------------------------------------------------------------------------- submitted jobs
+
+
+def test_table_rows_as_submitted_jobs_skip_and_refuse(tmp_path, text_file):
+    """``highway run --launcher`` through submitit's local executor (a Slurm stand-in): each
+    row a job, finished rows skipped on the next call, job settings refused locally."""
+    pytest.importorskip("submitit")
+    from highway_transformer.experiments.runner import JobSettings, run_experiments
+
+    rows = ["ht-table1/t-l3+sigmoid"]
+    overrides = [
+        *LM[:5],
+        "data.corpus=file",
+        f"data.path={text_file}",
+        "train.max_steps=2",
+        "train.eval_interval=2",
+        "train.threads=1",
+    ]
+    messages: list[str] = []
+    dirs = run_experiments(
+        rows, tmp_path, "tiny", overrides=overrides, launcher="submitit-local", log=messages.append
+    )
+    assert sum("submitted as job" in m for m in messages) == len(rows)
+    for d in dirs:
+        assert json.loads((d / "results.json").read_text())["steps"] == 2
+    messages.clear()
+    run_experiments(
+        rows, tmp_path, "tiny", overrides=overrides, launcher="submitit-local", log=messages.append
+    )
+    assert messages == [f"{row} seed 1: finished, skipped" for row in rows]
+    with pytest.raises(ConfigError, match="add --launcher slurm"):
+        run_experiments(rows, tmp_path, "tiny", overrides=overrides, job=JobSettings(nproc=2))
+    with pytest.raises(ConfigError, match="unknown launcher"):
+        run_experiments(rows, tmp_path, "tiny", overrides=overrides, launcher="slrum")

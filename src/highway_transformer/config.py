@@ -211,6 +211,7 @@ class TrainConfig:
     compile: bool = False  # torch.compile the model
     threads: int = 0  # torch CPU threads; 0: leave as is
     accumulate: int = 1  # micro-batches of data.batch_size rows per optimizer step
+    strategy: str = "ddp"  # several processes: ddp (replicated) | fsdp (sharded model)
     dist_backend: str = "auto"  # several processes: auto (gloo on CPU, nccl on CUDA) | gloo | nccl
     dist_timeout: float = 600.0  # seconds a collective waits for a silent rank before failing
     fused_optimizer: bool = False  # fused Adam/AdamW kernels (CUDA only)
@@ -672,6 +673,9 @@ def validate(config: Config) -> Config:
         )
     _choice("precision", t.precision, PRECISIONS)
     _choice("distributed backend", t.dist_backend, DIST_BACKENDS)
+    from .train.strategies import STRATEGIES
+
+    _choice("training strategy (train.strategy)", t.strategy, tuple(STRATEGIES))
     if t.fused_optimizer and t.optimizer == "sgd":
         raise ConfigError(
             "train.fused_optimizer applies to adam and adamw only; set train.optimizer=adamw "

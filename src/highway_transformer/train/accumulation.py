@@ -24,8 +24,11 @@ def accumulate_gradients(
     world: World,
     micro_batches: Sequence[MicroBatch],
     backward: Callable[[Tensor], None] = Tensor.backward,
+    check: Callable[[float], None] = lambda mean: None,
 ) -> tuple[float, int]:
     """Forward and ``backward`` every micro-batch; return the step's global mean and count.
+
+    ``check`` sees each micro-batch's mean loss before its backward (the divergence stop).
 
     Each backward divides its sum by one ``norm`` shared by all ranks (DDP averages ranks
     with equal weight); the gradients are then rescaled by ``size * norm / total count``,
@@ -37,11 +40,13 @@ def accumulate_gradients(
     for k, forward in enumerate(micro_batches):
         with model.no_sync() if k < last and hasattr(model, "no_sync") else nullcontext():
             total, count = forward()
+            value = float(total.detach())
+            check(value / max(count, 1))
             if k == 0:  # a shared scale keeps the backward near a mean's size
                 norm = world.all_reduce_sum([count])[0] / world.size * len(micro_batches)
             with world.guard():  # DDP all-reduces inside the last backward
                 backward(total / norm)
-        local_sum += float(total.detach())
+        local_sum += value
         local_count += count
     total_sum, n = world.all_reduce_sum([local_sum, local_count])
     scale = world.size * norm / max(n, 1.0)
