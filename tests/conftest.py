@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from highway_transformer.config import Config, DataConfig, GateConfig, ModelConfig, TrainConfig
+from highway_transformer.data.download import CACHE_ENV
 from highway_transformer.presets import get_preset
 
 #: A small repetitive text: a tiny model learns it in a few steps.
@@ -31,6 +32,12 @@ def _one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(previous)
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch):
+    """Token caches and downloads go to a folder of this test session, not the user's cache."""
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path_factory.getbasetemp() / "cache"))
 
 
 @pytest.fixture

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from highway_transformer.config import DataConfig
 from highway_transformer.data.batching import (
@@ -17,9 +19,15 @@ from highway_transformer.data.batching import (
     window_bounds,
     windows,
 )
-from highway_transformer.data.corpora import load_corpus
+from highway_transformer.data.corpora import (
+    count_words,
+    encode_words,
+    line_chunks,
+    line_tokens,
+    load_corpus,
+)
 from highway_transformer.data.download import fetch, sha256_of
-from highway_transformer.data.vocab import EOS, UNK, Vocabulary
+from highway_transformer.data.vocab import EOS, UNK, Vocabulary, count_symbols
 from highway_transformer.errors import CheckpointError, ConfigError, DataError
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -131,6 +139,24 @@ def test_vocab_round_trip(tmp_path: Path) -> None:
     (tmp_path / "partial.json").write_text('{"level": "char"}', encoding="utf-8")
     with pytest.raises(CheckpointError, match="malformed"):
         Vocabulary.load(tmp_path / "partial.json")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet="ab \n\r\x0c\u2028", max_size=60), st.integers(1, 8))
+def test_word_pieces_tokenise_like_the_whole_text(text: str, size: int) -> None:
+    pieces = list(line_chunks(text, size))
+    assert "".join(pieces) == text
+    assert [t for piece in pieces for t in line_tokens(piece)] == line_tokens(text)
+    vocab = Vocabulary.build(line_tokens(text) or ["a"], "word", unk=UNK, eos=EOS)
+    assert vocab == Vocabulary.build(count_words(text) or {"a": 1}, "word", unk=UNK, eos=EOS)
+    assert encode_words(text, vocab).tolist() == vocab.encode(line_tokens(text))
+
+
+def test_fast_character_counts_match_counter() -> None:
+    text = "the quick brown fox\njumps over the lazy dog  \t" * 50
+    assert count_symbols(text) == Counter(text)
+    assert count_symbols("naïve ∑") == Counter("naïve ∑")  # not ASCII: the general path
+    assert Vocabulary.build(text, "char", unk=UNK).symbols[:3] == [UNK, " ", "o"]
 
 
 # ------------------------------------------------------------------ corpora

@@ -44,13 +44,13 @@ def file_overrides(path: Path, level: str = "char") -> list[str]:
 
 def test_every_table_has_its_rows() -> None:
     counts = {
-        "ht-table1": 3, "ht-table2": 3, "ht-table3": 3, "ht-table4": 3, "ht-table5": 11,
-        "ht-table6": 8, "ht-table7": 5, "rt-table1": 2, "rt-table2": 2, "rt-table3": 2,
+        "ht-table1": 4, "ht-table2": 4, "ht-table3": 4, "ht-table4": 4, "ht-table5": 12,
+        "ht-table6": 17, "ht-table7": 5, "rt-table1": 2, "rt-table2": 2, "rt-table3": 2,
         "rt-table4": 2,
     }  # fmt: skip
     for table, count in counts.items():
         assert len(table_experiments(table)) == count, table
-    assert len(list_experiments()) == 39
+    assert len(list_experiments()) == 53
     for e in list_experiments():
         assert e.preset in PRESETS
         assert get_experiment(e.baseline).table == e.table
@@ -98,8 +98,14 @@ def test_published_numbers() -> None:
     assert get_experiment("ht-table4/rt-l3+tanh").published["test_ppl"] == 84.92
     assert get_experiment("ht-table3/t-l3").metric == "ppl"
     assert get_experiment("ht-table5/l6-xl+gated").published["train_hours"] == 21.10
-    assert get_experiment("ht-table5/l6-xl+tanh-l3-6").published == {"test_bpc": 1.244}
-    assert get_experiment("ht-table6/l12-xl+tanh-l1-12").published == {"test_bpc": 1.1280}
+    assert get_experiment("ht-table5/l6-xl+tanh-l3-6").published == {
+        "eval_bpc": 1.277,
+        "test_bpc": 1.24420,
+    }
+    assert get_experiment("ht-table6/l12-xl+tanh-l1-12").published == {
+        "eval_bpc": 1.143,
+        "test_bpc": 1.12797,
+    }
     assert get_experiment("rt-table3/rtransformer").published == {"test_bpc": 1.24}
     assert get_experiment("rt-table4/transformer").published == {"test_ppl": 122.37}
     assert get_experiment("rt-table3/rtransformer").baseline == "rt-table3/transformer"
@@ -115,7 +121,12 @@ def test_unknown_names_suggest_the_closest() -> None:
     with pytest.raises(ConfigError, match="unknown table or experiment"):
         resolve_experiments(["ht-table1", "nonsense"])
     names = [e.name for e in resolve_experiments(["ht-table1/t-l3", "ht-table1"])]
-    assert names == ["ht-table1/t-l3", "ht-table1/t-l3+sigmoid", "ht-table1/t-l3+tanh"]
+    assert names == [
+        "ht-table1/t-l3",
+        "ht-table1/t-l3+sigmoid",
+        "ht-table1/t-l3+tanh",
+        "ht-table1/t-l3+param-matched",
+    ]
 
 
 # --------------------------------------------------------------------------- scale

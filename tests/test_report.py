@@ -13,7 +13,7 @@ import yaml
 
 from highway_transformer.errors import ConfigError
 from highway_transformer.experiments import get_experiment, run_experiments
-from highway_transformer.report.gates import tsne_embedding, tsne_perplexity
+from highway_transformer.report.gates import pca_embedding
 from highway_transformer.report.report import write_report
 
 LN2 = math.log(2)
@@ -239,11 +239,23 @@ def test_runs_with_other_overrides_are_refused_or_named(tmp_path: Path) -> None:
     assert "Overrides on top of the scale: `train.max_steps=80`." in index
 
 
-def test_tsne_handles_few_points() -> None:
+def test_pca_handles_few_points() -> None:
     for n in (1, 2, 3, 5, 40):
-        assert tsne_perplexity(n) < n or n == 1
-        coords = tsne_embedding(np.random.default_rng(0).normal(size=(n, 8)))
+        coords = pca_embedding(np.random.default_rng(0).normal(size=(n, 8)))
         assert coords.shape == (n, 2) and np.isfinite(coords).all()
+
+
+def test_pca_finds_the_main_axis_and_is_deterministic() -> None:
+    rng = np.random.default_rng(1)
+    direction = rng.normal(size=8)
+    direction /= np.linalg.norm(direction)
+    t = np.linspace(-5, 5, 24)
+    points = t[:, None] * direction + 0.01 * rng.normal(size=(24, 8))
+    coords = pca_embedding(points)
+    # the first axis recovers the position along the line up to sign; the second is noise
+    assert abs(np.corrcoef(coords[:, 0], t)[0, 1]) > 0.999
+    assert np.abs(coords[:, 1]).max() < 0.1
+    assert np.allclose(coords, pca_embedding(points[::-1])[::-1])  # signs fixed: no flips
 
 
 def test_gate_biases_of_a_tiny_trained_model(tmp_path: Path) -> None:
@@ -258,12 +270,12 @@ def test_gate_biases_of_a_tiny_trained_model(tmp_path: Path) -> None:
     report = write_report(dirs, out)
     gates = report["gates"]
     assert list(gates["heatmaps"]) == ["ht-table1/t-l3+tanh"]  # the baseline has no gates
-    points = gates["tsne"]["points"]
+    points = gates["pca"]["points"]
     assert len(points) == 6  # 3 layers x (attn, ffn)
     assert {(p["layer"], p["sublayer"]) for p in points} == {
         (layer, kind) for layer in (1, 2, 3) for kind in ("attn", "ffn")
     }
     assert all(math.isfinite(p["x"]) and math.isfinite(p["y"]) for p in points)
-    for name in gates["tsne"]["figure"] + gates["heatmaps"]["ht-table1/t-l3+tanh"]:
+    for name in gates["pca"]["figure"] + gates["heatmaps"]["ht-table1/t-l3+tanh"]:
         assert (out / name).stat().st_size > 1000
     assert report["missing"] == []

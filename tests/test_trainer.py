@@ -111,7 +111,7 @@ def test_resume_of_another_tasks_run_is_refused(tmp_path: Path) -> None:
 def test_task_run_refuses_to_overwrite(tmp_path: Path) -> None:
     run = tmp_path / "run"
     train(tiny_task_config("adding/transformer", **{"train.max_steps": 2}), run)
-    with pytest.raises(CheckpointError, match="--resume"):
+    with pytest.raises(ConfigError, match="already holds a run .*--resume.*--overwrite"):
         train(tiny_task_config("adding/transformer"), run)
 
 

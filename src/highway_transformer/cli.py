@@ -49,7 +49,14 @@ def _train(args: argparse.Namespace) -> int:
         launch(args.nproc, without_nproc(args.argv[1:]))
         return 0
     out = Path(args.out or Path("runs") / config.name)
-    results = train(config, out, resume=args.resume, progress=not args.no_progress, log=_log)
+    results = train(
+        config,
+        out,
+        resume=args.resume,
+        overwrite=args.overwrite,
+        progress=not args.no_progress,
+        log=_log,
+    )
     if is_main_process():
         _print_metrics(results)
         print(f"run folder: {out}")
@@ -209,6 +216,23 @@ def _number(value: float) -> str:
     return f"{value:.4f}" if isinstance(value, float) else str(value)
 
 
+class _CommandParser(argparse.ArgumentParser):
+    """A sub-command parser whose ``KEY=VALUE`` overrides may come before and after options
+    (``highway train a=1 --no-progress b=2``)."""
+
+    _intermixing = False
+
+    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+        remainder = any(a.nargs in (argparse.REMAINDER, argparse.PARSER) for a in self._actions)
+        if self._intermixing or remainder:
+            return super().parse_known_args(args, namespace)
+        self._intermixing = True  # the intermixed parse calls parse_known_args itself
+        try:
+            return self.parse_known_intermixed_args(args, namespace)
+        finally:
+            self._intermixing = False
+
+
 def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -246,13 +270,16 @@ def build_parser() -> argparse.ArgumentParser:
         prog="highway", description="Self-gated Transformer sequence models (Highway Transformer)."
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_CommandParser)
 
     p = sub.add_parser("train", help="train a model from a preset and/or a config file")
     p.add_argument("--preset", help="preset name (see `highway presets`)")
     p.add_argument("--config", help="YAML or TOML file applied on top of the preset")
     p.add_argument("--out", help="run folder (default runs/NAME)")
     p.add_argument("--resume", action="store_true", help="continue the run folder's checkpoint")
+    p.add_argument(
+        "--overwrite", action="store_true", help="replace the records of a run already in --out"
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument(
         "--task",
@@ -327,6 +354,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def torch_oom() -> type[BaseException]:
+    """torch's out-of-memory error, without importing torch for commands that never use it."""
+    torch = sys.modules.get("torch")
+    return getattr(torch, "OutOfMemoryError", MemoryError) if torch else MemoryError
+
+
+def _fail(message: str) -> int:
+    print("error: " + " ".join(message.split()), file=sys.stderr)  # always one line
+    return 2
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -334,8 +372,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except HighwayError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return _fail(str(exc))
+    except OSError as exc:  # a place we cannot write or read: disk full, permissions, a file
+        where = f" {exc.filename}" if exc.filename else ""
+        return _fail(f"cannot use{where}: {exc.strerror or exc}; free space or choose another path")
+    except (MemoryError, torch_oom()):
+        return _fail("out of memory; use a smaller model, batch_size or seq_len")
     except KeyboardInterrupt:
         print("interrupted; continue with `highway train ... --resume`", file=sys.stderr)
         return 130

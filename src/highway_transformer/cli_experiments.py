@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from .errors import ConfigError
+from .experiments.scale import SCALES
 
 
 def _log(message: str) -> None:
@@ -41,7 +42,10 @@ def _experiments(args: argparse.Namespace) -> int:
         width = max(len(e.name) for e in rows)
         for e in rows:
             note = " (baseline)" if e.is_baseline else ""
-            trained = "" if e.preset == e.name else f"  [trained as {e.preset}]"
+            trained = ""
+            if e.preset != e.name:
+                matched = f", d_inner matched to {e.match_params_of}" if e.match_params_of else ""
+                trained = f"  [trained as {e.preset}{matched}]"
             print(f"  {e.name:<{width}}  {_published(e.published)}{note}{trained}")
     return 0
 
@@ -56,7 +60,7 @@ def split_targets(items: list[str]) -> tuple[list[str], list[str]]:
 
 
 def _run_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--scale", default="small", help="paper | small | tiny (default small)")
+    parser.add_argument("--scale", default="small", help=" | ".join(SCALES) + " (default small)")
     parser.add_argument("--seeds", type=int, default=1, help="seeds per row (default 1)")
     parser.add_argument("--jobs", type=int, default=1, help="runs trained at once (default 1)")
     parser.add_argument("--out", default="runs", help="root folder (default runs)")

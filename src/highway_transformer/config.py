@@ -8,6 +8,7 @@ experiments; a file or ``key=value`` overrides (``model.gate.kind=sdu``) change 
 from __future__ import annotations
 
 import json
+import math
 import sys
 import types
 import typing
@@ -17,7 +18,7 @@ from typing import Any, TypeVar
 
 import yaml
 
-from .errors import ConfigError, unknown_choice
+from .errors import ConfigError, HighwayError, unknown_choice
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -29,10 +30,12 @@ T = TypeVar("T")
 POSITIONALS = ("sinusoidal", "none")
 OPTIMIZERS = ("sgd", "adam", "adamw")
 SCHEDULES = ("constant", "linear", "cosine", "anneal")
+ANNEAL_RULES = ("best", "window", "window-strict")
 PRECISIONS = ("fp32", "bf16", "fp16")
 DIST_BACKENDS = ("auto", "gloo", "nccl")
-LEVELS = ("char", "word", "byte")
 FLAGS = ("auto", "true", "false")  # switches whose "auto" follows the family's reference code
+SUBWORD_LEVELS = ("bpe", "unigram")  # trained on the training split (data/subword.py)
+LEVELS = ("char", "word", "byte", *SUBWORD_LEVELS)
 
 
 @dataclass
@@ -164,7 +167,9 @@ class DataConfig:
 
     corpus: str = "pydoc"  # pydoc | ptb-word | ptb-char | enwik8 | text8 | wikitext-103 | file
     path: str | None = None  # a user text file (corpus=file) or a folder holding the corpus
-    level: str = "char"  # char | word | byte (corpus=file)
+    level: str = "char"  # char | word | byte | bpe | unigram (corpus=file)
+    subword_vocab_size: int | None = None  # bpe | unigram: most tokens (None: 1000)
+    cache: bool | None = None  # corpus=file: memory-mapped token-id cache (None: on)
     batch_size: int = 16
     seq_len: int = 400
     context: int = 0
@@ -184,6 +189,13 @@ class TrainConfig:
     min_lr: float = 0.0
     anneal_factor: float = 0.25  # anneal: lr *= factor when validation stalls
     anneal_patience: int = 0  # evaluations without improvement before annealing
+    # anneal: "best" anneals after anneal_patience + 1 evaluations without a new best;
+    # "window" anneals when a validation is no better than (>=) the worst of the previous
+    # anneal_window ones, from evaluation anneal_after + 1 on (RT word-PTB script: 5, 5);
+    # "window-strict" when it is worse (>) than that (RT char-PTB script: 3, 5).
+    anneal_rule: str = "best"  # best | window | window-strict: when annealing happens
+    anneal_window: int = 5  # window rules: previous validations compared with
+    anneal_after: int = 0  # window rules: validations before annealing may start
     momentum: float = 0.0
     weight_decay: float = 0.0
     betas: tuple[float, float] = (0.9, 0.999)
@@ -327,11 +339,21 @@ def set_dotted(data: dict[str, Any], key: str, value: Any) -> None:
     parts = key.split(".")
     node = data
     for i, part in enumerate(parts[:-1]):
+        if isinstance(node, dict) and part in node and not isinstance(node[part], dict):
+            raise ConfigError(
+                f"config key {'.'.join(parts[: i + 1])!r} is a single value, not a section; "
+                f"write {'.'.join(parts[: i + 1])}=VALUE (override {key!r} goes too deep)"
+            )
         if not isinstance(node, dict) or part not in node or not isinstance(node[part], dict):
             raise ConfigError(
                 f"unknown config key {'.'.join(parts[: i + 1])!r} in override {key!r}"
             )
         node = node[part]
+    if isinstance(node.get(parts[-1]), dict) and not isinstance(value, dict):
+        raise ConfigError(
+            f"config key {key!r} is a section; set one of its fields, e.g. "
+            f"{key}.{next(iter(node[parts[-1]]), 'field')}=VALUE"
+        )
     if parts[-1] not in node:
         raise unknown_choice(
             f"config key under {'.'.join(parts[:-1]) or 'the top level'}:",
@@ -358,14 +380,37 @@ def load_file(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"config file {path} does not exist")
-    text = path.read_text(encoding="utf-8")
+    text = read_text(path, ConfigError, "config file")
     try:
         data = tomllib.loads(text) if path.suffix == ".toml" else yaml.safe_load(text)
-    except (yaml.YAMLError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(f"cannot parse {path}: {str(exc).splitlines()[0]}") from None
+    except (yaml.YAMLError, tomllib.TOMLDecodeError, RecursionError) as exc:
+        raise ConfigError(f"cannot parse {path}: {first_line(exc)}") from None
     if not isinstance(data, dict):
-        raise ConfigError(f"{path} must hold a mapping of config sections")
+        raise ConfigError(f"{path} must hold a mapping of config sections (e.g. model: ...)")
     return data
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message (errors are printed on one line)."""
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
+
+
+def read_text(path: str | Path, error: type[HighwayError], what: str) -> str:
+    """A UTF-8 text file, or ``error`` naming the file (missing, unreadable, binary)."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise error(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+    if b"\0" in data:
+        raise error(f"{what} {path} is a binary file, not text; give the right file")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise error(
+            f"{what} {path} is not UTF-8 text (byte {exc.start}); save it as UTF-8"
+        ) from None
 
 
 def merge(base: dict[str, Any], update: dict[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -376,6 +421,16 @@ def merge(base: dict[str, Any], update: dict[str, Any], prefix: str = "") -> dic
             raise unknown_choice(f"config key under {prefix or 'the top level'}:", key, out)
         if isinstance(out[key], dict) and isinstance(value, dict):
             out[key] = merge(out[key], value, f"{prefix}{key}.")
+        elif isinstance(out[key], dict):
+            raise ConfigError(
+                f"config section {prefix}{key} must be a mapping of its fields "
+                f"(e.g. {prefix}{key}: {{{next(iter(out[key]), 'field')}: ...}}), got {value!r:.60}"
+            )
+        elif isinstance(value, dict):
+            raise ConfigError(
+                f"config key {prefix}{key} is a single value, not a section; "
+                f"write {prefix}{key}: VALUE (got a mapping)"
+            )
         else:
             out[key] = value
     return out
@@ -419,48 +474,187 @@ def _choice(what: str, value: str, choices: tuple[str, ...]) -> None:
         raise unknown_choice(what, value, choices)
 
 
-def _positive(where: str, value: float, allow_zero: bool = False) -> None:
-    if value < 0 or (value == 0 and not allow_zero):
-        bound = ">= 0" if allow_zero else "> 0"
-        raise ConfigError(f"{where} must be {bound}, got {value}")
+@dataclass(frozen=True)
+class Range:
+    """Allowed values of a numeric field: ``low <= value`` (``<`` when ``open_low``), likewise
+    ``high``; ``fix`` says what to write instead."""
+
+    low: float | None = None
+    high: float | None = None
+    open_low: bool = False
+    open_high: bool = False
+    fix: str = ""
+
+    def describe(self) -> str:
+        parts = []
+        if self.low is not None:
+            parts.append(f"{'>' if self.open_low else '>='} {self.low:g}")
+        if self.high is not None:
+            parts.append(f"{'<' if self.open_high else '<='} {self.high:g}")
+        return " and ".join(parts) or "a finite number"
+
+    def admits(self, value: float) -> bool:
+        if not math.isfinite(value):
+            return False
+        if self.low is not None and (value < self.low or (self.open_low and value == self.low)):
+            return False
+        return not (
+            self.high is not None and (value > self.high or (self.open_high and value == self.high))
+        )
+
+
+_AT_LEAST_1 = Range(1)
+_NON_NEGATIVE = Range(0)
+_PROBABILITY = Range(0, 1, open_high=True, fix="a dropout of 0.1 drops 10%")
+
+#: Every numeric field's allowed values, listed once; :func:`validate` checks them all first.
+#: ``None`` (where a field allows it) means "as another field" and is always accepted.
+FIELD_RANGES: dict[str, Range] = {
+    "model.vocab_size": Range(0, fix="0 takes it from the data"),
+    "model.d_model": _AT_LEAST_1,
+    "model.n_layers": _AT_LEAST_1,
+    "model.n_heads": _AT_LEAST_1,
+    "model.d_head": Range(1, fix="leave it unset (null) for d_model // n_heads"),
+    "model.d_inner": _AT_LEAST_1,
+    "model.dropout": _PROBABILITY,
+    "model.dropout_emb": _PROBABILITY,
+    "model.dropout_attn": _PROBABILITY,
+    "model.dropout_pos": _PROBABILITY,
+    "model.dropout_out": _PROBABILITY,
+    "model.init_range": Range(0, open_low=True, fix="e.g. 0.1"),
+    "model.init_std": Range(0, open_low=True, fix="e.g. 0.02"),
+    "model.init_proj_std": Range(0, open_low=True, fix="e.g. 0.01, or unset it"),
+    "model.shaw_clip": _AT_LEAST_1,
+    "model.adaptive_cutoffs": _AT_LEAST_1,
+    "model.adaptive_div": Range(1, fix="e.g. 4"),
+    "model.gate.bias": Range(-100, 100, fix="gate biases are small, e.g. 0 or 2"),
+    "model.local_rnn.window": _AT_LEAST_1,
+    "model.local_rnn.per_block": _AT_LEAST_1,
+    "model.memory.mem_len": _NON_NEGATIVE,
+    "model.memory.clamp_len": Range(-1, fix="0 or -1 means no clamping"),
+    "model.memory.eval_mem_len": _NON_NEGATIVE,
+    "model.memory.eval_clamp_len": Range(-1, fix="0 or -1 means no clamping"),
+    "data.batch_size": _AT_LEAST_1,
+    "data.seq_len": _AT_LEAST_1,
+    "data.context": _NON_NEGATIVE,
+    "data.eval_batch_size": _AT_LEAST_1,
+    "data.eval_seq_len": Range(1, fix="leave it unset (null) to use data.seq_len"),
+    "data.eval_context": Range(0, fix="leave it unset (null) to use data.context"),
+    "data.max_train_tokens": Range(2, fix="leave it unset (null) to use the whole stream"),
+    "data.max_eval_tokens": Range(2, fix="leave it unset (null) to use the whole splits"),
+    "data.subword_vocab_size": Range(2, fix="e.g. 1000, or unset it"),
+    "train.lr": Range(0, open_low=True, fix="e.g. 2.0 for SGD, 2.5e-4 for Adam"),
+    "train.warmup_steps": Range(0, fix="0 disables warm-up"),
+    "train.min_lr": _NON_NEGATIVE,
+    "train.anneal_factor": Range(0, 1, open_low=True, fix="e.g. 0.25"),
+    "train.anneal_patience": _NON_NEGATIVE,
+    "train.anneal_window": _AT_LEAST_1,
+    "train.anneal_after": _NON_NEGATIVE,
+    "train.momentum": Range(0, 1, open_high=True),
+    "train.weight_decay": _NON_NEGATIVE,
+    "train.betas": Range(0, 1, open_high=True, fix="e.g. [0.9, 0.999]"),
+    "train.clip": Range(0, fix="0 disables clipping"),
+    "train.max_steps": _AT_LEAST_1,
+    "train.eval_interval": _AT_LEAST_1,
+    "train.eval_max_tokens": Range(1, fix="leave it unset (null) for the whole split"),
+    "train.log_interval": Range(1, fix="log every N steps, e.g. 10"),
+    "train.checkpoint_interval": Range(0, fix="0 checkpoints at each evaluation"),
+    "train.seed": Range(0, 2**63 - 1),
+    "train.threads": Range(0, fix="0 leaves the thread count as it is"),
+    "train.accumulate": Range(1, fix="1 disables gradient accumulation"),
+    "train.dist_timeout": Range(0, open_low=True, fix="seconds, e.g. 600"),
+    "task.length": _AT_LEAST_1,
+    "task.max_len": Range(0, fix="0 means no limit"),
+    "task.beam_size": _AT_LEAST_1,
+}
+
+
+def _field_value(config: Config, dotted: str) -> Any:
+    node: Any = config
+    for part in dotted.split("."):
+        node = getattr(node, part)
+    return node
+
+
+def _type_fits(value: Any, hint: Any) -> bool:
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(_type_fits(value, a) for a in args)
+    if hint is type(None):
+        return value is None
+    if origin is tuple:
+        items = args[:1] * len(value) if len(args) == 2 and args[1] is Ellipsis else args
+        return (
+            isinstance(value, tuple)
+            and len(items) == len(value)
+            and all(_type_fits(v, a) for v, a in zip(value, items, strict=True))
+        )
+    if hint is float:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if is_dataclass(hint):
+        return isinstance(value, hint)
+    return isinstance(value, hint) if isinstance(hint, type) else True
+
+
+def check_types(obj: Any, prefix: str = "") -> None:
+    """Every field of a (nested) config dataclass has its declared type (API-built configs
+    are not coerced the way files and overrides are)."""
+    for name, hint in _resolve_hints(type(obj)).items():
+        value = getattr(obj, name)
+        if not _type_fits(value, hint):
+            wanted = getattr(hint, "__name__", str(hint).replace("typing.", ""))
+            raise ConfigError(f"{prefix}{name} must be of type {wanted}, got {value!r}")
+        if is_dataclass(value):
+            check_types(value, f"{prefix}{name}.")
+
+
+def validate_model(model: ModelConfig) -> ModelConfig:
+    """Check a model config on its own (what :func:`validate` checks of ``model``)."""
+    validate(Config(model=model))
+    return model
+
+
+def check_ranges(config: Config) -> None:
+    """Every field of :data:`FIELD_RANGES` within its range; the error names field and fix."""
+    for name, allowed in FIELD_RANGES.items():
+        value = _field_value(config, name)
+        for item in value if isinstance(value, tuple) else (value,):
+            if item is None or allowed.admits(item):
+                continue
+            fix = f" ({allowed.fix})" if allowed.fix else ""
+            raise ConfigError(f"{name} must be {allowed.describe()}, got {item}{fix}")
 
 
 def validate(config: Config) -> Config:
     """Check every field that can be checked without data; raise ConfigError naming the fix."""
     from .models.builders import check_model_config
 
+    check_types(config)
+    check_ranges(config)
     m, d, t = config.model, config.data, config.train
     check_model_config(m)  # names and family-specific settings, read from the registries
     _choice("positional encoding", m.positional, POSITIONALS)
-    for name in ("d_model", "n_layers", "n_heads", "d_inner"):
-        _positive(f"model.{name}", getattr(m, name))
     if m.d_head is None and m.d_model % m.n_heads:
         raise ConfigError(
             f"model.d_model={m.d_model} does not divide into model.n_heads={m.n_heads} heads; "
             "choose n_heads dividing d_model or set model.d_head"
         )
-    for name in ("dropout", "dropout_attn", "dropout_pos", "dropout_out"):
-        value = getattr(m, name)
-        if value is not None and not 0.0 <= value < 1.0:
-            raise ConfigError(f"model.{name} must be in [0, 1), got {value}")
-    if m.local_rnn.window < 1:
-        raise ConfigError(f"model.local_rnn.window must be >= 1, got {m.local_rnn.window}")
-    for name in ("clamp_len", "eval_clamp_len"):
-        value = getattr(m.memory, name)
-        if value is not None and value < -1:
-            raise ConfigError(f"model.memory.{name} must be >= 0 (or -1: no clamping), got {value}")
-    if m.memory.eval_mem_len is not None and m.memory.eval_mem_len < 0:
-        raise ConfigError(f"model.memory.eval_mem_len must be >= 0, got {m.memory.eval_mem_len}")
-    if m.memory.mem_len < 0:
-        raise ConfigError(f"model.memory.mem_len must be >= 0, got {m.memory.mem_len}")
+    if not str(m.gate.layers).strip():
+        raise ConfigError(
+            "model.gate.layers is empty; write all, none, 1-3, 1,2 or 1-6\\FFN (1-based layers)"
+        )
     check_fidelity_options(config)
-    if m.shaw_clip < 1:
-        raise ConfigError(f"model.shaw_clip must be >= 1, got {m.shaw_clip}")
     if list(m.adaptive_cutoffs) != sorted(set(m.adaptive_cutoffs)):
         raise ConfigError("model.adaptive_cutoffs must be strictly increasing")
+    if m.adaptive_cutoffs and m.tie_weights:
+        raise ConfigError(
+            "model.tie_weights=true cannot tie an adaptive softmax (model.adaptive_cutoffs); "
+            "set model.tie_weights=false"
+        )
     _choice("corpus level", d.level, LEVELS)
-    for name in ("batch_size", "seq_len", "eval_batch_size"):
-        _positive(f"data.{name}", getattr(d, name))
+    check_file_corpus_config(d)
     for ctx_name, len_name in (("context", "seq_len"), ("eval_context", "eval_seq_len")):
         ctx = getattr(d, ctx_name)
         length = getattr(d, len_name) or d.seq_len
@@ -470,14 +664,14 @@ def validate(config: Config) -> Config:
     check_task_config(config)
     _choice("optimizer", t.optimizer, OPTIMIZERS)
     _choice("learning-rate schedule", t.schedule, SCHEDULES)
+    _choice("anneal rule", t.anneal_rule, ANNEAL_RULES)
+    if t.anneal_rule != "best" and t.schedule != "anneal":
+        raise ConfigError(
+            f"train.anneal_rule={t.anneal_rule} applies to train.schedule=anneal only, "
+            f"not {t.schedule}; drop it or set train.schedule=anneal"
+        )
     _choice("precision", t.precision, PRECISIONS)
-    _positive("train.lr", t.lr)
-    _positive("train.max_steps", t.max_steps)
-    _positive("train.eval_interval", t.eval_interval)
-    _positive("train.clip", t.clip, allow_zero=True)
-    _positive("train.accumulate", t.accumulate)
     _choice("distributed backend", t.dist_backend, DIST_BACKENDS)
-    _positive("train.dist_timeout", t.dist_timeout)
     if t.fused_optimizer and t.optimizer == "sgd":
         raise ConfigError(
             "train.fused_optimizer applies to adam and adamw only; set train.optimizer=adamw "
@@ -497,6 +691,22 @@ def check_fidelity_options(config: Config) -> None:
         )
 
 
+def check_file_corpus_config(d: DataConfig) -> None:
+    """Subword levels and the token cache apply to user files only; sizes to subword levels."""
+    if d.level in SUBWORD_LEVELS and d.corpus != "file":
+        raise ConfigError(
+            f"data.level={d.level} trains a tokenizer on your own text: use it with "
+            f"data.corpus=file (the {d.corpus} corpus has its published vocabulary)"
+        )
+    if d.cache is not None and d.corpus != "file":
+        raise ConfigError(f"data.cache applies to data.corpus=file, not {d.corpus}; remove it")
+    if d.subword_vocab_size is not None and d.level not in SUBWORD_LEVELS:
+        raise ConfigError(
+            f"data.subword_vocab_size applies to data.level={' or '.join(SUBWORD_LEVELS)}, "
+            f"not {d.level}; remove it or choose a subword level"
+        )
+
+
 def check_task_config(config: Config) -> None:
     """Check the ``task`` section; raise :class:`ConfigError` saying what to change."""
     task = config.task
@@ -506,11 +716,5 @@ def check_task_config(config: Config) -> None:
     _choice("task.pooling", task.pooling, tuple(POOLINGS))
 
     normalize_score(task.score)
-    if task.beam_size < 1:
-        raise ConfigError(f"task.beam_size must be >= 1, got {task.beam_size}")
-    if task.max_len < 0:
-        raise ConfigError(f"task.max_len must be >= 0 (0 = no limit), got {task.max_len}")
-    if task.name in ("copy", "adding", "seq2seq") and task.length < 1:
-        raise ConfigError(f"task.length must be >= 1 for the {task.name} task, got {task.length}")
     if task.name == "adding" and task.length < 2:
         raise ConfigError("the adding problem needs task.length >= 2")

@@ -19,6 +19,7 @@ import yaml
 
 from .config import Config, DataConfig, GateConfig, ModelConfig, TrainConfig
 from .errors import ConfigError, DataError
+from .extras import import_extra
 from .report.compare import compare_runs
 from .train.trainer import train
 
@@ -88,8 +89,8 @@ def run_comparison(
             log(f"{variant}: already trained, skipped")
             continue
         log(f"training {variant} ({config.train.max_steps} steps)")
-        resume = (run_dir / "checkpoint").exists()
-        train(config, run_dir, resume=resume, progress=progress, log=log)
+        resume = (run_dir / "checkpoint").exists() or (run_dir / "checkpoint.old").exists()
+        train(config, run_dir, resume=resume, overwrite=not resume, progress=progress, log=log)
     samples = {variant: sample(out / variant, prompt) for variant in configs}
     return write_demo_report(out, list(configs), title, samples)
 
@@ -97,6 +98,7 @@ def run_comparison(
 def run_demo(
     out: str | Path, steps: int = 400, progress: bool = True, log: Callable[[str], None] = print
 ) -> dict[str, Any]:
+    import_extra("matplotlib", "the demo's figure")  # fail before minutes of training
     configs = {variant: demo_config(variant, steps) for variant in VARIANTS}
     title = "Demo: plain vs σ-SDU vs tanh-SDU Transformer (embedded corpus, char level)"
     return run_comparison(out, configs, progress, log, title)

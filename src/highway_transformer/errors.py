@@ -46,5 +46,13 @@ def unknown_choice(
     return ConfigError(f"unknown {what} {name!r}; choose one of: {', '.join(options)}.{hint}")
 
 
+class RunFolderBusy(HighwayError):
+    """Another process owns the run folder (its lock file names the owner)."""
+
+
+class MissingExtra(HighwayError, ImportError):
+    """An optional dependency is not installed; the message names the extra to install."""
+
+
 #: Longest list of choices an error message prints in full.
 MAX_LISTED = 12

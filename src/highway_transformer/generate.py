@@ -18,6 +18,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
+from .data.subword import SubwordVocabulary
 from .data.vocab import Vocabulary
 from .errors import ConfigError, DataError
 from .models.lm import LanguageModel
@@ -35,6 +36,8 @@ def spells_spaces(vocab: Vocabulary) -> bool:
 
 def tokenize_prompt(vocab: Vocabulary, prompt: str) -> list[int]:
     """Prompt symbols at the vocabulary's level; unknown symbols map to ``<unk>`` or fail."""
+    if isinstance(vocab, SubwordVocabulary):  # byte-level: every prompt encodes
+        return vocab.encode_text(prompt).tolist()
     if vocab.level == "byte":
         symbols = [chr(b) for b in prompt.encode("utf-8")]
     elif vocab.level == "word":
@@ -53,6 +56,8 @@ def tokenize_prompt(vocab: Vocabulary, prompt: str) -> list[int]:
 
 
 def detokenize(vocab: Vocabulary, ids: list[int]) -> str:
+    if isinstance(vocab, SubwordVocabulary):
+        return vocab.decode_text(ids)
     symbols = vocab.decode(ids)
     if vocab.level == "byte":
         return "".join(symbols).encode("latin-1").decode("utf-8", errors="replace")

@@ -53,8 +53,8 @@ def eval_rows(ids: Tensor, batch_size: int) -> tuple[Tensor, Tensor]:
         raise DataError("an evaluation split needs at least 2 tokens")
     rows = min(batch_size, n_targets)
     n = math.ceil(n_targets / rows)
-    inputs = torch.zeros(rows * n, dtype=ids.dtype)
-    targets = torch.full((rows * n,), IGNORE, dtype=ids.dtype)
+    inputs = torch.zeros(rows * n, dtype=torch.long)
+    targets = torch.full((rows * n,), IGNORE, dtype=torch.long)
     inputs[:n_targets] = ids[:-1]
     targets[:n_targets] = ids[1:]
     return inputs.view(rows, n), targets.view(rows, n)
@@ -81,6 +81,9 @@ def window_bounds(length: int, seq_len: int, context: int) -> list[tuple[int, in
 
 
 def windows(inputs: Tensor, targets: Tensor, seq_len: int, context: int) -> Iterator[Window]:
-    """Iterate the windows of a ``[B, N]`` layout in stream order."""
+    """Iterate the windows of a ``[B, N]`` layout in stream order, as ``int64`` ids.
+
+    Only a window is converted: a memory-mapped ``uint16`` corpus stays on disk.
+    """
     for i, (start, end, loss_start) in enumerate(window_bounds(inputs.shape[1], seq_len, context)):
-        yield Window(inputs[:, start:end], targets[:, start:end], loss_start, i)
+        yield Window(inputs[:, start:end].long(), targets[:, start:end].long(), loss_start, i)

@@ -12,7 +12,8 @@ name                what
 ``text8``           cleaned Wikipedia, 27 characters, 90M/5M/5M split
 ``wikitext-103``    WikiText-103 word level (use with adaptive softmax)
 ``file``            any text file (split 90/5/5) or folder with train/valid/test.txt, at
-                    ``char``, ``word`` or ``byte`` level
+                    ``char``, ``word`` or ``byte`` level or with a ``bpe``/``unigram``
+                    tokenizer trained on it; token ids are cached (memory-mapped)
 ==================  =====================================================================
 """
 
@@ -21,7 +22,8 @@ from __future__ import annotations
 import hashlib
 import tarfile
 import zipfile
-from collections.abc import Callable, Iterable
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,14 +31,16 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..config import DataConfig
+from ..config import SUBWORD_LEVELS, DataConfig
 from ..errors import DataError, unknown_choice
-from .download import cache_dir, fetch, sha256_of
+from .download import cache_dir, fetch, sha256_of, staged_folder
+from .subword import SubwordVocabulary
+from .token_cache import cache_key, cached_splits, vocab_digest
 from .vocab import EOS, UNK, Vocabulary
 
 SPLITS = ("train", "valid", "test")
 
-PTB_URL = "http://www.fit.vutbr.cz/~imikolov/rnnlm/simple-examples.tgz"
+PTB_URL = "https://www.fit.vutbr.cz/~imikolov/rnnlm/simple-examples.tgz"
 #: SHA-256 of the PTB files (Mikolov's simple-examples/data), checked after extraction.
 PTB_SHA256 = {
     "ptb.train.txt": "fcea919f6cf83f35d4d00c6cbf08040d13d4155226340912e2fef9c9c4102cbf",
@@ -50,30 +54,49 @@ PTB_SHA256 = {
 
 @dataclass(frozen=True)
 class Archive:
-    """A zipped single-file corpus; ``sha256`` of the archive (None: not published)."""
+    """A zipped single-file corpus; ``sha256`` of the archive (None: not published).
+
+    ``sha1_of_member`` and ``alphabet`` check the extracted file, downloaded or given by path.
+    """
 
     url: str
     member: str
     size: int
     sha256: str | None = None
     sha1_of_member: str | None = None
+    alphabet: bytes | None = None  # every byte of the file is one of these
 
 
 # The Hutter-prize files are published with a size and (enwik8) a SHA-1 of the extracted
-# file, not a SHA-256 of the archive: the extracted file is checked against those.
+# file, not a SHA-256 of the archive: the extracted file is checked against those. No
+# checksum of text8 is published and none could be computed where this was written (no
+# network): text8 is checked by its size and its alphabet (a-z and space only, by
+# construction), which any truncation, bit flip or other file fails.
 ENWIK8 = Archive(
-    "http://mattmahoney.net/dc/enwik8.zip",
+    "https://mattmahoney.net/dc/enwik8.zip",
     "enwik8",
     100_000_000,
     sha1_of_member="57b8363b814821dc9d47aa4d41f58733519076b2",
 )
-TEXT8 = Archive("http://mattmahoney.net/dc/text8.zip", "text8", 100_000_000)
+TEXT8 = Archive(
+    "https://mattmahoney.net/dc/text8.zip",
+    "text8",
+    100_000_000,
+    alphabet=b" abcdefghijklmnopqrstuvwxyz",
+)
 WIKITEXT103_URL = "https://s3.amazonaws.com/research.metamind.io/wikitext/wikitext-103-v1.zip"
+#: MD5 of wikitext-103-v1.zip as published with the data set (and pinned by torchtext); no
+#: SHA-256 is published and none could be computed here. MD5 still detects any corruption.
+WIKITEXT103_MD5 = "9ddaacaf6af0710eda8c456decff7832"
 
 
 @dataclass
 class Corpus:
-    """Token ids of the three splits and the vocabulary that encodes them."""
+    """Token ids of the three splits and the vocabulary that encodes them.
+
+    Ids are ``int64`` tensors, or for a cached user corpus (``corpus=file``) ``uint16``/
+    ``uint32`` tensors mapped from disk; batching converts one window at a time.
+    """
 
     name: str
     vocab: Vocabulary
@@ -97,6 +120,33 @@ def line_tokens(text: str, eos: str = EOS) -> list[str]:
         out.extend(line.split())
         out.append(eos)
     return out
+
+
+def line_chunks(text: str, size: int = 1 << 22) -> Iterator[str]:
+    """Pieces of ``text`` of about ``size`` characters, each ending after a line feed.
+
+    ``line_tokens`` of the pieces, joined, equals ``line_tokens(text)``: a cut after ``\\n``
+    never splits a line break.
+    """
+    start = 0
+    while start < len(text):
+        end = text.find("\n", start + size - 1) + 1 or len(text)
+        yield text[start:end]
+        start = end
+
+
+def count_words(text: str) -> Counter[str]:
+    """Counts of ``line_tokens(text)``, a piece at a time (no list of every token)."""
+    counts: Counter[str] = Counter()
+    for piece in line_chunks(text):
+        counts.update(line_tokens(piece))
+    return counts
+
+
+def encode_words(text: str, vocab: Vocabulary) -> Tensor:
+    """Ids of ``line_tokens(text)``, a piece at a time: 8 bytes a token, not a Python list."""
+    parts = [np.asarray(vocab.encode(line_tokens(piece)), np.int64) for piece in line_chunks(text)]
+    return torch.from_numpy(np.concatenate(parts) if parts else np.zeros(0, np.int64))
 
 
 def byte_vocabulary() -> Vocabulary:
@@ -185,8 +235,7 @@ def ptb_folder(config: DataConfig, download: bool) -> Path:
 def download_ptb(folder: Path) -> Path:
     """Fetch Mikolov's archive and extract the six PTB files, each checked by SHA-256."""
     archive = fetch(PTB_URL, None, cache_dir() / "simple-examples.tgz")
-    folder.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(archive) as tar:
+    with tarfile.open(archive) as tar, staged_folder(folder) as tmp:
         for name, digest in PTB_SHA256.items():
             member = tar.extractfile(f"./simple-examples/data/{name}") or None
             if member is None:
@@ -194,7 +243,7 @@ def download_ptb(folder: Path) -> Path:
             data = member.read()
             if hashlib.sha256(data).hexdigest() != digest:
                 raise DataError(f"{name} from {PTB_URL} fails its SHA-256 check; not used")
-            (folder / name).write_bytes(data)
+            (tmp / name).write_bytes(data)
     return folder
 
 
@@ -206,6 +255,11 @@ def _ptb(config: DataConfig, vocab: Vocabulary | None, download: bool, char: boo
         path = folder / f"{prefix}{split}.txt"
         if not path.is_file():
             raise DataError(f"{path} is missing; the PTB folder needs all three splits")
+        if sha256_of(path) != PTB_SHA256[path.name]:
+            raise DataError(
+                f"{path} is not Mikolov's {path.name} (SHA-256 differs); replace it with the "
+                "original (`highway download ptb`), or use corpus=file for other text"
+            )
         texts[split] = read_text(path)
     tokens = {s: line_tokens(texts[s]) for s in SPLITS}
     if vocab is None:
@@ -221,17 +275,19 @@ def _hutter(
 ) -> Corpus:
     folder = Path(config.path) if config.path else cache_dir()
     path = folder / archive.member
+    zipped = folder / Path(archive.url).name
+    if not path.is_file() and zipped.is_file():  # a local copy of the archive: unzip it
+        extract_archive(archive, folder, zipped)
     if not path.is_file():
         if not download or config.path:
             raise DataError(
-                f"{archive.member} not found at {path}; download {archive.url}, unzip it there"
-                " and pass data.path=FOLDER, or run `highway download "
+                f"{archive.member} not found at {path}; download {archive.url}, put it (or its"
+                " unzipped file) there and pass data.path=FOLDER, or run `highway download "
                 f"{archive.member}`"
             )
         extract_archive(archive, folder)
     data = path.read_bytes()
-    if len(data) != archive.size:
-        raise DataError(f"{path} has {len(data)} bytes, expected {archive.size}; re-download it")
+    check_member(archive, data, str(path))
     a, b = 90_000_000, 95_000_000
     if archive.member == "enwik8":
         vocab = vocab or byte_vocabulary()
@@ -244,16 +300,32 @@ def _hutter(
     return Corpus(archive.member, vocab, *parts)
 
 
-def extract_archive(archive: Archive, folder: Path) -> Path:
-    """Download (checked) and extract a zipped corpus; verify the extracted file."""
-    zipped = fetch(archive.url, archive.sha256, cache_dir() / Path(archive.url).name)
-    folder.mkdir(parents=True, exist_ok=True)
-    with zipfile.ZipFile(zipped) as zf:
-        data = zf.read(archive.member)
+def check_member(archive: Archive, data: bytes, where: str) -> None:
+    """The extracted corpus file against its published size, SHA-1 and alphabet."""
     if len(data) != archive.size:
-        raise DataError(f"{archive.member} from {archive.url} has the wrong size; not used")
+        raise DataError(
+            f"{where} has {len(data)} bytes, expected {archive.size}; not used (re-download it)"
+        )
     if archive.sha1_of_member and hashlib.sha1(data).hexdigest() != archive.sha1_of_member:
-        raise DataError(f"{archive.member} from {archive.url} fails its checksum; not used")
+        raise DataError(f"{where} fails its published SHA-1 check; not used (re-download it)")
+    if archive.alphabet is not None and data.translate(None, archive.alphabet):
+        raise DataError(
+            f"{where} holds bytes outside {archive.member}'s alphabet; not used (re-download it)"
+        )
+
+
+def extract_archive(archive: Archive, folder: Path, zipped: Path | None = None) -> Path:
+    """Extract a zipped corpus (downloaded and checked unless ``zipped`` is given); verify
+    the extracted file before it is written."""
+    if zipped is None:
+        zipped = fetch(archive.url, archive.sha256, cache_dir() / Path(archive.url).name)
+    try:
+        with zipfile.ZipFile(zipped) as zf:
+            data = zf.read(archive.member)
+    except (zipfile.BadZipFile, KeyError, OSError) as exc:
+        raise DataError(f"cannot unzip {archive.member} from {zipped}: {exc}") from None
+    check_member(archive, data, f"{archive.member} from {zipped}")
+    folder.mkdir(parents=True, exist_ok=True)
     out = folder / archive.member
     out.write_bytes(data)
     return out
@@ -268,44 +340,74 @@ def _wikitext103(config: DataConfig, vocab: Vocabulary | None, download: bool) -
                 f"WikiText-103 not found in {folder} (wiki.train.tokens ...); download "
                 f"{WIKITEXT103_URL}, unzip it and pass data.path=FOLDER"
             )
-        zipped = fetch(WIKITEXT103_URL, None, cache_dir() / "wikitext-103-v1.zip")
-        with zipfile.ZipFile(zipped) as zf:
-            folder.mkdir(parents=True, exist_ok=True)
-            for split, path in names.items():
-                path.write_bytes(zf.read(f"wikitext-103/wiki.{split}.tokens"))
-    tokens = {s: line_tokens(read_text(names[s])) for s in SPLITS}
-    vocab = vocab or Vocabulary.build(tokens["train"], "word", unk=UNK, eos=EOS)
-    return Corpus("wikitext-103", vocab, *(torch.tensor(vocab.encode(tokens[s])) for s in SPLITS))
+        zipped = fetch(
+            WIKITEXT103_URL, None, cache_dir() / "wikitext-103-v1.zip", md5=WIKITEXT103_MD5
+        )
+        try:
+            with zipfile.ZipFile(zipped) as zf, staged_folder(folder) as tmp:
+                for split, path in names.items():
+                    (tmp / path.name).write_bytes(zf.read(f"wikitext-103/wiki.{split}.tokens"))
+        except (zipfile.BadZipFile, KeyError) as exc:
+            raise DataError(f"cannot unzip WikiText-103 from {zipped}: {exc}") from None
+    texts = {s: read_text(names[s]) for s in SPLITS}
+    vocab = vocab or Vocabulary.build(count_words(texts["train"]), "word", unk=UNK, eos=EOS)
+    return Corpus("wikitext-103", vocab, *(encode_words(texts[s], vocab) for s in SPLITS))
+
+
+def _file_sources(path: Path) -> list[Path]:
+    """The file, or a folder's train/valid/test.txt (all three must exist)."""
+    if path.is_dir():
+        files = [path / f"{s}.txt" for s in SPLITS]
+        missing = [str(p) for p in files if not p.is_file()]
+        if missing:
+            raise DataError(f"missing {', '.join(missing)}; a corpus folder needs all three")
+        return files
+    if path.is_file():
+        return [path]
+    raise DataError(f"data.path={path} does not exist")
 
 
 def _file(config: DataConfig, vocab: Vocabulary | None) -> Corpus:
     if not config.path:
         raise DataError("corpus=file needs data.path=FILE (or a folder with train/valid/test.txt)")
-    path = Path(config.path)
-    if path.is_dir():
-        files = {s: path / f"{s}.txt" for s in SPLITS}
-        missing = [str(p) for p in files.values() if not p.is_file()]
-        if missing:
-            raise DataError(f"missing {', '.join(missing)}; a corpus folder needs all three")
-        raw = {s: files[s].read_bytes() for s in SPLITS}
-    elif path.is_file():
-        if config.level != "byte":  # split decoded text: a cut never falls inside a character
-            text = read_text(path)
-            a, b = _split_fractions(len(text))
-            parts = {"train": text[:a], "valid": text[a:b], "test": text[b:]}
-            raw = {k: v.encode("utf-8") for k, v in parts.items()}
-        else:
-            data = path.read_bytes()
-            a, b = _split_fractions(len(data))
-            raw = {"train": data[:a], "valid": data[a:b], "test": data[b:]}
+    sources = _file_sources(Path(config.path))
+    if config.cache is False:
+        splits, vocab = _encode_file(config, sources, vocab)
     else:
-        raise DataError(f"data.path={path} does not exist")
+        spec = {
+            "corpus": "file",
+            "layout": "folder" if len(sources) > 1 else "90/5/5",
+            "level": config.level,
+            "subword_vocab_size": config.subword_vocab_size,
+            "vocab": vocab_digest(vocab),
+        }
+        key = cache_key([sha256_of(p) for p in sources], spec)
+        splits, vocab = cached_splits(key, lambda: _encode_file(config, sources, vocab))
+    return Corpus("file", vocab, *(splits[s] for s in SPLITS))
+
+
+def _encode_file(
+    config: DataConfig, sources: list[Path], vocab: Vocabulary | None
+) -> tuple[dict[str, Tensor], Vocabulary]:
+    """Read, split and encode a user corpus in memory (the token cache stores the result)."""
+    path = Path(config.path or "")
+    if len(sources) == 3:
+        raw = {s: p.read_bytes() for s, p in zip(SPLITS, sources, strict=True)}
+    elif config.level != "byte":  # split decoded text: a cut never falls inside a character
+        text = read_text(path)
+        a, b = _split_fractions(len(text))
+        parts = {"train": text[:a], "valid": text[a:b], "test": text[b:]}
+        raw = {k: v.encode("utf-8") for k, v in parts.items()}
+    else:
+        data = path.read_bytes()
+        a, b = _split_fractions(len(data))
+        raw = {"train": data[:a], "valid": data[a:b], "test": data[b:]}
     if not raw["train"].strip():
         raise DataError(f"{path} is empty; give a text file with some content")
     level = config.level
     if level == "byte":
         vocab = vocab or byte_vocabulary()
-        return Corpus("file", vocab, *(encode_bytes(raw[s]) for s in SPLITS))
+        return {s: encode_bytes(raw[s]) for s in SPLITS}, vocab
     texts = {}
     for split in SPLITS:
         try:
@@ -314,12 +416,27 @@ def _file(config: DataConfig, vocab: Vocabulary | None) -> Corpus:
             raise DataError(
                 f"{path} is not UTF-8 text ({split} part); use data.level=byte for binary files"
             ) from None
+    if level in SUBWORD_LEVELS:
+        return _encode_subword(config, texts, vocab)
     if level == "char":
         vocab = vocab or Vocabulary.build(texts["train"], "char", unk=UNK)
-        return Corpus("file", vocab, *(encode_chars(texts[s], vocab) for s in SPLITS))
-    tokens = {s: line_tokens(texts[s]) for s in SPLITS}
-    vocab = vocab or Vocabulary.build(tokens["train"], "word", unk=UNK, eos=EOS)
-    return Corpus("file", vocab, *(torch.tensor(vocab.encode(tokens[s])) for s in SPLITS))
+        return {s: encode_chars(texts[s], vocab) for s in SPLITS}, vocab
+    vocab = vocab or Vocabulary.build(count_words(texts["train"]), "word", unk=UNK, eos=EOS)
+    return {s: encode_words(texts[s], vocab) for s in SPLITS}, vocab
+
+
+def _encode_subword(
+    config: DataConfig, texts: dict[str, str], vocab: Vocabulary | None
+) -> tuple[dict[str, Tensor], Vocabulary]:
+    """A BPE/unigram tokenizer trained on the training split (or the checkpoint's)."""
+    if vocab is None:
+        vocab = SubwordVocabulary.train(texts["train"], config.level, config.subword_vocab_size)
+    elif not isinstance(vocab, SubwordVocabulary) or vocab.level != config.level:
+        raise DataError(
+            f"data.level={config.level} needs a {config.level} tokenizer, but the given "
+            f"vocabulary is {vocab.level}-level; use the checkpoint's own data settings"
+        )
+    return {s: torch.from_numpy(vocab.encode_text(texts[s])) for s in SPLITS}, vocab
 
 
 CORPORA: dict[str, Callable[[DataConfig, Vocabulary | None, bool], Corpus]] = {

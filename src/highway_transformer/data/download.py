@@ -7,6 +7,8 @@ import os
 import shutil
 import tempfile
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from ..errors import DataError
@@ -34,14 +36,43 @@ def sha256_of(path: Path, chunk: int = 1 << 20) -> str:
     return digest.hexdigest()
 
 
-def fetch(url: str, sha256: str | None, dest: Path) -> Path:
+def md5_of(path: Path, chunk: int = 1 << 20) -> str:
+    digest = hashlib.md5(usedforsecurity=False)
+    with open(path, "rb") as handle:
+        while block := handle.read(chunk):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _matches(path: Path, sha256: str | None, md5: str | None) -> bool:
+    return (sha256 is None or sha256_of(path) == sha256) and (md5 is None or md5_of(path) == md5)
+
+
+@contextmanager
+def staged_folder(folder: Path) -> Iterator[Path]:
+    """A temporary folder whose files move into ``folder`` only if the body succeeds, so a
+    failed or interrupted extraction leaves no partial corpus behind."""
+    folder = Path(folder)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=folder.name + ".", suffix=".part"))
+    try:
+        yield tmp
+        folder.mkdir(exist_ok=True)
+        for path in tmp.iterdir():
+            os.replace(path, folder / path.name)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def fetch(url: str, sha256: str | None, dest: Path, md5: str | None = None) -> Path:
     """Download ``url`` to ``dest`` unless a file with the right checksum is already there.
 
     The file is written to a temporary name in the same folder and moved into place only
-    after its SHA-256 matches, so an interrupted or corrupted download never looks cached.
+    after its SHA-256 (or, where only that is published, MD5) matches, so an interrupted or
+    corrupted download never looks cached.
     """
     dest = Path(dest)
-    if dest.exists() and (sha256 is None or sha256_of(dest) == sha256):
+    if dest.exists() and _matches(dest, sha256, md5):
         return dest
     dest.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(dir=dest.parent, prefix=dest.name + ".", suffix=".part")
@@ -49,12 +80,11 @@ def fetch(url: str, sha256: str | None, dest: Path) -> Path:
     try:
         with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=60) as response:
             shutil.copyfileobj(response, out)
-        got = sha256_of(tmp)
-        if sha256 is not None and got != sha256:
+        if not _matches(tmp, sha256, md5):
+            expected = f"sha256 {sha256}" if sha256 else f"md5 {md5}"
             raise DataError(
-                f"checksum mismatch for {url}: expected sha256 {sha256}, got {got}; "
-                "the download was discarded (retry, or place a good copy at "
-                f"{dest})"
+                f"checksum mismatch for {url}: expected {expected}; the download was discarded"
+                f" (retry, or place a good copy at {dest})"
             )
         os.replace(tmp, dest)
     except DataError:

@@ -28,6 +28,7 @@ import torch
 from torch import Tensor
 
 from ..errors import DataError
+from ..extras import import_extra
 from .download import cache_dir, fetch
 
 # type code -> big-endian numpy dtype
@@ -131,7 +132,7 @@ def _mirrors(name: str) -> tuple[str, ...]:
     return (
         f"https://ossci-datasets.s3.amazonaws.com/mnist/{name}",
         f"https://storage.googleapis.com/cvdf-datasets/mnist/{name}",
-        f"http://yann.lecun.com/exdb/mnist/{name}",
+        f"https://yann.lecun.com/exdb/mnist/{name}",
     )
 
 
@@ -306,14 +307,8 @@ def load_digits_default(permute: bool = False, seed: int = 0, split_seed: int = 
     A fixed split (``split_seed``) gives 1,257/270/270 images; ``permute`` and ``seed``
     apply one pixel permutation to all splits as for pMNIST. Needs no download.
     """
-    try:
-        from sklearn.datasets import load_digits
-    except ImportError as exc:  # pragma: no cover - scikit-learn is a declared extra
-        raise DataError(
-            "the digits data needs scikit-learn; install it with "
-            "pip install 'highway-transformer[report]' or use load_mnist"
-        ) from exc
-    digits = load_digits()
+    datasets = import_extra("sklearn.datasets", "the digits data (task.dataset=digits)")
+    digits = datasets.load_digits()
     images = np.asarray(digits.images, dtype=np.float32) / 16.0
     labels = np.asarray(digits.target, dtype=np.int64)
     order = np.random.RandomState(split_seed).permutation(len(images))

@@ -25,7 +25,8 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..errors import ConfigError, DataError, unknown_choice
-from .download import cache_dir, fetch
+from ..extras import import_extra
+from .download import cache_dir, fetch, sha256_of
 
 N_KEYS = 88
 LOWEST_MIDI_NOTE = 21  # A0, the lowest piano key; the highest is 108 (C8)
@@ -138,6 +139,11 @@ def _resolve(name_or_path: str, data_dir: str | Path | None, download: bool) -> 
         return fetch(entry.url, entry.sha256, dest)
     for candidate in (dest, root / "music" / entry.filename):
         if candidate.is_file():
+            if entry.sha256 is not None and sha256_of(candidate) != entry.sha256:
+                raise DataError(
+                    f"{candidate} is not the published {entry.filename} (SHA-256 differs); "
+                    "delete it and fetch it again (--download), or pass the file's own path"
+                )
             return candidate
     raise DataError(
         f"{entry.filename} not found in {root}; put it there (from {entry.url}) "
@@ -181,6 +187,8 @@ def _as_roll(piece: object, where: str) -> np.ndarray:
 def _pieces(value: object, where: str) -> list[object]:
     """Split one stored split into its pieces (a cell array, or a stacked numeric array)."""
     array = np.asarray(value)
+    if array.size == 0:
+        return []
     if array.dtype == object:
         return list(array.ravel())
     if array.ndim == 3:  # savemat stacks equal-length pieces into one [N, T, 88] array
@@ -202,13 +210,7 @@ def load_music(
     checksum is kept). Files are read with :func:`scipy.io.loadmat`.
     """
     path = _resolve(name_or_path, data_dir, download)
-    try:
-        from scipy.io import loadmat
-    except ImportError as exc:  # pragma: no cover - scipy is a declared extra
-        raise DataError(
-            "reading music .mat files needs scipy; install it with "
-            "pip install 'highway-transformer[music]'"
-        ) from exc
+    loadmat = import_extra("scipy.io", "reading music .mat files").loadmat
     try:
         contents = loadmat(str(path))
     except Exception as exc:  # scipy raises several unrelated types for bad files
@@ -226,6 +228,11 @@ def load_music(
     splits = []
     for key in SPLIT_KEYS:
         pieces = _pieces(contents[key], f"{key} in {path}")
+        if not pieces:
+            raise DataError(
+                f"{key} in {path} holds no pieces (empty split); a music file needs at least "
+                "one piano roll in each of traindata, validdata and testdata"
+            )
         splits.append(
             [
                 torch.from_numpy(_as_roll(piece, f"piece {i} of {key} in {path}"))

@@ -22,7 +22,9 @@ from typing import Any
 
 from ..config import Config, build_config, parse_override, save_config
 from ..errors import ConfigError, HighwayError
-from .registry import Experiment, resolve_experiments
+from .param_match import match_parameters
+from .protocols import measure_protocol
+from .registry import Experiment, get_experiment, resolve_experiments
 from .scale import describe_scale, get_scale, scale_config
 
 EXPERIMENT_FILE = "experiment.json"
@@ -51,7 +53,9 @@ class RunSpec:
 
     @property
     def interrupted(self) -> bool:
-        return not self.finished and (self.run_dir / "checkpoint").exists()
+        folder = self.run_dir / "checkpoint"
+        old = folder.with_name("checkpoint.old")  # a swap cut between its renames
+        return not self.finished and (folder.exists() or old.exists())
 
 
 def run_dir_for(out_root: str | Path, experiment: Experiment, scale: str, seed: int) -> Path:
@@ -70,6 +74,9 @@ def experiment_config(
     config = scale_config(experiment.config(), scale)
     extra = ([f"data.path={data_path}"] if data_path is not None else []) + list(overrides)
     config = build_config(config, None, extra)
+    if experiment.match_params_of:
+        matched = get_experiment(experiment.match_params_of)
+        config = match_parameters(config, experiment_config(matched, scale, seed, None, overrides))
     config = config.replace(**{"train.seed": config.train.seed + seed - 1})
     config.name = experiment.name.replace("/", "_") + f"_{scale}_seed{seed}"
     return config
@@ -115,6 +122,8 @@ def write_experiment_file(spec: RunSpec) -> Path:
         "metric": e.metric,
         "baseline": e.baseline,
         "published": e.published,
+        "protocols": e.protocols,
+        "match_params_of": e.match_params_of,
         "description": e.description,
     }
     spec.run_dir.mkdir(parents=True, exist_ok=True)
@@ -235,4 +244,7 @@ def run_experiments(
             _run_inline(spec, log, progress)
     elif todo:
         _run_parallel(todo, jobs, log)
+    for spec in specs:  # HT Table 5: validation measured the paper's way as well
+        if measure_protocol(spec.run_dir, spec.experiment, spec.scale) is not None:
+            log(f"{spec.experiment.name} seed {spec.seed}: validation with the paper's protocol")
     return [spec.run_dir for spec in specs]

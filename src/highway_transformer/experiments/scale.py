@@ -6,7 +6,10 @@ scale       width   heads  length  steps    batch  train tokens  valid/test toke
 ``paper``   1       1      1       1        as is  all           all
 ``small``   1/4     1      1/4     1/100    as is  2,000,000     200,000
 ``tiny``    1/16    1/4    1/8     1/5000   4      20,000        2,000
+``cpu``     1/4     1      1/4     1/5      as is  all           all
 ==========  ======  =====  ======  =======  =====  ============  =================
+
+(``cpu-adamw``: the ``cpu`` factors with AdamW in place of every row's optimiser.)
 
 * **width** multiplies ``d_model``, ``d_inner`` and ``d_head`` (``d_head`` by width / heads,
   so ``n_heads × d_head`` keeps its ratio to ``d_model``); ``d_model`` is rounded to a
@@ -24,6 +27,25 @@ scale       width   heads  length  steps    batch  train tokens  valid/test toke
 
 Every row of a table shares its base hyper-parameters and differs only in the gate, so the
 same rule gives every row the same budget, data and seed.
+
+``cpu`` and ``cpu-adamw`` are budgets in which the char-PTB models *learn* on a 2-core CPU
+(a few hours per table at 2 runs in parallel): width 1/4, lengths 1/4, 1/5 of the published
+steps (char PTB: 19,780 steps of 16 x 80 counted symbols, about 5 passes over the training
+text), the full training split, 50 periodic validations of the first 50,000 validation
+tokens (fine enough to read steps-to-target where the baseline has plateaued) and the final
+valid/test evaluation on the *full* splits. Deviations from the papers, all stated in
+:func:`describe_scale`:
+
+* ``cpu``: the published optimiser and schedule shape (SGD with linear decay or annealing,
+  Adam with cosine decay) with the SGD learning rate multiplied by ``lr_factors["sgd"]``
+  (picked by a pilot: a 4x narrower model takes larger steps; the published 2.0 with clip
+  0.15 moves the weights by at most 0.3 per step);
+* ``cpu-adamw``: every row trained with AdamW (lr 1e-3, betas 0.9 / 0.99, weight decay
+  0.01), linear warm-up over 2 % of the steps, cosine decay to 0 and clipping at 1.0 — a
+  modern optimiser, asking whether the claim survives modern training. Not the papers'.
+
+Precision stays fp32 at every scale (``train.precision=bf16`` is an override on CPUs with
+native bf16; runs that differ in precision or thread count are not bit-identical).
 """
 
 from __future__ import annotations
@@ -33,6 +55,29 @@ from typing import Any
 
 from ..config import Config
 from ..errors import unknown_choice
+
+
+@dataclass(frozen=True)
+class Optimiser:
+    """A replacement optimiser and schedule for every row (the ``cpu-adamw`` scale)."""
+
+    name: str
+    lr: float
+    betas: tuple[float, float]
+    weight_decay: float
+    warmup_fraction: float  # of the scaled steps
+    schedule: str
+    clip: float
+
+    def describe(self) -> str:
+        return (
+            f"{self.name} lr {self.lr:g}, betas {self.betas[0]:g}/{self.betas[1]:g}, weight "
+            f"decay {self.weight_decay:g}, {self.warmup_fraction:.0%} linear warm-up, "
+            f"{self.schedule} decay to 0, clip {self.clip:g} (not the papers' optimiser)"
+        )
+
+
+ADAMW = Optimiser("adamw", 1e-3, (0.9, 0.99), 0.01, 0.02, "cosine", 1.0)
 
 
 @dataclass(frozen=True)
@@ -50,7 +95,14 @@ class Scale:
     max_train_tokens: int | None = None
     max_eval_tokens: int | None = None  # final valid/test evaluation
     eval_max_tokens: int | None = None  # each periodic validation
+    # optimiser name -> factor on the published learning rate (rows with other optimisers keep it)
+    lr_factors: tuple[tuple[str, float], ...] = ()
+    optimiser: Optimiser | None = None  # replaces every row's optimiser and schedule
+    note: str = ""  # what else deviates from the papers, for describe_scale
 
+
+# Picked by the pilot recorded in docs/results/cpu-scale-pilot.md.
+CPU_SGD_LR_FACTOR = 2.0
 
 SCALES: dict[str, Scale] = {
     "paper": Scale("paper"),
@@ -78,11 +130,32 @@ SCALES: dict[str, Scale] = {
         max_eval_tokens=2_000,
         eval_max_tokens=1_000,
     ),
+    "cpu": Scale(
+        "cpu",
+        width=1 / 4,
+        length=1 / 4,
+        steps=1 / 5,
+        min_steps=1000,
+        evaluations=50,
+        eval_max_tokens=50_000,
+        lr_factors=(("sgd", CPU_SGD_LR_FACTOR),),
+        note="the published optimiser and schedule shape",
+    ),
+    "cpu-adamw": Scale(
+        "cpu-adamw",
+        width=1 / 4,
+        length=1 / 4,
+        steps=1 / 5,
+        min_steps=1000,
+        evaluations=50,
+        eval_max_tokens=50_000,
+        optimiser=ADAMW,
+    ),
 }
 
 
 def get_scale(name: str) -> Scale:
-    """The scale called ``name`` (paper | small | tiny)."""
+    """The scale called ``name`` (paper | small | tiny | cpu | cpu-adamw)."""
     if name not in SCALES:
         raise unknown_choice("scale", name, SCALES)
     return SCALES[name]
@@ -154,15 +227,38 @@ def _budget_updates(config: Config, scale: Scale) -> dict[str, Any]:
     return updates
 
 
+def _optimiser_updates(config: Config, scale: Scale, steps: int) -> dict[str, Any]:
+    t = config.train
+    factor = dict(scale.lr_factors).get(t.optimizer, 1.0)
+    updates: dict[str, Any] = {"train.lr": t.lr * factor} if factor != 1.0 else {}
+    o = scale.optimiser
+    if o is not None:
+        updates = {
+            "train.optimizer": o.name,
+            "train.lr": o.lr,
+            "train.betas": o.betas,
+            "train.weight_decay": o.weight_decay,
+            "train.momentum": 0.0,
+            "train.schedule": o.schedule,
+            "train.anneal_rule": "best",  # the rows' annealing rules do not apply to it
+            "train.warmup_steps": max(1, round(steps * o.warmup_fraction)),
+            "train.min_lr": 0.0,
+            "train.clip": o.clip,
+        }
+    return updates
+
+
 def scale_config(config: Config, scale: str | Scale) -> Config:
     """``config`` shrunk to ``scale`` (``paper`` returns an unchanged, validated copy)."""
     scale = get_scale(scale) if isinstance(scale, str) else scale
     if scale.name == "paper":
         return config.replace().validate()
+    budget = _budget_updates(config, scale)
     updates = {
         **_width_updates(config, scale),
         **_length_updates(config, scale),
-        **_budget_updates(config, scale),
+        **budget,
+        **_optimiser_updates(config, scale, budget["train.max_steps"]),
     }
     return config.replace(**updates).validate()
 
@@ -172,9 +268,18 @@ def describe_scale(scale: str | Scale) -> str:
     s = get_scale(scale) if isinstance(scale, str) else scale
     if s.name == "paper":
         return "paper: the published hyper-parameters, unchanged"
+    train = "all" if s.max_train_tokens is None else f"<= {s.max_train_tokens:,}"
+    final = "all" if s.max_eval_tokens is None else f"<= {s.max_eval_tokens:,}"
+    periodic = "" if s.eval_max_tokens is None else f" of <= {s.eval_max_tokens:,} tokens"
+    if s.optimiser is not None:
+        optimiser = s.optimiser.describe()
+    else:
+        factors = ", ".join(f"{name} learning rate x{f:g}" for name, f in s.lr_factors)
+        optimiser = "optimiser as published" + (f" except {factors}" if factors else "")
+    note = f"; {s.note}" if s.note else ""
     return (
         f"{s.name}: width x{s.width:g}, heads x{s.heads:g}, lengths x{s.length:g}, "
-        f"steps x{s.steps:g} (min {s.min_steps}), {s.evaluations} evaluations, "
-        f"batch {s.batch_size or 'as published'}, <= {s.max_train_tokens:,} train / "
-        f"{s.max_eval_tokens:,} valid-test tokens, depth and optimiser as published"
+        f"steps x{s.steps:g} (min {s.min_steps}), {s.evaluations} evaluations{periodic}, "
+        f"batch {s.batch_size or 'as published'}, {train} train / {final} valid-test tokens, "
+        f"depth as published, {optimiser}{note}, fp32"
     )

@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..config import ModelConfig
+from ..config import ModelConfig, validate_model
 from ..errors import ConfigError
 from ..nn.block import AttentionSublayer, collect_gate_biases
 from ..nn.connections import combiner_class
@@ -158,7 +158,7 @@ class LanguageModel(PretrainedMixin, nn.Module):
         if memory is not None:
             check_memory(memory, len(self.blocks), tokens.shape[0], self.config.d_model)
         start = state.position if state is not None else 0
-        x = self.embedding(tokens)
+        x = self.embedding(tokens.long())  # ids of a memory-mapped corpus are uint16/uint32
         if self.embedding_scale != 1.0:
             x = x * self.embedding_scale
         if self.positional is not None:
@@ -201,6 +201,7 @@ class LanguageModel(PretrainedMixin, nn.Module):
 
     def token_nll(self, hidden: Tensor, targets: Tensor) -> Tensor:
         """Per-token negative log-likelihood in nats; targets of -100 are ignored (give 0)."""
+        targets = targets.long()  # a memory-mapped corpus holds uint16/uint32 ids
         if isinstance(self.output, nn.AdaptiveLogSoftmaxWithLoss):
             flat = targets.reshape(-1)
             keep = flat != -100
@@ -253,7 +254,9 @@ class LanguageModel(PretrainedMixin, nn.Module):
 
 
 def build_model(config: ModelConfig) -> LanguageModel:
-    """Build a language model from a validated model config."""
+    """Build a language model from a model config (checked first: wrong types, ranges and
+    unknown names raise :class:`ConfigError`)."""
+    validate_model(config)
     return LanguageModel(config)
 
 

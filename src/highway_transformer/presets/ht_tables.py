@@ -10,6 +10,7 @@ R-Transformer its own LayerNorm (unbiased std + 1e-6, ``model.layer_norm=rt``).
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 from ..config import Config, DataConfig, GateConfig, LocalRNNConfig, ModelConfig, TrainConfig
 
@@ -61,9 +62,10 @@ def char_ptb(family: str, gate: GateConfig) -> Config:
         seed=1111,
     )
     return Config(
-        source="HT Appendix A.1 (batch 16, clip 0.15, 3 layers, d 512, 8 heads, len 400 with the "
-        "loss on the last 320, dropout 0.15, SGD lr 2 linear decay, U(-0.1, 0.1), 100 epochs); "
-        "RT code: d_ff = 4 d, GRU window 7, RT LayerNorm (unbiased std + 1e-6) for RT-L3",
+        source="HT Appendix A.1 (batch 16, clip 0.15, 3 layers, d 512, 8 heads, len 400, dropout "
+        "0.15, SGD lr 2 linear decay, U(-0.1, 0.1)); HT section 4.1.1: 100 epochs; RT code "
+        "language_char defaults: loss on the last 320 positions, d_ff = 4 d, GRU window 7, "
+        "RT LayerNorm (unbiased std + 1e-6) for RT-L3",
         model=model,
         data=data,
         train=train,
@@ -92,9 +94,11 @@ def word_ptb(family: str, gate: GateConfig) -> Config:
     train = TrainConfig(
         optimizer="sgd",
         lr=2.0,
-        schedule="anneal",
-        anneal_factor=0.1,  # RT code: lr / 10 when validation does not improve
-        anneal_patience=0,
+        schedule="anneal",  # RT code language_word: halve when no better than the last 5
+        anneal_factor=0.5,
+        anneal_rule="window",
+        anneal_window=5,
+        anneal_after=5,
         clip=0.35,
         max_steps=100 * WORD_PTB_STEPS_PER_EPOCH,
         eval_interval=WORD_PTB_STEPS_PER_EPOCH,
@@ -102,10 +106,11 @@ def word_ptb(family: str, gate: GateConfig) -> Config:
         seed=1111,
     )
     return Config(
-        source="HT Appendix A.2 (dropout 0.35 sublayers / 0.15 embeddings, SGD lr 2 annealed, "
-        "clip 0.35, d 128, 8 heads, len 80 with the loss on the last 40, U(-0.01, 0.01), tied "
-        "embeddings, 100 epochs); RT code: d_ff = 4 d, LSTM window 9, lr / 10 on stall, "
-        "RT LayerNorm (unbiased std + 1e-6) for RT-L3",
+        source="HT Appendix A.2 (dropout 0.35 sublayers / 0.15 embeddings, SGD lr 2 'annealed', "
+        "clip 0.35, d 128, 8 heads, len 80, U(-0.01, 0.01)); HT section 4.1.2: 100 epochs; RT code "
+        "language_word defaults: loss on the last 40 positions, tied embeddings, d_ff = 4 d, "
+        "LSTM window 9, lr halved when validation is no better than the worst of the last 5 "
+        "epochs, after epoch 5; RT LayerNorm (unbiased std + 1e-6) for RT-L3",
         model=model,
         data=data,
         train=train,
@@ -126,20 +131,34 @@ def _table(
     return out
 
 
-def rt_paper(builder: Callable[[str, GateConfig], Config]) -> Config:
-    """The R-Transformer paper's PTB rows (RT Tables 3-4) as its code runs them: pre-LN."""
-    config = builder("rtransformer", GateConfig())
+def rt_paper(builder: Callable[[str, GateConfig], Config], family: str = "rtransformer") -> Config:
+    """The R-Transformer paper's PTB rows (RT Tables 3-4) as its code runs them: pre-LN, and
+    its schedules (char: lr / 10 when validation is worse than the worst of the last 3 epochs;
+    word: halved when no better than the worst of the last 5; both after epoch 5)."""
+    config = builder(family, GateConfig())
     config.model.norm = "pre"
     config.model.tie_weights = True  # language_char/model.py: decoder.weight = encoder.weight
     config.source += (
         "; RT code: pre-LN sublayer connections (x + Dropout(f(LN(x)))), tied embeddings"
     )
+    if config.data.corpus == "ptb-char":
+        config.train = replace(config.train, schedule="anneal", anneal_rule="window-strict",
+                               anneal_window=3, anneal_after=5, anneal_factor=0.1)  # fmt: skip
+        config.source += "; RT code language_char: constant lr 2, / 10 on a worse validation"
     return config
 
 
 PRESETS: dict[str, tuple[str, Callable[[], Config]]] = {
     "rt-paper/char-ptb": ("R-Transformer paper Table 3: char PTB", lambda: rt_paper(char_ptb)),
     "rt-paper/word-ptb": ("R-Transformer paper Table 4: word PTB", lambda: rt_paper(word_ptb)),
+    "rt-paper/char-ptb-transformer": (
+        "R-Transformer paper Table 3: char PTB, Transformer (RT code settings)",
+        lambda: rt_paper(char_ptb, "transformer"),
+    ),
+    "rt-paper/word-ptb-transformer": (
+        "R-Transformer paper Table 4: word PTB, Transformer (RT code settings)",
+        lambda: rt_paper(word_ptb, "transformer"),
+    ),
     **_table("ht-table1", "transformer", char_ptb, "HT Table 1: 3-layer Transformer, char PTB"),
     **_table("ht-table2", "rtransformer", char_ptb, "HT Table 2: 3-layer R-Transformer, char PTB"),
     **_table("ht-table3", "transformer", word_ptb, "HT Table 3: 3-layer Transformer, word PTB"),

@@ -1,4 +1,4 @@
-"""Report figures (PNG and SVG, Agg backend): convergence curves, gate-bias heatmaps, t-SNE."""
+"""Report figures (PNG and SVG, Agg backend): convergence curves, gate-bias heatmaps, PCA."""
 
 from __future__ import annotations
 
@@ -8,24 +8,24 @@ from typing import Any
 
 import numpy as np
 
+from ..extras import import_extra
+
 #: One curve point: (step, mean training seconds, mean value).
 Point = tuple[int, float, float]
 FORMATS = ("png", "svg")
 
 
-def _pyplot() -> Any:
-    import matplotlib
-
+def pyplot() -> Any:
+    """``matplotlib.pyplot`` on the Agg backend (the ``report`` extra)."""
+    matplotlib = import_extra("matplotlib", "drawing figures")
     matplotlib.use("Agg")
     matplotlib.rcParams["svg.hashsalt"] = "highway-transformer"  # stable ids: reproducible SVGs
-    import matplotlib.pyplot as plt
-
-    return plt
+    return import_extra("matplotlib.pyplot", "drawing figures")
 
 
 def save_figure(fig: Any, stem: Path) -> list[Path]:
     """Write ``stem.png`` and ``stem.svg``; close the figure."""
-    plt = _pyplot()
+    plt = pyplot()
     paths = []
     for fmt in FORMATS:
         path = stem.with_suffix(f".{fmt}")
@@ -49,7 +49,7 @@ def plot_convergence(
     ``curves[variant][split][key]`` holds the mean-over-seeds points; ``x_axis`` is ``step``
     or ``time`` (training seconds).
     """
-    plt = _pyplot()
+    plt = pyplot()
     fig, axes = plt.subplots(2, 2, figsize=(12, 8), squeeze=False)
     for row, split in enumerate(("train", "valid")):
         for col, key in enumerate(("loss", metric)):
@@ -84,7 +84,7 @@ def plot_gate_heatmaps(
     matrices: dict[str, tuple[list[int], np.ndarray]], stem: Path, title: str = ""
 ) -> list[Path]:
     """One heatmap per sublayer kind: gated layers × dimensions of ``b1`` (HT Figure 13)."""
-    plt = _pyplot()
+    plt = pyplot()
     kinds = sorted(matrices)
     fig, axes = plt.subplots(len(kinds), 1, figsize=(10, 1.2 + 1.6 * len(kinds)), squeeze=False)
     for ax, kind in zip(axes[:, 0], kinds, strict=True):
@@ -103,7 +103,7 @@ def plot_gate_heatmaps(
     return save_figure(fig, stem)
 
 
-def plot_tsne(
+def plot_pca(
     coords: np.ndarray,
     labels: Sequence[str],
     kinds: Sequence[str],
@@ -111,11 +111,11 @@ def plot_tsne(
     stem: Path,
     title: str = "",
 ) -> list[Path]:
-    """t-SNE scatter of per-layer, per-sublayer bias vectors (HT Figure 14).
+    """PCA scatter of per-layer, per-sublayer bias vectors (HT Figure 14).
 
     Colour: the variant/run in ``labels``; marker: the sublayer kind; text: the layer.
     """
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 6))
     markers = dict(zip(sorted(set(kinds)), "os^Dvp*", strict=False))
     colours = {label: f"C{i % 10}" for i, label in enumerate(dict.fromkeys(labels))}
@@ -125,9 +125,9 @@ def plot_tsne(
         seen.add((label, kind))
         ax.scatter(x, y, c=colours[label], marker=markers.get(kind, "o"), label=legend)
         ax.annotate(str(layer), (x, y), textcoords="offset points", xytext=(3, 3), fontsize=7)
-    ax.set_xlabel("t-SNE 1")
-    ax.set_ylabel("t-SNE 2")
-    ax.set_title(title or "t-SNE of gate biases b1")
+    ax.set_xlabel("principal component 1")
+    ax.set_ylabel("principal component 2")
+    ax.set_title(title or "PCA of gate biases b1")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="best")
     fig.tight_layout()

@@ -1,4 +1,4 @@
-"""Learned gate biases ``b1`` of trained models (HT Figures 13-14): matrices and t-SNE."""
+"""Learned gate biases ``b1`` of trained models (HT Figures 13-14): matrices and PCA."""
 
 from __future__ import annotations
 
@@ -47,22 +47,16 @@ def bias_matrices(biases: dict[str, np.ndarray]) -> dict[str, tuple[list[int], n
     return out
 
 
-def tsne_perplexity(n_points: int) -> float:
-    """A perplexity below the number of points (sklearn's requirement), at most 30."""
-    return float(min(30.0, max(1.0, (n_points - 1) / 3), n_points - 0.5))
+def pca_embedding(vectors: np.ndarray) -> np.ndarray:
+    """2-D PCA coordinates of the rows of ``vectors`` (a few dozen bias vectors).
 
-
-def tsne_embedding(vectors: np.ndarray, seed: int = 0) -> np.ndarray:
-    """2-D t-SNE coordinates of the rows of ``vectors``; fewer than 3 rows are laid out as is.
-
-    With one point it sits at the origin; with two they sit at (±1, 0): t-SNE says nothing
-    about so few points.
+    Deterministic: each axis's sign makes its largest loading positive. With fewer points or
+    dimensions than two, the missing axis is 0.
     """
-    from sklearn.manifold import TSNE
-
-    n = len(vectors)
-    if n < 3:
-        return np.array([[0.0, 0.0]] if n == 1 else [[-1.0, 0.0], [1.0, 0.0]][:n])
-    init = "pca" if min(vectors.shape) >= 2 else "random"
-    tsne = TSNE(n_components=2, perplexity=tsne_perplexity(n), init=init, random_state=seed)
-    return np.asarray(tsne.fit_transform(np.asarray(vectors, dtype=np.float64)))
+    x = np.asarray(vectors, dtype=np.float64)
+    x = x - x.mean(axis=0, keepdims=True)
+    _, _, vt = np.linalg.svd(x, full_matrices=False)
+    axes = vt[:2]
+    signs = np.sign(axes[np.arange(len(axes)), np.abs(axes).argmax(axis=1)])
+    coords = x @ (axes * np.where(signs == 0, 1.0, signs)[:, None]).T
+    return np.pad(coords, ((0, 0), (0, 2 - coords.shape[1])))

@@ -18,7 +18,7 @@ table at one scale and writes:
   validation loss in fewer steps, did it end lower at equal steps (also seed by seed, paired
   by seed), and is the sign of its change the sign the paper published;
 * gate-bias analysis of the learned SDU biases ``b1`` from each run's ``best/`` weights:
-  a layer × dimension heatmap per sublayer kind (HT Figure 13) and a t-SNE scatter of the
+  a layer × dimension heatmap per sublayer kind (HT Figure 13) and a PCA scatter of the
   per-layer, per-sublayer vectors (Figure 14);
 * ``index.md`` tying it together and ``report.json`` with every number and figure.
 
@@ -40,12 +40,23 @@ from typing import Any
 import numpy as np
 import yaml
 
+from ..config import read_text
 from ..errors import CheckpointError, ConfigError
+from ..folders import make_folder
 from .convergence import steps_to_reach
-from .figures import plot_convergence, plot_gate_heatmaps, plot_tsne
-from .gates import bias_matrices, load_gate_biases, split_name, tsne_embedding
+from .figures import plot_convergence, plot_gate_heatmaps, plot_pca
+from .gates import bias_matrices, load_gate_biases, pca_embedding, split_name
+from .stats import (
+    FRACTIONS,
+    fraction_target,
+    paired_difference,
+    plateaued,
+    steps_to_fraction,
+    summary,
+)
 
 EXPERIMENT_FILE = "experiment.json"
+PROTOCOL_FILE = "protocol_eval.json"
 DOWN = "⇓"
 
 
@@ -62,6 +73,7 @@ class RunRecord:
     results: dict[str, Any] | None = None
     records: list[dict[str, Any]] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    protocol: dict[str, Any] | None = None  # protocol_eval.json: valid measured the paper's way
 
     @property
     def name(self) -> str:
@@ -73,7 +85,8 @@ class RunRecord:
 
     @property
     def gated(self) -> bool:
-        return self.config.get("model", {}).get("gate", {}).get("kind", "none") != "none"
+        gate = self.config.get("model", {}).get("gate", {})
+        return isinstance(gate, dict) and gate.get("kind", "none") != "none"
 
 
 def find_run_dirs(paths: Iterable[str | Path]) -> list[Path]:
@@ -98,14 +111,52 @@ def find_run_dirs(paths: Iterable[str | Path]) -> list[Path]:
 
 
 def _read_json(path: Path, problems: list[str]) -> dict[str, Any] | None:
-    if not path.is_file():
+    if not path.exists():
         return None
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        problems.append(f"{path.name} is unreadable (truncated?)")
+        data = json.loads(read_text(path, ConfigError, path.name))
+    except (ConfigError, json.JSONDecodeError, RecursionError):
+        problems.append(f"{path.name} is unreadable (truncated, binary or not JSON)")
         return None
-    return data if isinstance(data, dict) else None
+    if not isinstance(data, dict):
+        problems.append(f"{path.name} does not hold a JSON object; ignored")
+        return None
+    return data
+
+
+def _number(value: Any) -> float | None:
+    """A finite-or-infinite real from a JSON value; None for anything else (text, bools)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def _clean_results(results: dict[str, Any] | None, problems: list[str]) -> dict | None:
+    """``results.json`` with only numeric figures under ``valid``/``test``; other values go."""
+    if results is None:
+        return None
+    clean: dict[str, Any] = {k: v for k, v in results.items() if k not in ("valid", "test")}
+    for split in ("valid", "test"):
+        figures = results.get(split)
+        if not isinstance(figures, dict):
+            problems.append(f"results.json has no {split} figures")
+            continue
+        kept = {k: _number(v) for k, v in figures.items() if _number(v) is not None}
+        if len(kept) < len(figures):
+            problems.append(f"results.json: non-numeric {split} figures ignored")
+        clean[split] = kept
+    return clean
+
+
+def _clean_record(record: Any) -> dict[str, Any] | None:
+    """A metrics record with an integer step, a split name and numeric values, or None."""
+    if not isinstance(record, dict):
+        return None
+    step, split = record.get("step"), record.get("split")
+    if isinstance(step, bool) or not isinstance(step, int) or not isinstance(split, str):
+        return None
+    numbers = {k: _number(v) for k, v in record.items() if k not in ("step", "split")}
+    return {"step": step, "split": split, **{k: v for k, v in numbers.items() if v is not None}}
 
 
 def _read_metrics(path: Path, problems: list[str]) -> list[dict[str, Any]]:
@@ -113,25 +164,54 @@ def _read_metrics(path: Path, problems: list[str]) -> list[dict[str, Any]]:
         problems.append("metrics.jsonl missing: no curves")
         return []
     records, bad = [], 0
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+    for line in path.read_bytes().decode("utf-8", errors="replace").splitlines():
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
+            record = _clean_record(json.loads(line))
+        except (json.JSONDecodeError, RecursionError):
+            record = None
+        if record is None:
             bad += 1
-            continue
-        if isinstance(record, dict) and "step" in record and "split" in record:
-            records.append(record)
         else:
-            bad += 1
+            records.append(record)
     if bad:
         problems.append(f"metrics.jsonl: {bad} unreadable line(s) skipped (truncated write?)")
     return records
 
 
+def _read_config(path: Path, problems: list[str]) -> dict[str, Any]:
+    """``config.yaml`` as nested mappings; an unreadable or malformed file is a problem."""
+    if not path.is_file():
+        problems.append("config.yaml missing")
+        return {}
+    try:
+        loaded = yaml.safe_load(read_text(path, ConfigError, "config.yaml"))
+    except (ConfigError, yaml.YAMLError, RecursionError):
+        loaded = None
+    sections = ("model", "data", "train", "task")
+    if not isinstance(loaded, dict) or any(
+        not isinstance(loaded.get(k, {}), dict) for k in sections
+    ):
+        problems.append("config.yaml is malformed; ignored")
+        return {}
+    return loaded
+
+
+def _check_experiment(experiment: dict[str, Any] | None, path: Path) -> dict[str, Any]:
+    if experiment is None or not isinstance(experiment.get("name"), str):
+        raise ConfigError(
+            f"{path} is missing, unreadable or has no name; rerun `highway run` for this folder"
+        )
+    for key, kind in (("seed", int), ("overrides", list), ("scale", str), ("table", str)):
+        if key in experiment and not isinstance(experiment[key], kind):
+            raise ConfigError(f"{path}: {key} must be a {kind.__name__}, got {experiment[key]!r}")
+    return experiment
+
+
 def _check_complete(run: RunRecord) -> None:
     max_steps = run.config.get("train", {}).get("max_steps")
+    max_steps = max_steps if isinstance(max_steps, int) and not isinstance(max_steps, bool) else 0
     last = max((int(r["step"]) for r in run.records), default=0)
     if run.records and max_steps and last < max_steps:
         run.problems.append(f"metrics.jsonl stops at step {last} of {max_steps}")
@@ -151,7 +231,8 @@ def _with_registry_defaults(experiment: dict[str, Any]) -> dict[str, Any]:
         return experiment
     defaults = {"table": known.table, "row": known.row, "metric": known.metric,
                 "baseline": known.baseline, "published": known.published,
-                "also_in": list(known.also_in)}  # fmt: skip
+                "protocols": known.protocols, "also_in": list(known.also_in),
+                "match_params_of": known.match_params_of}  # fmt: skip
     return {**defaults, **experiment}
 
 
@@ -159,19 +240,13 @@ def load_run(run_dir: str | Path) -> RunRecord:
     """Read one run folder; anything missing or truncated is noted in ``problems``."""
     run_dir = Path(run_dir)
     problems: list[str] = []
-    experiment = _read_json(run_dir / EXPERIMENT_FILE, problems)
-    if experiment is None or "name" not in experiment:
-        raise ConfigError(f"{run_dir / EXPERIMENT_FILE} is missing or unreadable")
-    experiment = _with_registry_defaults(experiment)
-    config: dict[str, Any] = {}
-    if (run_dir / "config.yaml").is_file():
-        loaded = yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8"))
-        config = loaded if isinstance(loaded, dict) else {}
-    else:
-        problems.append("config.yaml missing")
-    results = _read_json(run_dir / "results.json", problems)
+    path = run_dir / EXPERIMENT_FILE
+    experiment = _with_registry_defaults(_check_experiment(_read_json(path, problems), path))
+    config = _read_config(run_dir / "config.yaml", problems)
+    results = _clean_results(_read_json(run_dir / "results.json", problems), problems)
     records = _read_metrics(run_dir / "metrics.jsonl", problems)
     run = RunRecord(run_dir, experiment, config, results, records, problems)
+    run.protocol = _read_json(run_dir / PROTOCOL_FILE, problems)
     _check_complete(run)
     return run
 
@@ -202,15 +277,6 @@ def group_runs(runs: list[RunRecord]) -> dict[str, list[RunRecord]]:
 # --------------------------------------------------------------------------- numbers
 
 
-def stats(values: Iterable[float]) -> dict[str, float] | None:
-    """Mean, sample standard deviation (0 for one value) and count; None for no values."""
-    data = [float(v) for v in values if v is not None and math.isfinite(float(v))]
-    if not data:
-        return None
-    std = float(np.std(data, ddof=1)) if len(data) > 1 else 0.0
-    return {"mean": float(np.mean(data)), "std": std, "n": len(data)}
-
-
 def relative_change(value: float | None, base: float | None) -> float | None:
     """``(value - base) / base`` in percent; None when either is unknown."""
     if value is None or base is None or base == 0:
@@ -234,7 +300,7 @@ def mean_curve(runs: list[RunRecord], split: str, key: str) -> list[tuple[int, f
         per_run = {
             int(r["step"]): (float(r.get("time", math.nan)), float(r[key]))
             for r in run.records
-            if r.get("split") == split and key in r
+            if r.get("split") == split and key in r and not _partial_interval(run, r)
         }
         for step, point in per_run.items():
             by_step.setdefault(step, []).append(point)
@@ -242,6 +308,13 @@ def mean_curve(runs: list[RunRecord], split: str, key: str) -> list[tuple[int, f
         (step, float(np.mean([p[0] for p in pts])), float(np.mean([p[1] for p in pts])))
         for step, pts in sorted(by_step.items())
     ]
+
+
+def _partial_interval(run: RunRecord, record: dict[str, Any]) -> bool:
+    """A training record averaging fewer than ``log_interval`` steps (the run's last one when
+    ``max_steps`` is no multiple of it): left out of curves, where it would end them with a jump."""
+    interval = run.config.get("train", {}).get("log_interval")
+    return record.get("split") == "train" and bool(interval) and int(record["step"]) % interval != 0
 
 
 def paper_rows(groups: dict[str, list[RunRecord]], metric: str) -> list[dict[str, Any]]:
@@ -255,17 +328,26 @@ def paper_rows(groups: dict[str, list[RunRecord]], metric: str) -> list[dict[str
             "baseline": exp.get("baseline", name),
             "is_baseline": exp.get("baseline", name) == name,
             "seeds": [r.seed for r in runs],
-            "parameters": _mean(stats((r.results or {}).get("parameters") for r in runs)),
-            "eval_loss": stats(_result(r, "valid", "loss") for r in runs),
-            f"eval_{metric}": stats(_result(r, "valid", metric) for r in runs),
-            "test_loss": stats(_result(r, "test", "loss") for r in runs),
-            f"test_{metric}": stats(_result(r, "test", metric) for r in runs),
+            "parameters": _mean(summary((r.results or {}).get("parameters") for r in runs)),
+            "eval_loss": summary(_result(r, "valid", "loss") for r in runs),
+            f"eval_{metric}": summary(_result(r, "valid", metric) for r in runs),
+            "test_loss": summary(_result(r, "test", "loss") for r in runs),
+            f"test_{metric}": summary(_result(r, "test", metric) for r in runs),
             "published": dict(exp.get("published", {})),
+            "protocols": dict(exp.get("protocols", {})),
+            f"eval_{metric}_paper_protocol": summary(
+                (r.protocol or {}).get("valid", {}).get(metric) for r in runs
+            ),
+            "per_seed": _per_seed(runs, metric),
         }
     for row in rows.values():
         base = rows.get(row["baseline"])
         for split in ("eval", "test"):
             key = f"{split}_{metric}"
+            row[f"{key}_paired"] = (
+                None if row["is_baseline"] or base is None
+                else paired_difference(_by_seed(row, key), _by_seed(base, key))
+            )  # fmt: skip
             mine = _mean(row[key])
             theirs = _mean(base[key]) if base else None
             change = None if row["is_baseline"] else relative_change(mine, theirs)
@@ -275,6 +357,58 @@ def paper_rows(groups: dict[str, list[RunRecord]], metric: str) -> list[dict[str
             paper = None if row["is_baseline"] else row["published"].get(key)
             row[f"published_{key}_change_pct"] = relative_change(paper, paper_base)
     return list(rows.values())
+
+
+def _per_seed(runs: list[RunRecord], metric: str) -> dict[str, dict[str, float | None]]:
+    """Final valid/test values of each seed (``report.json`` keeps them for re-analysis)."""
+    return {
+        str(r.seed): {
+            "eval_loss": _result(r, "valid", "loss"),
+            f"eval_{metric}": _result(r, "valid", metric),
+            "test_loss": _result(r, "test", "loss"),
+            f"test_{metric}": _result(r, "test", metric),
+        }
+        for r in runs
+    }
+
+
+def _by_seed(row: dict[str, Any], key: str) -> dict[int, float | None]:
+    return {int(seed): values.get(key) for seed, values in row["per_seed"].items()}
+
+
+def fraction_rows(
+    groups: dict[str, list[RunRecord]], baseline: str | None, fractions: tuple[float, ...]
+) -> dict[str, Any]:
+    """Validation steps each row needs to cover fractions of the baseline's improvement."""
+    if baseline is None or baseline not in groups:
+        return {"skipped": f"the baseline row {baseline} is not among the runs"}
+    base_curve = [(s, v) for s, _, v in mean_curve(groups[baseline], "valid", "loss")]
+    if not base_curve:
+        return {"skipped": f"the baseline row {baseline} logged no valid loss"}
+    base_steps = {f: steps_to_fraction(base_curve, base_curve, f) for f in fractions}
+    rows = []
+    for name, runs in groups.items():
+        curve = [(s, v) for s, _, v in mean_curve(runs, "valid", "loss")]
+        steps = {f: steps_to_fraction(curve, base_curve, f) for f in fractions}
+        rows.append(
+            {
+                "name": name,
+                "steps": {str(f): steps[f] for f in fractions},
+                "ratio": {
+                    str(f): None
+                    if steps[f] is None or not base_steps[f]
+                    else steps[f] / base_steps[f]
+                    for f in fractions
+                },  # fmt: skip
+            }
+        )
+    return {
+        "baseline": baseline,
+        "fractions": list(fractions),
+        "targets": {str(f): fraction_target(base_curve, f) for f in fractions},
+        "baseline_plateaued": plateaued(base_curve),
+        "rows": rows,
+    }
 
 
 def acceleration_rows(
@@ -313,16 +447,16 @@ def time_rows(groups: dict[str, list[RunRecord]]) -> list[dict[str, Any]]:
     rows = {}
     for name, runs in groups.items():
         done = [r.results for r in runs if r.results]
-        seconds = stats(r.get("train_seconds") for r in done)
+        seconds = summary(r.get("train_seconds") for r in done)
         exp = runs[0].experiment
         rows[name] = {
             "name": name,
             "baseline": exp.get("baseline", name),
-            "parameters": _mean(stats(r.get("parameters") for r in done)),
-            "steps": _mean(stats(r.get("steps") for r in done)),
+            "parameters": _mean(summary(r.get("parameters") for r in done)),
+            "steps": _mean(summary(r.get("steps") for r in done)),
             "train_seconds": seconds,
             "train_hours": None if seconds is None else seconds["mean"] / 3600,
-            "seconds_per_step": stats(
+            "seconds_per_step": summary(
                 r["train_seconds"] / r["steps"] for r in done if r.get("steps")
             ),
             "published_train_hours": exp.get("published", {}).get("train_hours"),
@@ -379,6 +513,7 @@ def direction_rows(
         rows.append(
             {
                 "name": name,
+                "param_matched": bool(groups[name][0].experiment.get("match_params_of")),
                 "steps_to_baseline_best": reached,
                 "baseline_steps": base_steps,
                 "converges_faster": faster,
@@ -400,7 +535,9 @@ def direction_rows(
 
 
 def direction_summary(rows: list[dict[str, Any]]) -> str:
-    """One sentence counting the rows that follow the paper's claim."""
+    """One sentence counting the gated rows that follow the paper's claim (the
+    parameter-matched plain row is in the table but not counted)."""
+    rows = [r for r in rows if not r.get("param_matched")]
     if not rows:
         return "No gated row ran beside its baseline, so the paper's direction cannot be checked."
     n = len(rows)
@@ -458,7 +595,7 @@ def _slug(text: str) -> str:
 
 
 def gate_analysis(groups: dict[str, list[RunRecord]], out_dir: Path) -> dict[str, Any]:
-    """Heatmaps per row (first seed with gates) and a t-SNE of every run's bias vectors."""
+    """Heatmaps per row (first seed with gates) and a PCA of every run's bias vectors."""
     heatmaps: dict[str, list[str]] = {}
     points: list[tuple[str, str, int, np.ndarray]] = []
     for name, runs in groups.items():
@@ -473,7 +610,7 @@ def gate_analysis(groups: dict[str, list[RunRecord]], out_dir: Path) -> dict[str
                 stem = out_dir / f"gates_{_slug(str(runs[0].experiment.get('row', name)))}"
                 paths = plot_gate_heatmaps(bias_matrices(biases), stem, f"{name}: gate biases b1")
                 heatmaps[name] = [p.name for p in paths]
-    return {"heatmaps": heatmaps, "tsne": _tsne(points, out_dir)}
+    return {"heatmaps": heatmaps, "pca": _pca(points, out_dir)}
 
 
 def _run_biases(run: RunRecord) -> dict[str, np.ndarray]:
@@ -489,14 +626,14 @@ def _run_biases(run: RunRecord) -> dict[str, np.ndarray]:
     return biases
 
 
-def _tsne(points: list[tuple[str, str, int, np.ndarray]], out_dir: Path) -> dict[str, Any]:
+def _pca(points: list[tuple[str, str, int, np.ndarray]], out_dir: Path) -> dict[str, Any]:
     if not points:
         return {"skipped": "no run with learned gate biases"}
     size = Counter(len(p[3]) for p in points).most_common(1)[0][0]
     kept = [p for p in points if len(p[3]) == size]
-    coords = tsne_embedding(np.stack([p[3] for p in kept]))
+    coords = pca_embedding(np.stack([p[3] for p in kept]))
     labels, kinds, layers = [p[0] for p in kept], [p[1] for p in kept], [p[2] for p in kept]
-    paths = plot_tsne(coords, labels, kinds, layers, out_dir / "gates_tsne")
+    paths = plot_pca(coords, labels, kinds, layers, out_dir / "gates_pca")
     return {
         "figure": [p.name for p in paths],
         "points": [
@@ -560,6 +697,110 @@ def paper_markdown(rows: list[dict[str, Any]], metric: str) -> list[str]:
         ]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
+
+
+def _fmt_interval(paired: dict[str, Any] | None, digits: int) -> str:
+    if paired is None:
+        return "—"
+    text = f"{paired['mean']:+.{digits}f}"
+    if paired["interval"] is not None:
+        lo, hi = paired["interval"]
+        text += f" [{lo:+.{digits}f}, {hi:+.{digits}f}] {paired['verdict']}"
+    return text
+
+
+def statistics_markdown(rows: list[dict[str, Any]], metric: str) -> list[str]:
+    """Per-seed values, mean ± std and the paired difference to the baseline per row."""
+    d = 4 if metric == "bpc" else 2
+    lines = [
+        f"| model | seeds | eval {metric} per seed | eval {metric} mean ± std "
+        f"| Δ eval vs baseline, paired [95% t-interval] | test {metric} per seed "
+        f"| Δ test vs baseline, paired [95% t-interval] |",
+        "| --- | ---: | --- | ---: | --- | --- | --- |",
+    ]
+    for r in rows:
+        per_seed = r["per_seed"]
+
+        def values(key: str, per_seed: dict[str, Any] = per_seed) -> str:
+            return ", ".join(
+                f"s{seed} {_fmt(v.get(key), d)}" for seed, v in sorted(per_seed.items())
+            )
+
+        base = "baseline" if r["is_baseline"] else None
+        lines.append(
+            "| " + " | ".join([
+                r["name"], str(len(r["seeds"])), values(f"eval_{metric}"),
+                _fmt_stats(r[f"eval_{metric}"], d),
+                base or _fmt_interval(r[f"eval_{metric}_paired"], d),
+                values(f"test_{metric}"),
+                base or _fmt_interval(r[f"test_{metric}_paired"], d),
+            ]) + " |"
+        )  # fmt: skip
+    return lines
+
+
+def fractions_markdown(table: dict[str, Any]) -> list[str]:
+    if "skipped" in table:
+        return [f"*skipped — {table['skipped']}.*"]
+    fractions = table["fractions"]
+    targets = ", ".join(f"{f:.0%}: {table['targets'][str(f)]:.4f}" for f in fractions)
+    plateau = (
+        "has plateaued (under 2% of its improvement came in its last 20% of steps)"
+        if table["baseline_plateaued"]
+        else "has **not** plateaued (2% or more of its improvement came in its last 20% of "
+        "steps): steps to fractions near 100% restate its last steps"
+    )
+    lines = [
+        f"Targets (validation loss covering that fraction of the baseline's improvement from "
+        f"its first to its best logged value): {targets}. The baseline {plateau}.",
+        "",
+        "| model | " + " | ".join(f"steps to {f:.0%} (ratio)" for f in fractions) + " |",
+        "| --- " + "| ---: " * len(fractions) + "|",
+    ]
+    for r in table["rows"]:
+        cells = [
+            "not reached" if r["steps"][str(f)] is None
+            else f"{r['steps'][str(f)]} ({_fmt(r['ratio'][str(f)], 3)})"
+            for f in fractions
+        ]  # fmt: skip
+        lines.append(f"| {r['name']} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def runs_markdown(runs: list[dict[str, Any]]) -> list[str]:
+    lines = [
+        "| run | seed | threads | device | precision | torch | wall seconds |",
+        "| --- | ---: | ---: | --- | --- | --- | ---: |",
+    ]
+    for run in runs:
+        m = run["metadata"]
+        cells = [run["name"], str(run["seed"])]
+        cells += ["—" if m.get(k) is None else str(m[k]) for k in METADATA_KEYS]
+        cells.append(_fmt(m.get("train_seconds"), 1))
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def protocols_markdown(rows: list[dict[str, Any]], metric: str = "bpc") -> list[str]:
+    """How the published columns were measured, where the table says (HT Table 5), and our
+    validation measured the same way where the runs hold it."""
+    labels = {k: v for r in rows for k, v in r["protocols"].items()}
+    if not labels:
+        return []
+    lines = ["Published columns and how they were measured:", ""]
+    lines += [f"- *paper {key.replace('_', ' ')}*: {label}" for key, label in labels.items()]
+    key = f"eval_{metric}_paper_protocol"
+    measured = [r for r in rows if r.get(key)]
+    if measured:
+        lines += ["", f"Our validation measured the paper's eval way (scaled; best checkpoint, "
+                  f"whole split) beside the published eval column; the *eval {metric}* of the "
+                  "table below uses the test protocol's settings.", "",
+                  f"| model | eval {metric}, paper's protocol | paper eval {metric} |",
+                  "| --- | ---: | ---: |"]  # fmt: skip
+        for r in measured:
+            paper = _fmt(r["published"].get(f"eval_{metric}"))
+            lines.append(f"| {r['name']} | {_fmt_stats(r[key], 4)} | {paper} |")
+    return [*lines, ""]
 
 
 def acceleration_markdown(table: dict[str, Any], split: str) -> list[str]:
@@ -635,12 +876,21 @@ def index_markdown(report: dict[str, Any]) -> str:
         "",
         "## Results (paper format)",
         "",
+        *protocols_markdown(report["paper_table"], m),
         *paper_markdown(report["paper_table"], m),
+        "",
+        "## Seeds and paired differences",
+        "",
+        "Δ is row minus baseline, seed by seed (rows share their seeds), then averaged; the "
+        "interval is the 95% Student-t interval of that mean (*lower* / *higher*: it excludes "
+        "0; *unresolved*: it does not). One seed gives no interval.",
+        "",
+        *statistics_markdown(report["paper_table"], m),
         "",
         "## Convergence",
         "",
         "Mean over seeds at each logged step; training loss is the running mean over each "
-        "log interval.",
+        "log interval (a last, shorter interval is left out).",
         "",
         *_image_lines(report["figures"]["convergence_steps"], "convergence vs steps"),
         "",
@@ -656,11 +906,22 @@ def index_markdown(report: dict[str, Any]) -> str:
         "",
         *acceleration_markdown(report["acceleration"]["train"], "train"),
         "",
+        "### Steps to a fraction of the baseline's improvement (validation)",
+        "",
+        *fractions_markdown(report["fractions"]),
+        "",
         "## Time cost and parameters (HT Table 7 style)",
         "",
         *time_markdown(report["time"]),
         "",
         *_gates_markdown(report["gates"]),
+        "",
+        "## Runs",
+        "",
+        "Where each run trained (thread count decides bit-exactness: 1- and 2-thread runs "
+        "differ from about the 8th digit).",
+        "",
+        *runs_markdown(report["runs"]),
         "",
         "## Missing or incomplete",
         "",
@@ -674,12 +935,12 @@ def _gates_markdown(gates: dict[str, Any]) -> list[str]:
     lines = ["## Gate biases b1 (HT Figures 13-14)", ""]
     for name, files in gates["heatmaps"].items():
         lines += [f"### {name}", "", *_image_lines(files, f"{name} gate biases"), ""]
-    tsne = gates["tsne"]
-    if "skipped" in tsne:
-        lines.append(f"*t-SNE skipped: {tsne['skipped']}.*")
+    pca = gates["pca"]
+    if "skipped" in pca:
+        lines.append(f"*PCA skipped: {pca['skipped']}.*")
     else:
-        lines += ["### t-SNE of the per-layer, per-sublayer bias vectors", ""]
-        lines += _image_lines(tsne["figure"], "t-SNE of gate biases")
+        lines += ["### PCA of the per-layer, per-sublayer bias vectors", ""]
+        lines += _image_lines(pca["figure"], "PCA of gate biases")
     return lines
 
 
@@ -711,8 +972,7 @@ def write_report(run_dirs: Iterable[str | Path], out_dir: str | Path) -> dict[st
 
     runs = [load_run(path) for path in find_run_dirs(run_dirs)]
     table, scale = check_one_table(runs)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = make_folder(out_dir, "--out")
     groups = group_runs(runs)
     metric = str(runs[0].experiment.get("metric", "bpc"))
     if metric not in ("bpc", "ppl"):
@@ -741,12 +1001,14 @@ def write_report(run_dirs: Iterable[str | Path], out_dir: str | Path) -> dict[st
                 "run_dir": _portable(r.run_dir),
                 "name": r.name,
                 "seed": r.seed,
+                "metadata": _metadata(r),
                 "problems": r.problems,
             }
             for r in runs
         ],
         "paper_table": paper_table,
         "acceleration": acceleration,
+        "fractions": fraction_rows(groups, baseline, FRACTIONS),
         "direction": direction_rows(groups, paper_table, acceleration["valid"], metric),
         "time": time_rows(groups),
         "gates": gates,
@@ -761,6 +1023,23 @@ def write_report(run_dirs: Iterable[str | Path], out_dir: str | Path) -> dict[st
     return report
 
 
+#: Run facts shown per run: results.json["metadata"] key -> column title.
+METADATA_KEYS = {"threads": "threads", "device": "device", "precision": "precision",
+                 "torch": "torch"}  # fmt: skip
+
+
+def _metadata(run: RunRecord) -> dict[str, Any]:
+    """Threads, device, precision, torch version and wall time of one run, where recorded
+    (older results.json files have no ``metadata``: those facts read as None)."""
+    results = run.results or {}
+    recorded = results.get("metadata")
+    recorded = recorded if isinstance(recorded, dict) else {}
+    facts: dict[str, Any] = {key: recorded.get(key) for key in METADATA_KEYS}
+    facts["precision"] = facts["precision"] or run.config.get("train", {}).get("precision")
+    facts["train_seconds"] = results.get("train_seconds")
+    return facts
+
+
 def _portable(path: Path) -> str:
     """``path`` relative to the working directory when beneath it (reports get committed)."""
     try:
@@ -771,6 +1050,6 @@ def _portable(path: Path) -> str:
 
 def _gate_figures(gates: dict[str, Any]) -> dict[str, list[str]]:
     figures = {f"gates_{name}": files for name, files in gates["heatmaps"].items()}
-    if "figure" in gates["tsne"]:
-        figures["gates_tsne"] = gates["tsne"]["figure"]
+    if "figure" in gates["pca"]:
+        figures["gates_pca"] = gates["pca"]["figure"]
     return figures

@@ -24,6 +24,7 @@ from ..data.vocab import Vocabulary
 from ..errors import CheckpointError, ConfigError
 from ..evaluate import evaluate
 from ..models.lm import LanguageModel, build_model
+from ..resources import check_resources
 from ..train.distributed import World
 from .base import Batch, Task, TaskState
 
@@ -48,6 +49,8 @@ class LMTask(Task):
                 f"model.vocab_size={config.model.vocab_size} but the corpus has "
                 f"{len(self.corpus.vocab)} symbols; leave vocab_size at 0 to take it from the data"
             )
+        # impossible sizes fail here, in seconds, with the estimate in the message
+        check_resources(config, self.corpus.train.numel(), device)
         self.position = 0  # windows drawn so far
         self._layout()
 
@@ -71,7 +74,9 @@ class LMTask(Task):
 
     @classmethod
     def for_checkpoint(cls, config: Config, device: torch.device, folder: Path) -> LMTask:
-        vocab = Vocabulary.load(folder / VOCAB_FILE)
+        from ..train.checkpoint import read_vocab  # verified against the manifest
+
+        vocab = read_vocab(folder)
         return cls(config, device, load_corpus(config.data, vocab=vocab, download=False))
 
     @property
@@ -100,8 +105,12 @@ class LMTask(Task):
 
     def loss(self, model: nn.Module, batch: Batch) -> tuple[Tensor, int]:
         x, y, loss_start, k = batch
-        hidden, self.memory[k] = model(x.to(self.device, non_blocking=True), memory=self.memory[k])
-        nll = model.token_nll(hidden[:, loss_start:], y.to(self.device, non_blocking=True))
+        # a cached corpus holds uint16/uint32 ids: this window becomes int64 on the host
+        # (no-op for int64), where every torch build converts unsigned types
+        x = x.long().to(self.device, non_blocking=True)
+        y = y.long().to(self.device, non_blocking=True)
+        hidden, self.memory[k] = model(x, memory=self.memory[k])
+        nll = model.token_nll(hidden[:, loss_start:], y)
         return nll.sum(), y.numel()  # training rows are never padded: no device sync to count
 
     def evaluate(self, model: nn.Module, split: str, quick: bool = False) -> dict[str, float]:
@@ -147,7 +156,9 @@ class LMTask(Task):
         self.vocab.save(folder / VOCAB_FILE)
 
     def check_checkpoint(self, folder: Path) -> None:
-        saved = Vocabulary.load(folder / VOCAB_FILE)
+        from ..train.checkpoint import read_vocab  # verified against the manifest
+
+        saved = read_vocab(folder)
         if saved != self.vocab:
             raise CheckpointError(
                 f"the checkpoint in {folder.parent} was trained with another vocabulary "

@@ -9,6 +9,7 @@ run-folder layout is :mod:`~highway_transformer.train.runfolder`'s.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import random
 import time
@@ -29,8 +30,16 @@ from ..tasks import Task, task_class
 from . import checkpoint as ckpt
 from . import runfolder
 from .accumulation import accumulate_gradients
-from .distributed import World, check_divisible, init_world, seed_rank, wrap_model
+from .distributed import (
+    World,
+    check_divisible,
+    init_world,
+    is_main_process,
+    seed_rank,
+    wrap_model,
+)
 from .optim import LRSchedule, build_optimizer, set_lr
+from .runlock import own_run_folder
 from .writers import (
     CsvWriter,
     JsonlWriter,
@@ -361,6 +370,7 @@ class Trainer:
         self._record("valid", metrics, lr=self.schedule.lr(self.state.step))
         if annealed:
             self.log(f"validation stalled: learning rate annealed at step {self.state.step}")
+        ckpt.check_finite_loss(loss, self.state.step)  # a diverged run never replaces one
         if loss < self.state.best_valid:  # the same on every rank
             self.state.best_valid, self.state.best_step = loss, self.state.step
             self._save_best()
@@ -440,15 +450,19 @@ class Trainer:
             )
 
 
-def train(config: Config, out_dir: str | Path, resume: bool = False, **kwargs: Any) -> dict:
-    """Train ``config`` (its ``task.name``) into ``out_dir``, resuming its checkpoint if
-    asked; refuse to overwrite a run folder that holds one."""
-    if not resume and (Path(out_dir) / runfolder.CHECKPOINT_DIR).exists():
-        raise CheckpointError(
-            f"{out_dir} already holds a checkpoint; pass --resume to continue it or choose a new"
-            " --out folder (nothing was overwritten)"
-        )
-    trainer = Trainer(config, out_dir, **kwargs)
-    if resume:
-        trainer.resume()
-    return trainer.fit()
+def train(
+    config: Config,
+    out_dir: str | Path,
+    resume: bool = False,
+    overwrite: bool = False,
+    **kwargs: Any,
+) -> dict:
+    """Train ``config`` (its ``task.name``) into ``out_dir``, owning the folder (see
+    :mod:`.runlock`; the main process holds the lock): resume its checkpoint if asked; a fresh
+    run replaces earlier records only with ``overwrite``."""
+    owner = own_run_folder(out_dir, resume, overwrite, kwargs.get("log"))
+    with owner if is_main_process() else contextlib.nullcontext():
+        trainer = Trainer(config, out_dir, **kwargs)
+        if resume:
+            trainer.resume()
+        return trainer.fit()

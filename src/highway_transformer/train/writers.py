@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..errors import ConfigError
+from ..extras import import_extra
 from . import runfolder
 
 Record = dict[str, Any]
@@ -100,13 +100,7 @@ class WandbWriter:
     """Weights & Biases: one run named after the config, resumed with the run folder."""
 
     def __init__(self, run_dir: Path, project: str, name: str, config: dict[str, Any]) -> None:
-        try:
-            import wandb
-        except ImportError:
-            raise ConfigError(
-                f"train.wandb_project={project!r} needs Weights & Biases: pip install wandb, "
-                "or leave train.wandb_project empty"
-            ) from None
+        wandb = import_extra("wandb", f"train.wandb_project={project!r} (Weights & Biases)")
         self.run = wandb.init(
             project=project, name=name, config=config, dir=str(run_dir), resume="allow"
         )

@@ -1,0 +1,36 @@
+"""Parameter-matched baselines: the plain model with ``d_inner`` raised to a gated row's size.
+
+Gated rows carry about a third more parameters than their plain baseline (each SDU adds two
+d x d maps per sublayer), so "the gate helps" could be "more parameters help". The
+``<table>/<base>+param-matched`` rows answer that: the baseline's architecture with the FFN
+widened until its parameter count equals the gated row's at the same scale.
+"""
+
+from __future__ import annotations
+
+from ..config import Config, ModelConfig
+
+# Embeddings and softmax are the same in a row and its baseline; any vocabulary size compares.
+_VOCAB = 64
+
+
+def count_parameters(model: ModelConfig) -> int:
+    """Parameters of a language model built from ``model`` (at a fixed vocabulary size)."""
+    from ..models.lm import build_model
+
+    sized = ModelConfig(**{**model.__dict__, "vocab_size": _VOCAB})
+    return sum(p.numel() for p in build_model(sized).parameters())
+
+
+def matched_d_inner(model: ModelConfig, target: ModelConfig) -> int:
+    """The ``d_inner`` that gives ``model`` as many parameters as ``target`` (they grow
+    linearly with ``d_inner``; the result is the nearest integer)."""
+    base = count_parameters(model)
+    wider = count_parameters(ModelConfig(**{**model.__dict__, "d_inner": model.d_inner + 1}))
+    missing = count_parameters(target) - base
+    return max(1, model.d_inner + round(missing / (wider - base)))
+
+
+def match_parameters(config: Config, target: Config) -> Config:
+    """``config`` with ``model.d_inner`` matched to ``target``'s parameter count."""
+    return config.replace(**{"model.d_inner": matched_d_inner(config.model, target.model)})

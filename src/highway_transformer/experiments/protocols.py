@@ -1,0 +1,55 @@
+"""Validation measured the way a paper measured its "eval" column (HT Table 5).
+
+HT Table 5's eval bpc is the validation the authors' training script printed (segment 128,
+memory 896), not the 80 / 2100 test protocol the final evaluation uses. After a row trains,
+its best checkpoint is evaluated once more on the full validation split with the row's
+``eval_overrides`` scaled like the rest of the run, into ``protocol_eval.json``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from ..config import build_config
+from .registry import Experiment
+from .scale import scale_config
+
+PROTOCOL_FILE = "protocol_eval.json"
+
+
+def protocol_overrides(experiment: Experiment, scale: str) -> list[str]:
+    """The row's eval overrides at ``scale`` (lengths scaled as the scale scales them)."""
+    config = scale_config(
+        build_config(experiment.config(), None, list(experiment.eval_overrides)), scale
+    )
+    d, m = config.data, config.model.memory
+    same = "null" if m.eval_same_length is None else str(m.eval_same_length).lower()
+    return [
+        f"data.eval_seq_len={d.eval_seq_len}",
+        f"model.memory.eval_mem_len={m.eval_mem_len}",
+        f"model.memory.eval_clamp_len={m.eval_clamp_len}",
+        f"model.memory.eval_same_length={same}",
+        "data.max_eval_tokens=null",  # the whole validation split, as the script evaluated it
+    ]
+
+
+def measure_protocol(
+    run_dir: str | Path, experiment: Experiment, scale: str
+) -> dict[str, Any] | None:
+    """Evaluate ``run_dir/best`` the paper's way once (kept in ``protocol_eval.json``); None for
+    rows whose paper states no separate protocol."""
+    if not experiment.eval_overrides:
+        return None
+    path = Path(run_dir) / PROTOCOL_FILE
+    if path.is_file():
+        return json.loads(path.read_text(encoding="utf-8"))
+    from ..train.evaluation import evaluate_checkpoint
+
+    overrides = protocol_overrides(experiment, scale)
+    metrics = evaluate_checkpoint(Path(run_dir) / "best", ["valid"], "cpu", overrides)["valid"]
+    record = {"protocol": experiment.protocols.get(f"eval_{experiment.metric}", ""),
+              "overrides": overrides, "valid": metrics}  # fmt: skip
+    path.write_text(json.dumps(record, indent=2, ensure_ascii=False), encoding="utf-8")
+    return record

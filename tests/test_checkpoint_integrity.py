@@ -1,0 +1,359 @@
+"""Checkpoints prove themselves; run folders have one owner and never mix two runs."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors import SafetensorError
+
+from highway_transformer import cli
+from highway_transformer.config import Config, DataConfig, ModelConfig, TrainConfig
+from highway_transformer.errors import (
+    CheckpointError,
+    ConfigError,
+    RunFolderBusy,
+    TrainingDiverged,
+)
+from highway_transformer.train import checkpoint as ckpt
+from highway_transformer.train import runlock
+from highway_transformer.train.trainer import Trainer, train
+
+TEXT = "abcabd abcabe xyzzy. " * 60
+
+
+def tiny(path: Path, **overrides) -> Config:
+    config = Config(
+        name="tiny",
+        model=ModelConfig(d_model=16, n_layers=1, n_heads=2, d_inner=32),
+        data=DataConfig(corpus="file", path=str(path), batch_size=4, seq_len=16, eval_batch_size=4),
+        train=TrainConfig(optimizer="adam", lr=1e-2, max_steps=2, eval_interval=2, seed=3),
+    )
+    return config.replace(**overrides) if overrides else config
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("trained")
+    text = root / "text.txt"
+    text.write_text(TEXT, encoding="utf-8")
+    train(tiny(text), root / "run", progress=False)
+    return root
+
+
+@pytest.fixture
+def run(trained: Path, tmp_path: Path) -> Path:
+    """A private copy of the trained run folder (and its corpus, at the same path)."""
+    copy = tmp_path / "run"
+    shutil.copytree(trained / "run", copy)
+    return copy
+
+
+def config_of(run: Path) -> Config:
+    return ckpt.read_config(run / "checkpoint")
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+
+# ------------------------------------------------------------------ manifest
+
+
+@pytest.mark.parametrize("name", [ckpt.MODEL_FILE, ckpt.CONFIG_FILE, ckpt.VOCAB_FILE])
+def test_a_bit_flip_is_an_error_naming_the_file(run: Path, name: str) -> None:
+    path = run / "checkpoint" / name
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    path.write_bytes(bytes(data))
+    with pytest.raises(CheckpointError, match=name.replace(".", r"\.") + ".*SHA-256"):
+        ckpt.load_pretrained(run / "checkpoint")
+
+
+def test_a_bit_flip_in_the_trainer_state_stops_resume(run: Path) -> None:
+    path = run / "checkpoint" / ckpt.TENSOR_FILE
+    data = bytearray(path.read_bytes())
+    data[-3] ^= 0x10
+    path.write_bytes(bytes(data))
+    with pytest.raises(CheckpointError, match="trainer.safetensors"):
+        ckpt.load_trainer_state(run / "checkpoint")
+
+
+def test_manifest_lists_every_file(run: Path) -> None:
+    manifest = json.loads((run / "checkpoint" / ckpt.MANIFEST_FILE).read_text())
+    files = {p.name for p in (run / "checkpoint").iterdir()} - {ckpt.MANIFEST_FILE}
+    assert set(manifest["sha256"]) == files
+
+
+def test_a_malformed_manifest(run: Path) -> None:
+    (run / "checkpoint" / ckpt.MANIFEST_FILE).write_text("{nope")
+    with pytest.raises(CheckpointError, match="manifest"):
+        ckpt.load_pretrained(run / "checkpoint")
+
+
+# ------------------------------------------------------------------ schemas
+
+
+def _rewrite(folder: Path, name: str, content: bytes) -> None:
+    """Change a file as a hand edit would, with the manifest updated (schema, not hash)."""
+    (folder / name).write_bytes(content)
+    ckpt._write_manifest(folder)
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        {"model": {"n_heads": 0}},
+        {"model": {"family": "nonsense"}},
+        {"model": {"d_model": "wide"}},
+        {"train": {"lr": -1}},
+        {"model": 3},
+    ],
+)
+def test_a_checkpoint_config_is_validated(run: Path, edit: dict) -> None:
+    data = json.loads((run / "checkpoint" / ckpt.CONFIG_FILE).read_text())
+    for key, value in edit.items():
+        data[key] = {**data[key], **value} if isinstance(value, dict) else value
+    _rewrite(run / "checkpoint", ckpt.CONFIG_FILE, json.dumps(data).encode())
+    with pytest.raises(CheckpointError, match="config.json"):
+        ckpt.load_pretrained(run / "checkpoint")
+
+
+@pytest.mark.parametrize("name", [ckpt.CONFIG_FILE, ckpt.VOCAB_FILE])
+def test_non_utf8_checkpoint_files(run: Path, name: str) -> None:
+    _rewrite(run / "checkpoint", name, b'{"x": "\xe9"}')
+    with pytest.raises(CheckpointError, match="UTF-8"):
+        ckpt.load_pretrained(run / "checkpoint")
+
+
+@pytest.mark.parametrize("size", [5, 200])
+def test_a_vocabulary_that_does_not_fit_the_model(run: Path, size: int) -> None:
+    symbols = [chr(ord("a") + i) if i < 26 else f"s{i}" for i in range(size)]
+    vocab = {"level": "char", "unk": None, "eos": None, "symbols": symbols}
+    _rewrite(run / "checkpoint", ckpt.VOCAB_FILE, json.dumps(vocab).encode())
+    with pytest.raises(CheckpointError, match="symbols"):
+        ckpt.load_pretrained(run / "checkpoint")
+
+
+TRAINER_EDITS = [
+    b"[]",
+    b"{trunc",
+    b'{"step": "four"}',
+    b'{"step": -1, "optimizer": {}, "schedule": {}, "rng": {}, "run": {}}',
+]
+
+
+@pytest.mark.parametrize("content", TRAINER_EDITS)
+def test_a_malformed_trainer_state_on_resume(
+    run: Path, content: bytes, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _rewrite(run / "checkpoint", ckpt.STATE_FILE, content)
+    config = config_of(run).replace(**{"train.max_steps": 4})
+    with pytest.raises(CheckpointError, match="trainer.json"):
+        train(config, run, resume=True, progress=False)
+
+
+def test_a_trainer_state_missing_run_fields(run: Path) -> None:
+    info = json.loads((run / "checkpoint" / ckpt.STATE_FILE).read_text())
+    del info["run"]["items"]
+    _rewrite(run / "checkpoint", ckpt.STATE_FILE, json.dumps(info).encode())
+    with pytest.raises(CheckpointError, match="run.items"):
+        ckpt.load_trainer_state(run / "checkpoint")
+
+
+def test_a_damaged_rng_state(run: Path) -> None:
+    info = json.loads((run / "checkpoint" / ckpt.STATE_FILE).read_text())
+    info["rng"]["python"] = [3]
+    _rewrite(run / "checkpoint", ckpt.STATE_FILE, json.dumps(info).encode())
+    state = ckpt.load_trainer_state(run / "checkpoint")
+    with pytest.raises(CheckpointError, match="random-number state"):
+        ckpt.restore_rng(state.info["rng"], state.tensors)
+
+
+def test_generate_on_a_task_checkpoint(run: Path) -> None:
+    data = json.loads((run / "checkpoint" / ckpt.CONFIG_FILE).read_text())
+    data["task"]["name"] = "copy"
+    _rewrite(run / "checkpoint", ckpt.CONFIG_FILE, json.dumps(data).encode())
+    with pytest.raises(CheckpointError, match="do not fit the model"):
+        ckpt.load_pretrained(run / "checkpoint")
+
+
+# ------------------------------------------------------------------ saving
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        OSError(errno.ENOSPC, "No space left on device"),
+        SafetensorError("Error while serializing: IoError(No space left on device)"),
+    ],
+)
+def test_disk_full_during_a_save_keeps_the_previous_checkpoint(
+    run: Path, monkeypatch: pytest.MonkeyPatch, error: Exception
+) -> None:
+    model, config, vocab = ckpt.load_pretrained(run / "checkpoint")
+    before = snapshot(run / "checkpoint")
+
+    def full(*args, **kwargs):
+        raise error
+
+    monkeypatch.setattr(ckpt, "save_model", full)
+    with pytest.raises(CheckpointError, match="disk is full.*intact"):
+        ckpt.save_checkpoint(run / "checkpoint", model, config, vocab)
+    assert snapshot(run / "checkpoint") == before
+    assert not (run / "checkpoint.tmp").exists()
+
+
+def test_disk_full_on_the_cli_is_one_line(
+    run: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def full(self, *args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(Path, "write_text", full)
+    config = run / "checkpoint" / ckpt.CONFIG_FILE
+    argv = ["train", "--config", str(run / "config.yaml"), "--out", str(run.parent / "new")]
+    assert config.is_file()
+    assert cli.main([*argv, "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error:") and "\n" not in err
+
+
+def test_non_finite_weights_are_never_saved(run: Path) -> None:
+    model, config, vocab = ckpt.load_pretrained(run / "checkpoint")
+    before = snapshot(run / "checkpoint")
+    with torch.no_grad():
+        next(model.parameters())[0].fill_(float("inf"))
+    with pytest.raises(TrainingDiverged, match="intact"):
+        ckpt.save_checkpoint(run / "checkpoint", model, config, vocab)
+    with pytest.raises(TrainingDiverged, match="validation loss"):
+        ckpt.check_finite_loss(float("nan"), 3)
+    assert snapshot(run / "checkpoint") == before
+
+
+def test_adam_at_a_huge_learning_rate_leaves_finite_checkpoints(tmp_path: Path) -> None:
+    text = tmp_path / "text.txt"
+    text.write_text(TEXT, encoding="utf-8")
+    config = tiny(text, **{"train.lr": 1e4, "train.max_steps": 12, "train.eval_interval": 1})
+    with pytest.raises(TrainingDiverged):
+        train(config, tmp_path / "run", progress=False)
+    if (tmp_path / "run" / "checkpoint").exists():
+        model, _, _ = ckpt.load_pretrained(tmp_path / "run" / "checkpoint")
+        assert all(torch.isfinite(p).all() for p in model.parameters())
+
+
+def test_an_interrupted_swap_is_recovered_never_deleted(run: Path) -> None:
+    os.replace(run / "checkpoint", run / "checkpoint.old")  # killed between the two renames
+    before = snapshot(run / "checkpoint.old")
+    config = config_of_old = ckpt.read_config(run / "checkpoint")  # read falls back to .old
+    assert config_of_old.name == "tiny"
+    with pytest.raises(ConfigError, match="already holds a run"):
+        train(config, run, progress=False)
+    assert snapshot(run / "checkpoint") == before  # moved back into place, intact
+    train(config.replace(**{"train.max_steps": 4}), run, resume=True, progress=False)
+    assert ckpt.load_trainer_state(run / "checkpoint").step == 4
+
+
+def test_checkpoints_without_manifest_still_load(run: Path) -> None:
+    (run / "checkpoint" / ckpt.MANIFEST_FILE).unlink()  # written by an earlier version
+    ckpt.load_pretrained(run / "checkpoint")
+
+
+# ------------------------------------------------------------------ run folders
+
+
+def test_a_second_writer_is_refused_naming_the_owner(run: Path) -> None:
+    owner = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        lock = {"pid": owner.pid, "host": os.uname().nodename, "started": 0}
+        (run / runlock.LOCK_FILE).write_text(json.dumps(lock))
+        with pytest.raises(RunFolderBusy, match=f"PID {owner.pid}"):
+            train(config_of(run), run, resume=True, progress=False)
+    finally:
+        owner.kill()
+        owner.wait()
+
+
+def test_a_stale_lock_is_reported_and_taken_over(run: Path) -> None:
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    lock = {"pid": dead.pid, "host": os.uname().nodename, "started": 0}
+    (run / runlock.LOCK_FILE).write_text(json.dumps(lock))
+    messages: list[str] = []
+    config = config_of(run).replace(**{"train.max_steps": 4})
+    train(config, run, resume=True, progress=False, log=messages.append)
+    assert any("stale lock" in m and str(dead.pid) in m for m in messages)
+    assert not (run / runlock.LOCK_FILE).exists()  # released at the end
+
+
+def test_a_lock_of_another_host_or_unreadable_is_refused(run: Path) -> None:
+    (run / runlock.LOCK_FILE).write_text(json.dumps({"pid": 1, "host": "elsewhere"}))
+    with pytest.raises(RunFolderBusy, match="elsewhere"):
+        train(config_of(run), run, resume=True, progress=False)
+    (run / runlock.LOCK_FILE).write_bytes(b"\x00garbage")
+    with pytest.raises(RunFolderBusy, match="cannot be read"):
+        train(config_of(run), run, resume=True, progress=False)
+
+
+def test_a_fresh_run_into_a_used_folder(run: Path) -> None:
+    metrics = (run / "metrics.jsonl").read_bytes()
+    with pytest.raises(ConfigError, match="--overwrite"):
+        train(config_of(run), run, progress=False)
+    assert (run / "metrics.jsonl").read_bytes() == metrics
+    train(config_of(run), run, overwrite=True, progress=False)
+    steps = [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert steps == sorted(steps)  # one run's records, in order
+
+
+def test_a_run_killed_before_its_first_checkpoint(run: Path) -> None:
+    shutil.rmtree(run / "checkpoint")
+    with pytest.raises(ConfigError, match="already holds a run"):
+        train(config_of_best(run), run, progress=False)
+    with pytest.raises(ConfigError, match="no checkpoint"):
+        train(config_of_best(run), run, resume=True, progress=False)
+
+
+def config_of_best(run: Path) -> Config:
+    return ckpt.read_config(run / "best")
+
+
+@pytest.mark.parametrize("where", ["missing", "empty"])
+def test_resume_without_a_checkpoint(tmp_path: Path, where: str, trained: Path) -> None:
+    out = tmp_path / "out"
+    if where == "empty":
+        out.mkdir()
+    with pytest.raises(ConfigError, match="no checkpoint"):
+        train(tiny(trained / "text.txt"), out, resume=True, progress=False)
+
+
+def test_resume_and_overwrite_together(tmp_path: Path, trained: Path) -> None:
+    with pytest.raises(ConfigError, match="give one"):
+        train(tiny(trained / "text.txt"), tmp_path, resume=True, overwrite=True, progress=False)
+
+
+def test_a_task_run_into_a_used_folder(run: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["train", "--task", "copy", "--out", str(run), "--no-progress"]
+    assert cli.main([*argv, "task.length=3", "train.max_steps=1"]) == 2
+    assert "--overwrite" in capsys.readouterr().err
+
+
+def test_trainer_resume_reports_no_checkpoint(tmp_path: Path, trained: Path) -> None:
+    trainer = Trainer(tiny(trained / "text.txt"), tmp_path / "fresh", progress=False)
+    assert trainer.resume() is False
+
+
+def test_resume_verifies_the_vocabulary(run: Path) -> None:
+    path = run / "checkpoint" / ckpt.VOCAB_FILE
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    path.write_bytes(bytes(data))
+    config = config_of_best(run).replace(**{"train.max_steps": 4})
+    with pytest.raises(CheckpointError, match=r"vocab\.json.*SHA-256"):
+        train(config, run, resume=True, progress=False)

@@ -1,0 +1,99 @@
+"""Downloads and local corpus copies are checked the same way; failures leave nothing behind."""
+
+from __future__ import annotations
+
+import hashlib
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from highway_transformer.config import DataConfig
+from highway_transformer.data import corpora, images, music
+from highway_transformer.data.corpora import Archive, check_member, extract_archive, load_corpus
+from highway_transformer.data.download import fetch, staged_folder
+from highway_transformer.errors import DataError
+
+SMALL = Archive("https://example.org/small.zip", "small", 12, alphabet=b" abc")
+SHA1 = Archive("https://example.org/s.zip", "s", 3, sha1_of_member=hashlib.sha1(b"abc").hexdigest())
+
+
+def test_every_source_uses_https() -> None:
+    urls = [corpora.PTB_URL, corpora.ENWIK8.url, corpora.TEXT8.url, corpora.WIKITEXT103_URL]
+    urls += [url for entry in images.MNIST.values() for url in entry.urls]
+    urls += [entry.url for entry in music.MUSIC_DATASETS.values()]
+    assert all(url.startswith("https://") for url in urls)
+
+
+def test_every_corpus_is_pinned() -> None:
+    assert corpora.ENWIK8.sha1_of_member and corpora.TEXT8.alphabet
+    assert len(corpora.WIKITEXT103_MD5) == 32 and len(corpora.PTB_SHA256) == 6
+    assert all(entry.sha256 for entry in music.MUSIC_DATASETS.values())
+
+
+@pytest.mark.parametrize(
+    ("archive", "data", "says"),
+    [
+        (SMALL, b"abc abc abc", "bytes"),
+        (SMALL, b"abc abc abcX", "alphabet"),
+        (SHA1, b"abd", "SHA-1"),
+    ],
+)
+def test_corpus_file_checks(archive: Archive, data: bytes, says: str) -> None:
+    with pytest.raises(DataError, match=says):
+        check_member(archive, data, "copy")
+
+
+def test_a_local_zip_is_accepted_and_checked(tmp_path: Path) -> None:
+    good = tmp_path / "good.zip"
+    with zipfile.ZipFile(good, "w") as zf:
+        zf.writestr("small", "abc abc abca")
+    assert extract_archive(SMALL, tmp_path / "out", good).read_bytes() == b"abc abc abca"
+    bad = tmp_path / "bad.zip"
+    bad.write_bytes(b"PK not a zip")
+    with pytest.raises(DataError, match="cannot unzip"):
+        extract_archive(SMALL, tmp_path / "out2", bad)
+    assert not (tmp_path / "out2").exists()
+
+
+def test_local_enwik8_of_the_wrong_size(tmp_path: Path) -> None:
+    (tmp_path / "enwik8").write_bytes(b"x" * 100)
+    with pytest.raises(DataError, match="expected 100000000"):
+        load_corpus(DataConfig(corpus="enwik8", path=str(tmp_path)))
+
+
+def test_a_local_ptb_copy_that_differs(tmp_path: Path) -> None:
+    for split in ("train", "valid", "test"):
+        (tmp_path / f"ptb.{split}.txt").write_text("not the treebank\n")
+    with pytest.raises(DataError, match="SHA-256"):
+        load_corpus(DataConfig(corpus="ptb-word", path=str(tmp_path)))
+
+
+def test_a_music_file_in_the_data_folder_is_checked(tmp_path: Path) -> None:
+    from scipy.io import savemat
+
+    cells = np.empty((1, 1), dtype=object)
+    cells[0, 0] = np.zeros((3, 88))
+    savemat(tmp_path / "Nottingham.mat", {k: cells for k in music.SPLIT_KEYS})
+    with pytest.raises(DataError, match="SHA-256"):
+        music.load_music("nottingham", data_dir=tmp_path)
+
+
+def test_a_checksum_mismatch_discards_the_download(tmp_path: Path) -> None:
+    source = tmp_path / "source.bin"
+    source.write_bytes(b"payload")
+    dest = tmp_path / "cache" / "file.bin"
+    with pytest.raises(DataError, match="checksum mismatch"):
+        fetch(source.as_uri(), None, dest, md5="0" * 32)
+    assert not dest.exists() and list(dest.parent.iterdir()) == []
+    good = hashlib.md5(b"payload").hexdigest()
+    assert fetch(source.as_uri(), None, dest, md5=good).read_bytes() == b"payload"
+
+
+def test_a_failed_extraction_leaves_no_partial_folder(tmp_path: Path) -> None:
+    target = tmp_path / "corpus"
+    with pytest.raises(DataError), staged_folder(target) as tmp:
+        (tmp / "half.txt").write_text("partial")
+        raise DataError("interrupted")
+    assert list(tmp_path.iterdir()) == []

@@ -1,0 +1,84 @@
+"""Packaging: one version, declared extras, clean errors for missing optional dependencies."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+import highway_transformer
+from highway_transformer.errors import HighwayError, MissingExtra
+from highway_transformer.extras import EXTRAS, import_extra
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+ROOT = Path(__file__).resolve().parents[1]
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+
+
+def test_version_is_written_once() -> None:
+    project = PYPROJECT["project"]
+    assert "version" not in project and "version" in project["dynamic"]
+    attr = PYPROJECT["tool"]["setuptools"]["dynamic"]["version"]["attr"]
+    assert attr == "highway_transformer.__version__"
+    assert f"## [{highway_transformer.__version__}]" in (ROOT / "CHANGELOG.md").read_text()
+
+
+def test_licence_file_matches_pyproject() -> None:
+    assert PYPROJECT["project"]["license"] == "MIT"
+    assert (ROOT / "LICENSE").read_text(encoding="utf-8").startswith("MIT License")
+
+
+def test_every_extra_is_declared_and_heavy_packages_are_optional() -> None:
+    extras = PYPROJECT["project"]["optional-dependencies"]
+    assert set(EXTRAS.values()) <= set(extras)
+    core = " ".join(PYPROJECT["project"]["dependencies"])
+    for heavy in ("matplotlib", "scikit-learn", "scipy", "tokenizers"):
+        assert heavy not in core
+
+
+def test_missing_extra_names_the_install_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "tokenizers", None)  # importing it now raises ImportError
+    with pytest.raises(MissingExtra, match=r"pip install 'highway-transformer\[subword\]'"):
+        import_extra("tokenizers", "subword vocabularies")
+    assert issubclass(MissingExtra, HighwayError)
+
+
+def test_import_extra_refuses_unlisted_modules() -> None:
+    with pytest.raises(KeyError, match="not an optional dependency"):
+        import_extra("json", "nothing")
+
+
+def test_demo_without_matplotlib_stops_before_training(
+    tmp_path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from highway_transformer import cli
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    assert cli.main(["demo", "--out", str(tmp_path / "demo"), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "highway-transformer[report]" in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "demo").exists()  # nothing was trained
+
+
+def test_the_core_imports_without_any_extra() -> None:
+    import subprocess
+
+    block = "; ".join(f"sys.modules[{m!r}] = None" for m in EXTRAS)
+    modules = "highway_transformer, highway_transformer.cli, highway_transformer.demo, " \
+              "highway_transformer.report.report, highway_transformer.data.corpora"  # fmt: skip
+    code = f"import sys; {block}; import {modules}"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-500:]
+
+
+def test_wandb_without_its_extra_names_it(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from highway_transformer.train.writers import WandbWriter
+
+    monkeypatch.setitem(sys.modules, "wandb", None)
+    with pytest.raises(MissingExtra, match=r"wandb_project='p'.*highway-transformer\[wandb\]"):
+        WandbWriter(tmp_path, "p", "run", {})

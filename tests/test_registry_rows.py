@@ -1,0 +1,95 @@
+"""Registry rows checked against the papers: HT Tables 5-6 in full, with the printed decimals."""
+
+from __future__ import annotations
+
+import pytest
+
+from highway_transformer.config import build_config
+from highway_transformer.experiments import get_experiment, table_experiments
+
+# HT Table 6 as printed: row -> (eval bpc, test bpc).
+TABLE6 = {
+    "": (1.090, 1.07160), "+tanh-l1-12": (1.143, 1.12797), "+tanh-l1-6": (1.100, 1.08234),
+    "+tanh-l1-3": (1.090, 1.07140), "+tanh-l1-2": (1.089, 1.06904), "+tanh-l1": (1.089, 1.06960),
+    "+tanh-l6-12": (1.092, 1.07313), "+tanh-l1-12-noffn": (1.116, 1.09920),
+    "+sigmoid-l1-12": (1.118, 1.10462), "+sigmoid-l1-6": (1.101, 1.08283),
+    "+sigmoid-l1-3": (1.094, 1.07383), "+sigmoid-l1-2": (1.090, 1.07148),
+    "+sigmoid-l1": (1.090, 1.07157), "+sigmoid-l6-12": (1.094, 1.07607),
+    "+sigmoid-l1-12-noffn": (1.103, 1.08652), "+highway": (1.120, 1.10922),
+    "+gated": (1.117, 1.10292),
+}  # fmt: skip
+
+
+def test_table6_has_all_17_rows_with_published_values() -> None:
+    rows = {e.row.removeprefix("l12-xl"): e.published for e in table_experiments("ht-table6")}
+    assert rows == {k: {"eval_bpc": e, "test_bpc": t} for k, (e, t) in TABLE6.items()}
+
+
+@pytest.mark.parametrize(
+    ("row", "layers"),
+    [("+tanh-l6-12", "6-12"), ("+sigmoid-l1", "1"), ("+tanh-l1-12-noffn", "1-12\\FFN")],
+)
+def test_table6_new_rows_gate_the_named_layers(row: str, layers: str) -> None:
+    gate = get_experiment(f"ht-table6/l12-xl{row}").config().model.gate
+    assert (gate.kind, gate.layers) == ("sdu", layers)
+
+
+def test_table5_keeps_five_decimals_so_sigma_l3_6_beats_the_baseline() -> None:
+    base = get_experiment("ht-table5/l6-xl").published["test_bpc"]
+    row = get_experiment("ht-table5/l6-xl+sigmoid-l3-6").published["test_bpc"]
+    assert (base, row) == (1.24339, 1.24261)
+    assert row < base
+
+
+def test_table5_ablations_carry_their_eval_column_and_protocols() -> None:
+    e = get_experiment("ht-table5/l6-xl+tanh-l1-3")
+    assert e.published == {"eval_bpc": 1.249, "test_bpc": 1.22039}
+    assert "during training" in e.protocols["eval_bpc"]
+    assert "segment 80" in e.protocols["test_bpc"]
+    config = build_config(e.config(), None, list(e.eval_overrides))
+    memory = config.model.memory
+    assert config.data.eval_seq_len == 128
+    assert (memory.eval_mem_len, memory.eval_clamp_len, memory.eval_same_length) == (896, -1, False)
+
+
+@pytest.mark.parametrize("table", ["ht-table1", "ht-table3"])
+def test_param_matched_baseline_has_the_gated_rows_parameter_count(table: str) -> None:
+    from highway_transformer.experiments import experiment_config
+    from highway_transformer.experiments.param_match import count_parameters
+
+    rows = {e.row.split("+")[-1]: e for e in table_experiments(table)}
+    matched = rows["param-matched"]
+    assert matched.baseline == matched.preset == f"{table}/t-l3" and matched.published == {}
+    configs = {k: experiment_config(rows[k], "tiny") for k in ("t-l3", "sigmoid", "param-matched")}
+    plain, gated, wide = (count_parameters(c.model) for c in configs.values())
+    assert plain < gated
+    step = (
+        count_parameters(
+            configs["t-l3"].model.__class__(
+                **{**configs["t-l3"].model.__dict__, "d_inner": configs["t-l3"].model.d_inner + 1}
+            )
+        )
+        - plain
+    )
+    assert abs(wide - gated) <= step / 2
+    assert configs["param-matched"].model.gate.kind == "none"
+    assert configs["param-matched"].model.d_inner > configs["t-l3"].model.d_inner
+
+
+def test_wt103_preset_evaluates_as_the_reference_script() -> None:
+    from highway_transformer.presets import get_preset
+
+    config = get_preset("xl-paper/wt103-base")
+    memory = config.model.memory
+    assert (config.data.eval_seq_len, memory.eval_mem_len, memory.eval_clamp_len) == (64, 640, 400)
+    assert memory.eval_same_length is True
+    assert "the script ties them" in config.source
+
+
+def test_tying_an_adaptive_softmax_is_refused() -> None:
+    from highway_transformer.errors import ConfigError
+    from highway_transformer.presets import get_preset
+
+    config = get_preset("xl-paper/wt103-base")
+    with pytest.raises(ConfigError, match="cannot tie an adaptive softmax"):
+        config.replace(**{"model.tie_weights": True}).validate()

@@ -1,0 +1,75 @@
+"""The ``cpu`` and ``cpu-adamw`` scales: factors, full splits, optimiser replacement."""
+
+from __future__ import annotations
+
+import pytest
+
+from highway_transformer.experiments import describe_scale, experiment_config, get_experiment
+from highway_transformer.experiments.scale import CPU_SGD_LR_FACTOR
+
+
+def test_cpu_scale_shrinks_char_ptb_t_l3_by_its_factors() -> None:
+    c = experiment_config(get_experiment("ht-table1/t-l3"), "cpu")
+    assert (c.model.d_model, c.model.d_inner, c.model.n_heads, c.model.n_layers) == (128, 512, 8, 3)
+    assert (c.data.seq_len, c.data.context, c.data.batch_size) == (100, 20, 16)
+    t = c.train
+    assert t.max_steps == 100 * 989 // 5
+    assert t.eval_interval == t.max_steps // 50
+    assert (t.eval_max_tokens, c.data.max_eval_tokens, c.data.max_train_tokens) == (
+        50_000,
+        None,
+        None,
+    )
+    # The published SGD with linear decay and clip 0.15, the rate scaled by the pilot's factor.
+    assert (t.optimizer, t.schedule, t.clip, t.warmup_steps) == ("sgd", "linear", 0.15, 0)
+    assert t.lr == pytest.approx(2.0 * CPU_SGD_LR_FACTOR)
+
+
+def test_cpu_scale_keeps_adam_rows_learning_rate_and_word_ptb_annealing() -> None:
+    xl = experiment_config(get_experiment("ht-table5/l6-xl"), "cpu").train
+    assert (xl.optimizer, xl.lr, xl.schedule, xl.max_steps) == ("adam", 2.5e-4, "cosine", 8000)
+    word = experiment_config(get_experiment("ht-table3/t-l3"), "cpu").train
+    assert (word.optimizer, word.schedule) == ("sgd", "anneal")
+    assert word.lr == pytest.approx(2.0 * CPU_SGD_LR_FACTOR)
+
+
+@pytest.mark.parametrize("row", ["ht-table1/t-l3+tanh", "ht-table3/t-l3", "ht-table5/l6-xl"])
+def test_cpu_adamw_replaces_every_rows_optimiser(row: str) -> None:
+    c = experiment_config(get_experiment(row), "cpu-adamw")
+    t = c.train
+    assert (t.optimizer, t.lr, t.betas, t.weight_decay) == ("adamw", 1e-3, (0.9, 0.99), 0.01)
+    assert (t.schedule, t.clip, t.min_lr) == ("cosine", 1.0, 0.0)
+    assert t.warmup_steps == round(t.max_steps * 0.02)
+
+
+def test_cpu_scales_state_their_deviations() -> None:
+    assert "sgd learning rate x" in describe_scale("cpu")
+    text = describe_scale("cpu-adamw")
+    assert "adamw lr 0.001" in text and "not the papers' optimiser" in text
+    assert "all train / all valid-test tokens" in text
+
+
+def test_table5_rows_measure_validation_the_papers_way(tmp_path) -> None:  # noqa: ANN001
+    import json
+    import random
+
+    from highway_transformer.experiments import run_experiments
+
+    rng = random.Random(0)
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("".join(rng.choice("abcdefgh \n") for _ in range(6000)), encoding="utf-8")
+    overrides = ["data.corpus=file", f"data.path={corpus}", "data.level=char",
+                 "train.max_steps=4", "train.eval_interval=2"]  # fmt: skip
+    (run_dir,) = run_experiments("ht-table5/l6-xl", tmp_path / "runs", "tiny", overrides=overrides)
+    record = json.loads((run_dir / "protocol_eval.json").read_text(encoding="utf-8"))
+    assert record["protocol"].startswith("validation during training (segment 128")
+    assert "data.eval_seq_len=16" in record["overrides"]  # 128 at the tiny scale's lengths x1/8
+    assert "model.memory.eval_mem_len=112" in record["overrides"]
+    assert record["valid"]["bpc"] > 0
+    from highway_transformer.report.report import write_report
+
+    report = write_report([run_dir], tmp_path / "report")
+    (row,) = report["paper_table"]
+    assert row["eval_bpc_paper_protocol"]["mean"] == pytest.approx(record["valid"]["bpc"])
+    index = (tmp_path / "report" / "index.md").read_text(encoding="utf-8")
+    assert "| ht-table5/l6-xl | " in index and "eval bpc, paper's protocol" in index

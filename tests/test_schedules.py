@@ -1,0 +1,81 @@
+"""Annealing rules of the word- and char-PTB scripts, and the presets that use them."""
+
+from __future__ import annotations
+
+import pytest
+
+from highway_transformer.config import TrainConfig
+from highway_transformer.errors import ConfigError
+from highway_transformer.experiments import get_experiment
+from highway_transformer.presets import get_preset
+from highway_transformer.train.optim import LRSchedule
+
+
+def _window(rule: str = "window", window: int = 5, after: int = 5, factor: float = 0.5):  # noqa: ANN202
+    return TrainConfig(lr=2.0, schedule="anneal", anneal_rule=rule, anneal_window=window,
+                       anneal_after=after, anneal_factor=factor)  # fmt: skip
+
+
+def test_window_rule_halves_when_no_better_than_the_worst_of_the_last_five() -> None:
+    s = LRSchedule(_window())
+    # Epochs 1-5 never anneal, even when worse (the RT code: `epoch > 5`).
+    assert [s.observe_validation(v) for v in (5.0, 4.0, 6.0, 3.0, 7.0)] == [False] * 5
+    assert s.lr(0) == 2.0
+    # Epoch 6: 6.5 < max(5, 4, 6, 3, 7) = 7: no anneal, though it is no new best.
+    assert s.observe_validation(6.5) is False
+    # Epoch 7: window (4, 6, 3, 7, 6.5), max 7; 7.0 >= 7: halve.
+    assert s.observe_validation(7.0) is True and s.lr(0) == pytest.approx(1.0)
+    # Epoch 8: window (6, 3, 7, 6.5, 7), 2.0 improves: kept.
+    assert s.observe_validation(2.0) is False and s.lr(0) == pytest.approx(1.0)
+
+
+def test_window_strict_needs_a_worse_validation() -> None:
+    s = LRSchedule(_window("window-strict", window=3, factor=0.1))
+    for v in (5.0, 4.0, 3.0, 3.0, 3.0):
+        s.observe_validation(v)
+    assert s.observe_validation(3.0) is False  # equal to max(3, 3, 3): not worse
+    assert s.observe_validation(3.5) is True and s.lr(0) == pytest.approx(0.2)
+
+
+def test_window_state_resumes_exactly() -> None:
+    a = LRSchedule(_window())
+    for v in (5.0, 4.0, 6.0, 3.0, 7.0, 6.5):
+        a.observe_validation(v)
+    b = LRSchedule(_window())
+    b.load_state_dict(a.state_dict())
+    assert b.observe_validation(7.0) == a.observe_validation(7.0) is True
+    assert b.state_dict() == a.state_dict()
+
+
+def test_anneal_rule_outside_the_anneal_schedule_is_an_error() -> None:
+    config = get_preset("ht-table1/t-l3")
+    with pytest.raises(ConfigError, match="anneal_rule=window applies to train.schedule=anneal"):
+        config.replace(**{"train.anneal_rule": "window"}).validate()
+    with pytest.raises(ConfigError, match="anneal rule"):
+        config.replace(**{"train.anneal_rule": "sometimes"}).validate()
+
+
+def test_presets_use_the_rt_scripts_rules() -> None:
+    word = get_preset("ht-table3/t-l3").train
+    assert (word.anneal_rule, word.anneal_window, word.anneal_after, word.anneal_factor) == (
+        "window",
+        5,
+        5,
+        0.5,
+    )
+    assert "RT code language_word" in get_preset("ht-table3/t-l3").source
+    char = get_preset("rt-paper/char-ptb").train
+    assert (char.schedule, char.anneal_rule, char.anneal_window, char.anneal_factor) == (
+        "anneal",
+        "window-strict",
+        3,
+        0.1,
+    )
+
+
+def test_rt_tables_3_4_train_the_rt_code_settings() -> None:
+    for row in ("rt-table3/transformer", "rt-table3/rtransformer", "rt-table4/transformer"):
+        config = get_experiment(row).config()
+        assert config.model.norm == "pre", row
+        assert config.train.schedule == "anneal", row
+    assert get_experiment("rt-table3/transformer").config().model.family == "transformer"

@@ -1,0 +1,156 @@
+"""Report statistics against hand-computed values."""
+
+from __future__ import annotations
+
+import pytest
+
+from highway_transformer.report.stats import (
+    fraction_target,
+    paired_difference,
+    plateaued,
+    steps_to_fraction,
+    summary,
+    t_interval,
+)
+
+BASELINE = [(100, 3.0), (200, 2.0), (300, 1.6), (400, 1.5), (500, 1.5)]
+FALLING = [(100, 3.0), (200, 2.5), (300, 2.0), (400, 1.5), (500, 1.0)]
+
+
+def test_summary_is_mean_and_sample_std() -> None:
+    assert summary([1.0, 2.0, 4.0]) == pytest.approx({"mean": 7 / 3, "std": 1.5275252, "n": 3})
+    assert summary([2.0, None]) == {"mean": 2.0, "std": 0.0, "n": 1}
+    assert summary([]) is None
+
+
+def test_paired_difference_by_seed_with_a_t_interval() -> None:
+    # diffs -0.1, -0.2, -0.2: mean -1/6, std 0.0577350, sem 1/30, t(0.975, 2) = 4.3026527.
+    row = {1: 1.0, 2: 1.2, 3: 1.1, 4: 0.5}  # seed 4 has no baseline run: left out
+    base = {1: 1.1, 2: 1.4, 3: 1.3}
+    d = paired_difference(row, base)
+    assert d is not None
+    assert d["n"] == 3
+    assert d["per_seed"] == pytest.approx({"1": -0.1, "2": -0.2, "3": -0.2})
+    assert d["mean"] == pytest.approx(-1 / 6)
+    assert d["std"] == pytest.approx(0.0577350, abs=1e-7)
+    half = 4.3026527 / 30
+    assert d["interval"] == pytest.approx([-1 / 6 - half, -1 / 6 + half], abs=1e-6)
+    assert d["verdict"] == "lower"
+
+
+def test_paired_difference_verdicts() -> None:
+    unresolved = paired_difference({1: 1.0, 2: 1.3}, {1: 1.1, 2: 1.2})
+    assert unresolved is not None and unresolved["verdict"] == "unresolved"
+    higher = paired_difference({1: 2.0, 2: 2.1, 3: 2.2}, {1: 1.0, 2: 1.05, 3: 1.1})
+    assert higher is not None and higher["verdict"] == "higher"
+    one = paired_difference({1: 1.0}, {1: 1.5})
+    assert one is not None and one["interval"] is None and one["verdict"] is None
+    assert paired_difference({1: 1.0}, {2: 1.0}) is None
+    assert t_interval([1.0]) is None
+
+
+def test_steps_to_a_fraction_of_the_baselines_improvement() -> None:
+    # Baseline: 3.0 -> best 1.5; half the improvement is 2.25, 90 % is 1.65.
+    assert fraction_target(BASELINE, 0.5) == pytest.approx(2.25)
+    assert fraction_target(BASELINE, 0.9) == pytest.approx(1.65)
+    assert steps_to_fraction(BASELINE, BASELINE, 0.5) == 200
+    assert steps_to_fraction(BASELINE, BASELINE, 0.9) == 300
+    row = [(100, 2.2), (200, 1.7), (300, 1.4)]
+    assert steps_to_fraction(row, BASELINE, 0.5) == 100
+    assert steps_to_fraction(row, BASELINE, 0.9) == 300
+    assert steps_to_fraction([(100, 2.9), (200, 2.6)], BASELINE, 0.5) is None
+    assert steps_to_fraction(row, [], 0.5) is None
+
+
+def test_plateau_needs_a_flat_tail() -> None:
+    assert plateaued(BASELINE)
+    assert not plateaued(FALLING)
+    assert not plateaued(BASELINE[:2])
+
+
+def _report_runs(root, with_metadata: bool):  # noqa: ANN001, ANN202
+    import json
+
+    from test_report import make_run
+
+    for seed, (base, gated) in enumerate([(1.6, 1.5), (1.7, 1.55), (1.65, 1.6)], 1):
+        make_run(root, "ht-table1/t-l3", [2.0, 1.5, 1.2, 1.1], base, base - 0.05, 100.0, seed)
+        path = make_run(
+            root, "ht-table1/t-l3+sigmoid", [1.8, 1.3, 1.1, 1.0], gated, gated - 0.05, 110.0, seed
+        )
+        if with_metadata:
+            results = json.loads((path / "results.json").read_text())
+            results["metadata"] = {"threads": 2, "device": "cpu", "precision": "fp32",
+                                   "torch": "2.13.0"}  # fmt: skip
+            (path / "results.json").write_text(json.dumps(results))
+
+
+def test_report_json_holds_per_seed_values_paired_intervals_and_metadata(tmp_path) -> None:  # noqa: ANN001
+    from highway_transformer.report.report import write_report
+
+    _report_runs(tmp_path / "runs", with_metadata=True)
+    report = write_report([tmp_path / "runs"], tmp_path / "report")
+    rows = {r["name"]: r for r in report["paper_table"]}
+    gated = rows["ht-table1/t-l3+sigmoid"]
+    assert gated["per_seed"]["2"]["eval_bpc"] == pytest.approx(1.55)
+    # eval diffs -0.1, -0.15, -0.05: mean -0.1, std 0.05, half width 4.3026527 * 0.05 / sqrt 3.
+    paired = gated["eval_bpc_paired"]
+    half = 4.3026527 * 0.05 / 3**0.5
+    assert paired["mean"] == pytest.approx(-0.1)
+    assert paired["interval"] == pytest.approx([-0.1 - half, -0.1 + half], abs=1e-6)
+    assert paired["verdict"] == "unresolved"
+    assert rows["ht-table1/t-l3"]["eval_bpc_paired"] is None
+    # Mean validation curves: baseline 2.0 -> 1.1, the 50 % target 1.55 is reached at step 20.
+    fractions = {r["name"]: r for r in report["fractions"]["rows"]}
+    assert report["fractions"]["targets"]["0.5"] == pytest.approx(1.55)
+    assert fractions["ht-table1/t-l3+sigmoid"]["steps"]["0.9"] == 30
+    assert fractions["ht-table1/t-l3+sigmoid"]["ratio"]["0.9"] == pytest.approx(0.75)
+    assert report["fractions"]["baseline_plateaued"] is False
+    meta = {(r["name"], r["seed"]): r["metadata"] for r in report["runs"]}
+    assert meta[("ht-table1/t-l3+sigmoid", 3)] == {"threads": 2, "device": "cpu",
+        "precision": "fp32", "torch": "2.13.0", "train_seconds": 110.0}  # fmt: skip
+    assert meta[("ht-table1/t-l3", 1)]["threads"] is None  # no metadata recorded: not invented
+    index = (tmp_path / "report" / "index.md").read_text(encoding="utf-8")
+    assert "-0.1000 [-0.2242, +0.0242] unresolved" in index
+    assert "| ht-table1/t-l3+sigmoid | 3 | 2 | cpu | fp32 | 2.13.0 | 110.0 |" in index
+
+
+def test_report_labels_the_table5_protocols() -> None:
+    from highway_transformer.experiments import get_experiment
+    from highway_transformer.report.report import protocols_markdown
+
+    rows = [{"protocols": get_experiment("ht-table5/l6-xl").protocols}]
+    text = "\n".join(protocols_markdown(rows))
+    assert "*paper eval bpc*: validation during training (segment 128, memory 896" in text
+    assert "*paper test bpc*: test protocol (segment 80, memory 2100" in text
+    assert protocols_markdown([{"protocols": {}}]) == []
+
+
+def test_curves_leave_out_a_last_partial_log_interval(tmp_path) -> None:  # noqa: ANN001
+    from highway_transformer.report.report import RunRecord, mean_curve
+
+    records = [
+        {"step": 10, "split": "train", "loss": 2.0},
+        {"step": 20, "split": "train", "loss": 1.5},
+        {"step": 23, "split": "train", "loss": 0.2},  # the mean of 3 steps, not 10
+        {"step": 23, "split": "valid", "loss": 1.4},
+    ]
+    run = RunRecord(tmp_path, {"name": "x"}, {"train": {"log_interval": 10}}, None, records)
+    assert [s for s, _, _ in mean_curve([run], "train", "loss")] == [10, 20]
+    assert [s for s, _, _ in mean_curve([run], "valid", "loss")] == [23]
+
+
+def test_direction_summary_does_not_count_the_param_matched_row(tmp_path) -> None:  # noqa: ANN001
+    from test_report import make_run
+
+    from highway_transformer.report.report import write_report
+
+    root = tmp_path / "runs"
+    make_run(root, "ht-table1/t-l3", [2.0, 1.5, 1.2, 1.1], 1.6, 1.5, 100.0)
+    make_run(root, "ht-table1/t-l3+sigmoid", [1.8, 1.3, 1.1, 1.0], 1.4, 1.3, 110.0)
+    make_run(root, "ht-table1/t-l3+param-matched", [1.9, 1.4, 1.1, 1.0], 1.5, 1.4, 105.0)
+    report = write_report([root], tmp_path / "report")
+    rows = {r["name"]: r for r in report["direction"]}
+    assert rows["ht-table1/t-l3+param-matched"]["param_matched"] is True
+    index = (tmp_path / "report" / "index.md").read_text(encoding="utf-8")
+    assert "1 of 1 gated rows reached the baseline's best validation loss" in index
