@@ -157,6 +157,7 @@ def test_transformer_xl_reference_initialisation() -> None:
         vocab_size=2000,
         adaptive_cutoffs=(500, 1000),
         adaptive_div=2.0,
+        tie_weights=False,  # an adaptive softmax is not tied (a config error)
         init="normal",
         init_std=0.02,
         init_proj_std=0.01,

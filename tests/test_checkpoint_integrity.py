@@ -347,3 +347,13 @@ def test_a_task_run_into_a_used_folder(run: Path, capsys: pytest.CaptureFixture[
 def test_trainer_resume_reports_no_checkpoint(tmp_path: Path, trained: Path) -> None:
     trainer = Trainer(tiny(trained / "text.txt"), tmp_path / "fresh", progress=False)
     assert trainer.resume() is False
+
+
+def test_resume_verifies_the_vocabulary(run: Path) -> None:
+    path = run / "checkpoint" / ckpt.VOCAB_FILE
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    path.write_bytes(bytes(data))
+    config = config_of_best(run).replace(**{"train.max_steps": 4})
+    with pytest.raises(CheckpointError, match=r"vocab\.json.*SHA-256"):
+        train(config, run, resume=True, progress=False)

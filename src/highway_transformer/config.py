@@ -193,9 +193,9 @@ class TrainConfig:
     # "window" anneals when a validation is no better than (>=) the worst of the previous
     # anneal_window ones, from evaluation anneal_after + 1 on (RT word-PTB script: 5, 5);
     # "window-strict" when it is worse (>) than that (RT char-PTB script: 3, 5).
-    anneal_rule: str = "best"
-    anneal_window: int = 5
-    anneal_after: int = 0
+    anneal_rule: str = "best"  # best | window | window-strict: when annealing happens
+    anneal_window: int = 5  # window rules: previous validations compared with
+    anneal_after: int = 0  # window rules: validations before annealing may start
     momentum: float = 0.0
     weight_decay: float = 0.0
     betas: tuple[float, float] = (0.9, 0.999)

@@ -74,7 +74,9 @@ class LMTask(Task):
 
     @classmethod
     def for_checkpoint(cls, config: Config, device: torch.device, folder: Path) -> LMTask:
-        vocab = Vocabulary.load(folder / VOCAB_FILE)
+        from ..train.checkpoint import read_vocab  # verified against the manifest
+
+        vocab = read_vocab(folder)
         return cls(config, device, load_corpus(config.data, vocab=vocab, download=False))
 
     @property
@@ -154,7 +156,9 @@ class LMTask(Task):
         self.vocab.save(folder / VOCAB_FILE)
 
     def check_checkpoint(self, folder: Path) -> None:
-        saved = Vocabulary.load(folder / VOCAB_FILE)
+        from ..train.checkpoint import read_vocab  # verified against the manifest
+
+        saved = read_vocab(folder)
         if saved != self.vocab:
             raise CheckpointError(
                 f"the checkpoint in {folder.parent} was trained with another vocabulary "
