@@ -543,7 +543,7 @@ FIELD_RANGES: dict[str, Range] = {
     "data.eval_context": Range(0, fix="leave it unset (null) to use data.context"),
     "data.max_train_tokens": Range(2, fix="leave it unset (null) to use the whole stream"),
     "data.max_eval_tokens": Range(2, fix="leave it unset (null) to use the whole splits"),
-    "data.subword_vocab_size": Range(2, fix="e.g. 1000, or unset it"),
+    "data.subword_vocab_size": Range(256, fix="the 256 bytes are tokens; e.g. 1000"),
     "train.lr": Range(0, open_low=True, fix="e.g. 2.0 for SGD, 2.5e-4 for Adam"),
     "train.warmup_steps": Range(0, fix="0 disables warm-up"),
     "train.min_lr": _NON_NEGATIVE,
