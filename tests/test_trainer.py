@@ -108,6 +108,13 @@ def test_resume_of_another_tasks_run_is_refused(tmp_path: Path) -> None:
     assert (run / "checkpoint" / ckpt.MODEL_FILE).read_bytes() == before
 
 
+def test_resume_with_other_task_settings_is_refused(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    train(tiny_task_config("copy/transformer", **{"train.max_steps": 2, "task.length": 12}), run)
+    with pytest.raises(CheckpointError, match=r"task config differs in task.length=12 \(saved\)"):
+        train(tiny_task_config("copy/transformer", **{"task.length": 13}), run, resume=True)
+
+
 def test_task_run_refuses_to_overwrite(tmp_path: Path) -> None:
     run = tmp_path / "run"
     train(tiny_task_config("adding/transformer", **{"train.max_steps": 2}), run)

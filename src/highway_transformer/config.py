@@ -649,11 +649,6 @@ def validate(config: Config) -> Config:
     check_fidelity_options(config)
     if list(m.adaptive_cutoffs) != sorted(set(m.adaptive_cutoffs)):
         raise ConfigError("model.adaptive_cutoffs must be strictly increasing")
-    if m.adaptive_cutoffs and m.tie_weights:
-        raise ConfigError(
-            "model.tie_weights=true cannot tie an adaptive softmax (model.adaptive_cutoffs); "
-            "set model.tie_weights=false"
-        )
     _choice("corpus level", d.level, LEVELS)
     check_file_corpus_config(d)
     for ctx_name, len_name in (("context", "seq_len"), ("eval_context", "eval_seq_len")):

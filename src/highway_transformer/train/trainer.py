@@ -476,13 +476,16 @@ class Trainer:
                 f"run asks for {global_rows(self.config)}; keep the product (any process count "
                 "dividing data.batch_size resumes it) or use a new --out"
             )
-        mine, theirs = self.config.model.__dict__, saved.model.__dict__
-        differing = [k for k in mine if mine[k] != theirs.get(k)]
-        if differing:
-            raise CheckpointError(
-                f"cannot resume {self.out_dir}: the model config differs in "
-                f"{', '.join('model.' + k for k in differing)}; use the same config or a new --out"
-            )
+        # The task's settings decide its data (e.g. task.length), so they must match as well.
+        for part in ("model", "task"):
+            mine, theirs = getattr(self.config, part).__dict__, getattr(saved, part).__dict__
+            differing = [k for k in mine if mine[k] != theirs.get(k)]
+            if differing:
+                raise CheckpointError(
+                    f"cannot resume {self.out_dir}: the {part} config differs in "
+                    f"{', '.join(f'{part}.{k}={theirs.get(k)}' for k in differing)} (saved); "
+                    "use the same config or a new --out"
+                )
 
 
 def train(
