@@ -147,6 +147,16 @@ def test_accumulate_two_equals_a_doubled_batch(tmp_path, text_file):
     assert_same_losses(losses(tmp_path / "acc"), losses(tmp_path / "big"))
 
 
+def test_fsdp_accumulate_two_equals_a_doubled_batch(tmp_path, text_file):
+    """FSDP skips the reduce-scatter on the first micro-batch (set_requires_gradient_sync)
+    and still computes the gradient of the doubled batch."""
+    base = lm_args(text_file, *XL, "train.max_steps=3", "train.eval_interval=3")
+    accumulated = [*base, "data.batch_size=2", "train.accumulate=2", "train.strategy=fsdp"]
+    launch(tmp_path / "acc", accumulated)
+    one_process(tmp_path / "big", [*base, "data.batch_size=4"])
+    assert_same_losses(losses(tmp_path / "acc"), losses(tmp_path / "big"))
+
+
 def test_resuming_with_another_global_batch_is_refused(tmp_path, text_file):
     base = lm_args(text_file, "train.max_steps=2", "train.eval_interval=2")
     one_process(tmp_path / "run", base)
