@@ -83,16 +83,18 @@ class MusicTask(Task):
         # longest pieces together: less padding (outputs at real steps do not depend on it)
         pieces = sorted(pieces, key=lambda p: int(p.shape[0]))
         total, steps = 0.0, 0
-        for inputs, targets, mask in music_data.music_batches(
-            pieces, self.config.data.eval_batch_size, predict_first=False
-        ):
+        for rows in self.eval_slices(len(pieces)):  # this rank's share, summed over ranks below
+            mine = pieces[rows]
+            batch = music_data.music_batches(mine, len(mine), predict_first=False)
+            inputs, targets, mask = next(batch)
             count = int(mask.sum())
             logits = model(inputs.to(self.device)).float()
             nll = music_data.bernoulli_nll(logits, targets.to(self.device), mask.to(self.device))
             total += float(nll) * count
             steps += count
+        total, steps = self.world.all_reduce_sum([total, steps])
         nll = total / max(steps, 1)
-        return {"loss": nll, "nll": nll, "steps": steps}
+        return {"loss": nll, "nll": nll, "steps": int(steps)}
 
     def state_dict(self) -> TaskState:
         return {**super().state_dict(), **self.order.state_dict()}
