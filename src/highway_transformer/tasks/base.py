@@ -86,7 +86,7 @@ class Task(ABC):
         """An endless stream of training batches, continuing from the task's position."""
 
     def shard(self, world: World) -> None:
-        """Train (and where the task can, evaluate) this rank's share of every batch.
+        """Train and evaluate this rank's share of every batch (:meth:`eval_slices`).
 
         Every rank draws the same global batches of ``data.batch_size`` (same seed) and keeps
         its rows, so N processes compute the gradient of one.
