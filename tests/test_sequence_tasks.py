@@ -98,6 +98,22 @@ def test_music_task_evaluation_matches_constant_logits_by_hand(tmp_path):
     assert metrics["nll"] == pytest.approx(expected / steps, rel=1e-5)
 
 
+def test_music_periodic_evaluation_honours_eval_max_tokens(tmp_path):
+    pytest.importorskip("scipy.io")
+    mat = write_music_file(tmp_path / "tiny.mat")  # valid pieces of 7, 10 and 5 steps
+    config = _tiny("rt-table2/transformer", **{"task.dataset": str(mat)})
+    model = build_task_model(config).eval()
+
+    def counted(cap: int | None, quick: bool) -> float:
+        capped = config.replace(**{"train.eval_max_tokens": cap})
+        return MusicTask(capped, torch.device("cpu")).evaluate(model, "valid", quick)["steps"]
+
+    # the first pieces within the cap (at least one); the first step of each is not counted
+    assert counted(17, quick=True) == 6 + 9
+    assert counted(3, quick=True) == 6
+    assert counted(3, quick=False) == counted(None, quick=True) == 6 + 9 + 4
+
+
 def test_music_run_on_a_small_file(tmp_path):
     pytest.importorskip("scipy.io")
     mat = write_music_file(tmp_path / "tiny.mat")

@@ -34,6 +34,9 @@ def test_rt_table1_trains_pixels_and_reports_accuracy(
         assert "bpc" not in results["test"]
     index = _report(capsys, runs, tmp_path / "report")
     assert "| test accuracy |" in index and "positive is better for accuracy" in index
+    # the direction table words "better" from the task registry: accuracy is higher-better
+    assert "| higher at equal steps | seeds higher (paired) |" in index
+    assert "lower at equal steps" not in index
     report = json.loads((tmp_path / "report" / "report.json").read_text())
     rows = {r["name"]: r for r in report["paper_table"]}
     transformer = json.loads((runs / "transformer" / "seed1" / "results.json").read_text())
@@ -54,3 +57,4 @@ def test_rt_table2_trains_music_with_two_jobs_and_reports_nll(
         assert results["task"] == "music" and results["test"]["nll"] > 0
     index = _report(capsys, runs, tmp_path / "report")
     assert "| test nll |" in index and "negative is better for nll" in index
+    assert "| lower at equal steps | seeds lower (paired) |" in index

@@ -219,9 +219,6 @@ class TrainConfig:
     wandb_project: str = ""  # log to this Weights & Biases project (needs wandb); "": off
 
 
-TASKS = ("lm", "music", "pixels", "copy", "adding", "seq2seq")
-
-
 @dataclass
 class TaskConfig:
     """The task beyond language modelling (RT §4: pixel MNIST, polyphonic music; TCN tasks)."""
@@ -656,7 +653,9 @@ def validate(config: Config) -> Config:
         length = getattr(d, len_name) or d.seq_len
         if ctx is not None and not 0 <= ctx < length:
             raise ConfigError(f"data.{ctx_name}={ctx} must be in [0, {len_name}={length})")
-    _choice("task", config.task.name, TASKS)
+    from .tasks import TASKS  # lazy: the tasks import torch and this module
+
+    _choice("task", config.task.name, tuple(TASKS))
     check_task_config(config)
     _choice("optimizer", t.optimizer, OPTIMIZERS)
     _choice("learning-rate schedule", t.schedule, SCHEDULES)

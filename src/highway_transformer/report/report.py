@@ -15,8 +15,9 @@ table at one scale and writes:
   baseline itself needed;
 * time cost and parameters per row (HT Table 7 style);
 * the paper's direction, checked row by row: did the gated row reach the baseline's best
-  validation loss in fewer steps, did it end lower at equal steps (also seed by seed, paired
-  by seed), and is the sign of its change the sign the paper published;
+  validation loss in fewer steps, did it end better at equal steps (lower loss, higher
+  accuracy: the task registry's direction; also seed by seed, paired by seed), and is the
+  sign of its change the sign the paper published;
 * gate-bias analysis of the learned SDU biases ``b1`` from each run's ``best/`` weights:
   a layer × dimension heatmap per sublayer kind (HT Figure 13) and a PCA scatter of the
   per-layer, per-sublayer vectors (Figure 14);
@@ -300,6 +301,11 @@ def higher_is_better(metric: str) -> bool:
     return any(task.metrics.get(metric) == "higher" for task in TASKS.values())
 
 
+def better_word(metric: str) -> str:
+    """ "higher" or "lower": the better direction of ``metric`` (the task registry's word)."""
+    return "higher" if higher_is_better(metric) else "lower"
+
+
 def _improved(change: float | None, metric: str) -> bool | None:
     if change is None:
         return None
@@ -514,7 +520,7 @@ def direction_rows(
     acceleration: dict[str, Any],
     metric: str,
 ) -> list[dict[str, Any]]:
-    """Per gated row: faster to the baseline's best, lower at equal steps, paper's sign."""
+    """Per gated row: faster to the baseline's best, better at equal steps, paper's sign."""
     rows = []
     accel = {r["name"]: r for r in acceleration.get("rows", [])}
     base_steps = acceleration.get("baseline_steps")
@@ -530,7 +536,7 @@ def direction_rows(
         better, n_paired = _paired_better(groups[name], groups[row["baseline"]], metric)
         paper_change = row[f"published_{key}_change_pct"]
         paper_better = _improved(paper_change, metric)
-        lower = row[f"{key}_improved"]
+        improved = row[f"{key}_improved"]
         rows.append(
             {
                 "name": name,
@@ -542,20 +548,20 @@ def direction_rows(
                 "baseline_seconds": base_seconds,
                 "converges_sooner_in_time": sooner,
                 "eval_change_pct": row[f"{key}_change_pct"],
-                "lower_at_equal_steps": lower,
-                "seeds_lower": better,
+                "better_at_equal_steps": improved,
+                "seeds_better": better,
                 "seeds_paired": n_paired,
                 "paper_eval_change_pct": paper_change,
-                "paper_lower": paper_better,
+                "paper_better": paper_better,
                 "same_sign_as_paper": None
-                if paper_better is None or lower is None
-                else lower == paper_better,
+                if paper_better is None or improved is None
+                else improved == paper_better,
             }
         )
     return rows
 
 
-def direction_summary(rows: list[dict[str, Any]]) -> str:
+def direction_summary(rows: list[dict[str, Any]], metric: str) -> str:
     """One sentence counting the gated rows that follow the paper's claim (the
     parameter-matched plain row is in the table but not counted)."""
     rows = [r for r in rows if not r.get("param_matched")]
@@ -564,13 +570,14 @@ def direction_summary(rows: list[dict[str, Any]]) -> str:
     n = len(rows)
     faster = sum(bool(r["converges_faster"]) for r in rows)
     sooner = sum(bool(r["converges_sooner_in_time"]) for r in rows)
-    lower = sum(bool(r["lower_at_equal_steps"]) for r in rows)
+    better = sum(bool(r["better_at_equal_steps"]) for r in rows)
     signed = [r for r in rows if r["same_sign_as_paper"] is not None]
     same = sum(bool(r["same_sign_as_paper"]) for r in signed)
     return (
         f"{faster} of {n} gated rows reached the baseline's best validation loss in fewer steps "
-        f"than the baseline ({sooner} of {n} also in less training time); {lower} of {n} "
-        f"ended with a lower validation loss at equal steps; {same} of {len(signed)} changed "
+        f"than the baseline ({sooner} of {n} also in less training time); {better} of {n} "
+        f"ended with a {better_word(metric)} validation {metric} at equal steps; {same} of "
+        f"{len(signed)} changed "
         "in the direction the paper published."
     )
 
@@ -580,11 +587,12 @@ def _yes_no(value: bool | None) -> str:
 
 
 def direction_markdown(rows: list[dict[str, Any]], metric: str) -> list[str]:
+    word = better_word(metric)
     lines = [
-        direction_summary(rows),
+        direction_summary(rows, metric),
         "",
         f"| model | steps to baseline's best (baseline) | fewer steps | seconds (baseline) "
-        f"| less time | Δ eval {metric} | lower at equal steps | seeds lower (paired) "
+        f"| less time | Δ eval {metric} | {word} at equal steps | seeds {word} (paired) "
         "| paper Δ eval | same direction as paper |",
         "| --- | ---: | :---: | ---: | :---: | ---: | :---: | ---: | ---: | :---: |",
     ]
@@ -599,8 +607,8 @@ def direction_markdown(rows: list[dict[str, Any]], metric: str) -> list[str]:
             seconds,
             _yes_no(r["converges_sooner_in_time"]),
             _fmt_change(r["eval_change_pct"]),
-            _yes_no(r["lower_at_equal_steps"]),
-            f"{r['seeds_lower']}/{r['seeds_paired']}",
+            _yes_no(r["better_at_equal_steps"]),
+            f"{r['seeds_better']}/{r['seeds_paired']}",
             _fmt_change(r["paper_eval_change_pct"]),
             _yes_no(r["same_sign_as_paper"]),
         ]

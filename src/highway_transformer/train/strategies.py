@@ -11,7 +11,8 @@ optimizer state are gathered to rank 0 and written as one single-process checkpo
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -57,6 +58,13 @@ class Replicated:
         keyword = "forward_sync_buffers" if renamed else "broadcast_buffers"
         return DataParallel(model, device_ids=ids, **{keyword: False})
 
+    def gradient_sync_off(self, wrapped: nn.Module) -> AbstractContextManager[None]:
+        """Backward passes that accumulate gradients locally (no all-reduce): the first
+        ``train.accumulate - 1`` micro-batches of a step; ``wrapped`` is what :meth:`wrap`
+        returned."""
+        no_sync = getattr(wrapped, "no_sync", None)  # DDP; a single process has nothing to skip
+        return no_sync() if no_sync is not None else nullcontext()
+
     def full_model(self, model: nn.Module, world: World, build: Build) -> nn.Module | None:
         """The whole model on rank 0 (None elsewhere); every rank must call it."""
         return model if world.is_main else None
@@ -85,6 +93,15 @@ class Sharded(Replicated):
         for block in getattr(model, "blocks", ()):  # one all-gather per block, not per model
             fully_shard(block)
         return fully_shard(model)
+
+    @contextmanager
+    def gradient_sync_off(self, wrapped: nn.Module) -> Iterator[None]:
+        # unsharded gradients accumulate; the last micro-batch's backward reduce-scatters them
+        wrapped.set_requires_gradient_sync(False)  # type: ignore[operator]
+        try:
+            yield
+        finally:
+            wrapped.set_requires_gradient_sync(True)  # type: ignore[operator]
 
     def full_model(self, model: nn.Module, world: World, build: Build) -> nn.Module | None:
         from torch.distributed.checkpoint.state_dict import get_model_state_dict

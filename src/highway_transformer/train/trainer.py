@@ -167,8 +167,8 @@ class Trainer:
         self.model = self.task.build_model(config).to(self.device)
         seed_rank(self.world, t.seed)
         self.strategy = strategy(t.strategy)
-        wrapped = self.strategy.wrap(self.model, self.world)  # DDP or FSDP with several ranks
-        self.forward = torch.compile(wrapped) if t.compile else wrapped
+        self.wrapped = self.strategy.wrap(self.model, self.world)  # DDP or FSDP: several ranks
+        self.forward = torch.compile(self.wrapped) if t.compile else self.wrapped
         self.optimizer = build_optimizer(self.model.parameters(), t)
         self.schedule = LRSchedule(t)
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=t.precision == "fp16")
@@ -370,6 +370,7 @@ class Trainer:
             [lambda b=b: micro_batch(b) for b in batches],
             backward=lambda loss: self.scaler.scale(loss).backward(),
             check=self._check_finite,
+            sync_off=lambda: self.strategy.gradient_sync_off(self.wrapped),
         )
         norm = None
         if t.clip > 0 or measure:
