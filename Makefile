@@ -13,7 +13,7 @@ $(BIN)/python:
 
 $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/python -m pip install -q "$(TORCH)"
-	$(BIN)/python -m pip install -q -e ".[dev,report,music,digits,subword,hub]"
+	$(BIN)/python -m pip install -q -e ".[dev,report,music,digits,subword,hub,slurm]"
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -37,8 +37,9 @@ from common import print_machine  # noqa: E402
 from highway_transformer.models.lm import build_model  # noqa: E402
 from highway_transformer.presets import get_preset  # noqa: E402
 from highway_transformer.train.accumulation import accumulate_gradients  # noqa: E402
-from highway_transformer.train.distributed import World, wrap_model  # noqa: E402
+from highway_transformer.train.distributed import World  # noqa: E402
 from highway_transformer.train.optim import build_optimizer  # noqa: E402
+from highway_transformer.train.strategies import Replicated  # noqa: E402
 
 VOCAB = 50  # char PTB
 
@@ -72,7 +73,7 @@ def _worker(rank: int, size: int, args: argparse.Namespace, port: int, out: str)
     )
     torch.manual_seed(0)
     model = build_model(config.model)
-    forward = wrap_model(model, world)
+    forward = Replicated().wrap(model, world)
     optimizer = build_optimizer(model.parameters(), config.train)
     rows = args.batch // size
     x = torch.randint(VOCAB, (rows, args.seq_len))
@@ -122,6 +123,8 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     print_machine("cpu")
+    # other work on the machine slows the two processes more than the one: say how busy it is
+    print(f"load average (1 min) before the run: {os.getloadavg()[0]:.1f}")
     tokens = args.batch * args.seq_len
     one, two = measure(1, args), measure(2, args)
     tps1, tps2 = tokens / one["seconds"], tokens / two["seconds"]

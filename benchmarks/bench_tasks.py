@@ -38,7 +38,7 @@ from highway_transformer.errors import DataError  # noqa: E402
 from highway_transformer.models.encoder_decoder import EncoderDecoder  # noqa: E402
 from highway_transformer.nn.scores import SCORES  # noqa: E402
 from highway_transformer.presets.rt_tables import rt_nottingham, seq2seq_toy  # noqa: E402
-from highway_transformer.tasks import run_task  # noqa: E402
+from highway_transformer.train.trainer import train  # noqa: E402
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
@@ -66,7 +66,7 @@ def music(args: argparse.Namespace) -> dict:
         with tempfile.TemporaryDirectory() as out:
             started = time.perf_counter()
             try:
-                summary = run_task(config, out)
+                summary = train(config, out, progress=False)
             except DataError as exc:
                 print(f"music part skipped: {exc}")
                 return {}

@@ -157,7 +157,7 @@ def test_transformer_xl_reference_initialisation() -> None:
         vocab_size=2000,
         adaptive_cutoffs=(500, 1000),
         adaptive_div=2.0,
-        tie_weights=False,  # an adaptive softmax is not tied (a config error)
+        tie_weights=False,
         init="normal",
         init_std=0.02,
         init_proj_std=0.01,
@@ -174,7 +174,7 @@ def test_transformer_xl_reference_initialisation() -> None:
     assert all(not n.bias.any() for n in norms)
     projections = torch.cat([p.weight.flatten() for p in model.embedding.projections])
     assert abs(projections.std().item() - 0.01) < 0.001
-    tail = torch.cat([c[0].weight.flatten() for c in model.output.tail])
+    tail = torch.cat([p.weight.flatten() for p in model.output.projections])
     assert abs(tail.std().item() - 0.01) < 0.001
     default = build_model(dataclasses.replace(config, init_proj_std=None, init_norm="ones"))
     assert all(torch.equal(n.weight, torch.ones_like(n.weight)) for n in default.modules()

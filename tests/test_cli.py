@@ -355,3 +355,43 @@ def test_task_checkpoint_from_another_config_is_a_clear_error(tmp_path, capsys) 
     weights, err = capsys.readouterr().err.splitlines()  # which weights, then the error
     assert weights == f"weights: {out / 'best'}"
     assert err.startswith("error:") and "do not fit" in err and "Traceback" not in err
+
+
+def test_task_choices_are_the_task_registry() -> None:
+    from highway_transformer.tasks import TASKS
+
+    assert set(cli.TASK_NAMES) == set(TASKS)
+
+
+def test_task_flag_starts_from_the_task_preset(tmp_path, capsys) -> None:
+    out = tmp_path / "adding"
+    small = ["train.max_steps=2", "train.eval_interval=2", "model.n_layers=1", "--no-progress"]
+    assert cli.main(["train", "--task", "adding", "--out", str(out), *small]) == 0
+    saved = yaml.safe_load((out / "config.yaml").read_text())
+    preset = json.loads(_preset_json("adding/transformer"))
+    assert saved["model"]["d_model"] == preset["model"]["d_model"] != 512
+    assert saved["train"]["optimizer"] == preset["train"]["optimizer"]
+    assert saved["task"]["name"] == "adding"
+    capsys.readouterr()
+    # resumable like any run; a finished run resumes to its end without training more
+    assert cli.main(["train", "--task", "adding", "--out", str(out), "--resume", *small]) == 0
+    assert "mse" in capsys.readouterr().out
+    assert cli.main(["train", "--task", "adding", "--out", str(out), *small]) == 2
+    assert "--resume" in capsys.readouterr().err
+
+
+def test_generate_refuses_a_task_checkpoint(tmp_path, capsys) -> None:
+    out = tmp_path / "copy"
+    args = ["train", "--task", "copy", "--out", str(out), "--no-progress", "train.max_steps=1"]
+    assert cli.main([*args, "model.n_layers=1", "task.length=5"]) == 0
+    capsys.readouterr()
+    assert cli.main(["generate", str(out), "--prompt", "ab", "--device", "cpu"]) == 2
+    err = capsys.readouterr().err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("error:") and "copy checkpoint" in last and "Traceback" not in err
+
+
+def _preset_json(name: str) -> str:
+    from highway_transformer.presets import get_preset
+
+    return get_preset(name).to_json()

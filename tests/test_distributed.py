@@ -20,7 +20,7 @@ import torch
 
 from highway_transformer.cli import main
 from highway_transformer.config import Config, build_config
-from highway_transformer.errors import CheckpointError, ConfigError
+from highway_transformer.errors import CheckpointError, ConfigError, DataError
 from highway_transformer.presets import get_preset
 from highway_transformer.train import checkpoint as ckpt
 from highway_transformer.train.distributed import World, backend_for, check_divisible
@@ -130,9 +130,29 @@ def test_xl_memory_checkpoint_of_two_processes_resumes_in_one_and_back(tmp_path,
     assert_same_losses(losses(tmp_path / "b"), reference)
 
 
+def test_fsdp_sharded_run_resumes_in_one_process(tmp_path, text_file):
+    """FSDP (fully_shard, gloo on the CPU): the same losses as one process; its checkpoint,
+    gathered to rank 0, holds whole weights and optimizer state that one process resumes."""
+    base = lm_args(text_file, *XL, "train.eval_interval=2")
+    one_process(tmp_path / "ref", [*base, "train.max_steps=4"])
+    launch(tmp_path / "run", [*base, "train.max_steps=2", "train.strategy=fsdp"])
+    one_process(tmp_path / "run", [*base, "train.max_steps=4"], resume=True)
+    assert_same_losses(losses(tmp_path / "run"), losses(tmp_path / "ref"))
+
+
 def test_accumulate_two_equals_a_doubled_batch(tmp_path, text_file):
     base = lm_args(text_file, *XL, "train.max_steps=4", "train.eval_interval=4")
     one_process(tmp_path / "acc", [*base, "data.batch_size=2", "train.accumulate=2"])
+    one_process(tmp_path / "big", [*base, "data.batch_size=4"])
+    assert_same_losses(losses(tmp_path / "acc"), losses(tmp_path / "big"))
+
+
+def test_fsdp_accumulate_two_equals_a_doubled_batch(tmp_path, text_file):
+    """FSDP skips the reduce-scatter on the first micro-batch (set_requires_gradient_sync)
+    and still computes the gradient of the doubled batch."""
+    base = lm_args(text_file, *XL, "train.max_steps=3", "train.eval_interval=3")
+    accumulated = [*base, "data.batch_size=2", "train.accumulate=2", "train.strategy=fsdp"]
+    launch(tmp_path / "acc", accumulated)
     one_process(tmp_path / "big", [*base, "data.batch_size=4"])
     assert_same_losses(losses(tmp_path / "acc"), losses(tmp_path / "big"))
 
@@ -157,6 +177,7 @@ def test_a_task_trains_in_two_processes_like_in_one(tmp_path):
         "train.eval_interval=5",
         "train.log_interval=1",
         "train.eval_max_tokens=200",
+        "data.eval_batch_size=5",  # uneven shares: 3 and 2 rows, a short last batch
         "train.threads=1",
     ]
     done = cli(
@@ -167,6 +188,32 @@ def test_a_task_trains_in_two_processes_like_in_one(tmp_path):
     train(config, tmp_path / "one", progress=False)
     assert_same_losses(losses(tmp_path / "two"), losses(tmp_path / "one"))
     assert_same_losses(losses(tmp_path / "two", "valid"), losses(tmp_path / "one", "valid"))
+    # the ranks evaluate their shares; the all-reduced sums give the single-process metrics
+    two = json.loads((tmp_path / "two" / "results.json").read_text())
+    one = json.loads((tmp_path / "one" / "results.json").read_text())
+    for split in ("valid", "test"):
+        assert two[split].keys() == one[split].keys()
+        for metric in ("loss", "token_accuracy", "exact_match"):
+            assert two[split][metric] == pytest.approx(one[split][metric], abs=1e-6)
+
+
+def test_evaluation_shares_cover_every_example_once_with_rows_in_every_batch(tmp_path):
+    from highway_transformer.tasks import AddingTask
+
+    config = Config().replace(**{"task.name": "adding", "data.eval_batch_size": 4})
+    task = AddingTask(config, torch.device("cpu"))
+    shares = []
+    for rank in range(3):
+        task.shard(World(rank=rank, size=3))
+        shares.append(task.eval_slices(13))  # batches of 4, 4, 4 + the short 1 joined: 5
+    assert [[(s.start, s.stop) for s in share] for share in shares] == [
+        [(0, 1), (4, 5), (8, 9)],
+        [(1, 2), (5, 6), (9, 11)],
+        [(2, 4), (6, 8), (11, 13)],
+    ]
+    task.shard(World(rank=0, size=3))
+    with pytest.raises(DataError, match="2 examples cannot be shared by 3 processes"):
+        task.eval_slices(2)
 
 
 def _children(pid: int) -> list[int]:
@@ -243,6 +290,7 @@ def test_process_counts_that_do_not_split_the_batch(tmp_path, text_file, capsys,
 def test_settings_for_several_processes_are_refused_in_one(tmp_path, text_file):
     for extra, message in [
         ("train.dist_backend=gloo", "applies to several processes only"),
+        ("train.strategy=fsdp", "applies to several processes only"),
         ("train.pin_memory=true", "leave it off"),
     ]:
         config = build_config(Config(), None, lm_args(text_file, extra))
@@ -268,3 +316,39 @@ def test_backend_choice_and_row_shares():
         "--out",
         "o",
     ]
+
+
+# --------------------------------------------------------------------------- submitted jobs
+
+
+def test_table_rows_as_submitted_jobs_skip_and_refuse(tmp_path, text_file):
+    """``highway run --launcher`` through submitit's local executor (a Slurm stand-in): each
+    row a job, finished rows skipped on the next call, job settings refused locally."""
+    pytest.importorskip("submitit")
+    from highway_transformer.experiments.runner import JobSettings, run_experiments
+
+    rows = ["ht-table1/t-l3+sigmoid"]
+    overrides = [
+        *LM[:5],
+        "data.corpus=file",
+        f"data.path={text_file}",
+        "train.max_steps=2",
+        "train.eval_interval=2",
+        "train.threads=1",
+    ]
+    messages: list[str] = []
+    dirs = run_experiments(
+        rows, tmp_path, "tiny", overrides=overrides, launcher="submitit-local", log=messages.append
+    )
+    assert sum("submitted as job" in m for m in messages) == len(rows)
+    for d in dirs:
+        assert json.loads((d / "results.json").read_text())["steps"] == 2
+    messages.clear()
+    run_experiments(
+        rows, tmp_path, "tiny", overrides=overrides, launcher="submitit-local", log=messages.append
+    )
+    assert messages == [f"{row} seed 1: finished, skipped" for row in rows]
+    with pytest.raises(ConfigError, match="add --launcher slurm"):
+        run_experiments(rows, tmp_path, "tiny", overrides=overrides, job=JobSettings(nproc=2))
+    with pytest.raises(ConfigError, match="unknown launcher"):
+        run_experiments(rows, tmp_path, "tiny", overrides=overrides, launcher="slrum")

@@ -28,7 +28,7 @@ def test_every_source_uses_https() -> None:
 
 def test_every_corpus_is_pinned() -> None:
     assert corpora.ENWIK8.sha1_of_member and corpora.TEXT8.alphabet
-    assert len(corpora.WIKITEXT103_MD5) == 32 and len(corpora.PTB_SHA256) == 6
+    assert len(corpora.WIKITEXT103_SHA256) == 64 and len(corpora.PTB_SHA256) == 6
     assert all(entry.sha256 for entry in music.MUSIC_DATASETS.values())
 
 
@@ -85,10 +85,10 @@ def test_a_checksum_mismatch_discards_the_download(tmp_path: Path) -> None:
     source.write_bytes(b"payload")
     dest = tmp_path / "cache" / "file.bin"
     with pytest.raises(DataError, match="checksum mismatch"):
-        fetch(source.as_uri(), None, dest, md5="0" * 32)
+        fetch(source.as_uri(), "0" * 64, dest)
     assert not dest.exists() and list(dest.parent.iterdir()) == []
-    good = hashlib.md5(b"payload").hexdigest()
-    assert fetch(source.as_uri(), None, dest, md5=good).read_bytes() == b"payload"
+    good = hashlib.sha256(b"payload").hexdigest()
+    assert fetch(source.as_uri(), good, dest).read_bytes() == b"payload"
 
 
 def test_a_failed_extraction_leaves_no_partial_folder(tmp_path: Path) -> None:

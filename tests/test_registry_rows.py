@@ -83,13 +83,6 @@ def test_wt103_preset_evaluates_as_the_reference_script() -> None:
     memory = config.model.memory
     assert (config.data.eval_seq_len, memory.eval_mem_len, memory.eval_clamp_len) == (64, 640, 400)
     assert memory.eval_same_length is True
-    assert "the script ties them" in config.source
-
-
-def test_tying_an_adaptive_softmax_is_refused() -> None:
-    from highway_transformer.errors import ConfigError
-    from highway_transformer.presets import get_preset
-
-    config = get_preset("xl-paper/wt103-base")
-    with pytest.raises(ConfigError, match="cannot tie an adaptive softmax"):
-        config.replace(**{"model.tie_weights": True}).validate()
+    # run_wt103_base.sh: --adaptive with train.py's div_val 1, tied (tie_weight, tie_projs).
+    assert config.model.tie_weights is True and config.model.adaptive_div == 1
+    assert "tied" in config.source

@@ -127,24 +127,24 @@ def test_paper_direction_row_by_row(table1: Path, tmp_path: Path) -> None:
     # σ reaches the baseline's best (1.1, its step 40) at step 30; ends at 1.5 vs 1.6 bpc;
     # only seed 1 ran for both rows (1.4 < 1.6); the paper has σ lower too (1.41 < 1.541).
     assert sigmoid["steps_to_baseline_best"] == 30 and sigmoid["baseline_steps"] == 40
-    assert sigmoid["converges_faster"] is True and sigmoid["lower_at_equal_steps"] is True
-    assert (sigmoid["seeds_lower"], sigmoid["seeds_paired"]) == (1, 1)
+    assert sigmoid["converges_faster"] is True and sigmoid["better_at_equal_steps"] is True
+    assert (sigmoid["seeds_better"], sigmoid["seeds_paired"]) == (1, 1)
     assert sigmoid["same_sign_as_paper"] is True
     # in time: 30/40 of σ's 110 s = 82.5 s against the baseline's 100 s at its step 40.
     assert sigmoid["seconds_to_baseline_best"] == pytest.approx(82.5)
     assert sigmoid["baseline_seconds"] == pytest.approx(100.0)
     assert sigmoid["converges_sooner_in_time"] is True
     # tanh never reaches 1.1 and ends higher (1.7), while the paper has it lower (1.401).
-    assert tanh["converges_faster"] is False and tanh["lower_at_equal_steps"] is False
+    assert tanh["converges_faster"] is False and tanh["better_at_equal_steps"] is False
     assert tanh["converges_sooner_in_time"] is False
-    assert (tanh["seeds_lower"], tanh["seeds_paired"]) == (0, 1)
-    assert tanh["paper_lower"] is True and tanh["same_sign_as_paper"] is False
+    assert (tanh["seeds_better"], tanh["seeds_paired"]) == (0, 1)
+    assert tanh["paper_better"] is True and tanh["same_sign_as_paper"] is False
     assert "ht-table1/t-l3" not in rows
     index = (tmp_path / "report" / "index.md").read_text(encoding="utf-8")
     assert (
         "1 of 2 gated rows reached the baseline's best validation loss in fewer steps than the "
         "baseline (1 of 2 also in less training time); 1 of 2 ended with a lower validation "
-        "loss at equal steps; 1 of 2 changed in the direction the paper published." in index
+        "bpc at equal steps; 1 of 2 changed in the direction the paper published." in index
     )
     assert (
         "| ht-table1/t-l3+sigmoid | 30 (40) | yes | 82.5 (100.0) | yes | -6.25% ⇓ | yes | 1/1 |"

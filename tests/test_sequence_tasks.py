@@ -6,9 +6,9 @@ import json
 import math
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
+from conftest import write_music_file
 
 from highway_transformer.config import Config, GateConfig, LocalRNNConfig, ModelConfig, TaskConfig
 from highway_transformer.data.music import N_KEYS, bernoulli_nll, music_batches
@@ -75,24 +75,9 @@ def test_music_nll_of_a_model_output_equals_the_hand_computed_value():
     assert torch.equal(inputs[0, 1:], roll[:-1]) and torch.equal(inputs[0, 0], torch.zeros(N_KEYS))
 
 
-def _write_mat(path: Path, lengths=(6, 9, 4)) -> Path:
-    from scipy.io import savemat
-
-    rng = np.random.RandomState(0)
-
-    def cells(n: int) -> np.ndarray:
-        out = np.empty((1, len(lengths)), dtype=object)
-        for i, length in enumerate(lengths):
-            out[0, i] = (rng.rand(length + n, N_KEYS) < 0.05).astype(np.uint8)
-        return out
-
-    savemat(str(path), {"traindata": cells(0), "validdata": cells(1), "testdata": cells(2)})
-    return path
-
-
 def test_music_task_evaluation_matches_constant_logits_by_hand(tmp_path):
     pytest.importorskip("scipy.io")
-    mat = _write_mat(tmp_path / "tiny.mat")
+    mat = write_music_file(tmp_path / "tiny.mat")
     config = _tiny("rt-table2/transformer", **{"task.dataset": str(mat), "data.eval_batch_size": 2})
     task = MusicTask(config, torch.device("cpu"))
     model = task.build_model(config).eval()
@@ -113,9 +98,25 @@ def test_music_task_evaluation_matches_constant_logits_by_hand(tmp_path):
     assert metrics["nll"] == pytest.approx(expected / steps, rel=1e-5)
 
 
+def test_music_periodic_evaluation_honours_eval_max_tokens(tmp_path):
+    pytest.importorskip("scipy.io")
+    mat = write_music_file(tmp_path / "tiny.mat")  # valid pieces of 7, 10 and 5 steps
+    config = _tiny("rt-table2/transformer", **{"task.dataset": str(mat)})
+    model = build_task_model(config).eval()
+
+    def counted(cap: int | None, quick: bool) -> float:
+        capped = config.replace(**{"train.eval_max_tokens": cap})
+        return MusicTask(capped, torch.device("cpu")).evaluate(model, "valid", quick)["steps"]
+
+    # the first pieces within the cap (at least one); the first step of each is not counted
+    assert counted(17, quick=True) == 6 + 9
+    assert counted(3, quick=True) == 6
+    assert counted(3, quick=False) == counted(None, quick=True) == 6 + 9 + 4
+
+
 def test_music_run_on_a_small_file(tmp_path):
     pytest.importorskip("scipy.io")
-    mat = _write_mat(tmp_path / "tiny.mat")
+    mat = write_music_file(tmp_path / "tiny.mat")
     config = _tiny(
         "rt-table2/rtransformer",
         **{

@@ -148,3 +148,9 @@ def test_cli_trains_evaluates_and_generates_with_a_unigram_vocabulary(
     assert cli.main(["train", "data.level=unigram"]) == 2  # the embedded corpus: not a subword
     err = capsys.readouterr().err.strip()
     assert "data.corpus=file" in err and len(err.splitlines()) == 1
+
+
+def test_a_subword_size_below_the_bytes_is_a_config_error() -> None:
+    overrides = ["data.corpus=file", "data.level=bpe", "data.subword_vocab_size=100"]
+    with pytest.raises(ConfigError, match="subword_vocab_size must be .*256"):
+        build_config(Config(), overrides=overrides)

@@ -11,7 +11,7 @@ import pytest
 import torch
 from conftest import tiny_lm_config, tiny_task_config, write_music_file
 
-from highway_transformer.config import Config
+from highway_transformer.config import Config, validate
 from highway_transformer.errors import CheckpointError, ConfigError, TrainingDiverged
 from highway_transformer.tasks import TASKS, build_task_model
 from highway_transformer.train import checkpoint as ckpt
@@ -108,6 +108,13 @@ def test_resume_of_another_tasks_run_is_refused(tmp_path: Path) -> None:
     assert (run / "checkpoint" / ckpt.MODEL_FILE).read_bytes() == before
 
 
+def test_resume_with_other_task_settings_is_refused(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    train(tiny_task_config("copy/transformer", **{"train.max_steps": 2, "task.length": 12}), run)
+    with pytest.raises(CheckpointError, match=r"task config differs in task.length=12 \(saved\)"):
+        train(tiny_task_config("copy/transformer", **{"task.length": 13}), run, resume=True)
+
+
 def test_task_run_refuses_to_overwrite(tmp_path: Path) -> None:
     run = tmp_path / "run"
     train(tiny_task_config("adding/transformer", **{"train.max_steps": 2}), run)
@@ -127,6 +134,13 @@ def test_every_task_has_its_metrics_and_headline() -> None:
     for task in TASKS.values():
         assert task.metrics["loss"] == "lower" and task.headline in task.metrics
     assert TASKS["pixels"].metrics["accuracy"] == "higher"
+
+
+def test_config_validation_reads_the_task_registry(monkeypatch: pytest.MonkeyPatch) -> None:
+    config = Config().replace(**{"task.name": "lm"})
+    monkeypatch.delitem(TASKS, "lm")  # the registry alone decides which names are valid
+    with pytest.raises(ConfigError, match="unknown task 'lm'"):
+        validate(config)
 
 
 def test_log_records_and_live_csv(tmp_path: Path) -> None:

@@ -8,13 +8,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import tiny_lm_config as tiny_config
 from safetensors.torch import load_file
 
 from highway_transformer.config import (
-    Config,
-    DataConfig,
-    GateConfig,
-    ModelConfig,
     TrainConfig,
 )
 from highway_transformer.data.corpora import load_corpus
@@ -25,49 +22,6 @@ from highway_transformer.train import checkpoint as ckpt
 from highway_transformer.train.optim import LRSchedule
 from highway_transformer.train.runfolder import read_metrics
 from highway_transformer.train.trainer import Trainer, train
-
-PATTERN = "abcabd abcabe xyzzy. " * 60
-
-
-@pytest.fixture
-def text_file(tmp_path: Path) -> Path:
-    path = tmp_path / "pattern.txt"
-    path.write_text(PATTERN, encoding="utf-8")
-    return path
-
-
-def tiny_config(path: Path, **overrides) -> Config:
-    config = Config(
-        name="tiny",
-        model=ModelConfig(
-            d_model=16,
-            n_layers=1,
-            n_heads=2,
-            d_inner=32,
-            dropout=0.1,
-            gate=GateConfig(kind="sdu"),
-        ),
-        data=DataConfig(
-            corpus="file",
-            path=str(path),
-            level="char",
-            batch_size=4,
-            seq_len=16,
-            context=4,
-            eval_batch_size=4,
-        ),
-        train=TrainConfig(
-            optimizer="adam",
-            lr=1e-2,
-            schedule="constant",
-            clip=1.0,
-            max_steps=8,
-            eval_interval=4,
-            log_interval=2,
-            seed=7,
-        ),
-    )
-    return config.replace(**overrides) if overrides else config
 
 
 def _comparable(records: list[dict]) -> list[tuple]:

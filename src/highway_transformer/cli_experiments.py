@@ -68,6 +68,14 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
         "--data-path", "--data-dir", dest="data_path", help="where the corpus lives (data.path)"
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument(
+        "--launcher",
+        default="local",
+        help="local (default) | slurm (one job a row, via submitit) | submitit-local",
+    )
+    parser.add_argument("--nproc", type=int, help="submitted jobs: processes (GPUs) per row")
+    parser.add_argument("--time", type=int, help="submitted jobs: time limit, minutes")
+    parser.add_argument("--partition", help="submitted jobs: the Slurm partition")
 
 
 class _QuietParser(argparse.ArgumentParser):
@@ -88,10 +96,13 @@ def parse_run_targets(args: argparse.Namespace) -> argparse.Namespace:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from .experiments.runner import run_experiments
+    from .experiments.runner import JobSettings, run_experiments
 
     args = parse_run_targets(args)
     names, overrides = split_targets(args.targets)
+    given = {"nproc": args.nproc, "timeout_min": args.time, "partition": args.partition}
+    given = {k: v for k, v in given.items() if v is not None}
+    job = JobSettings(**given) if given else None
     run_dirs = run_experiments(
         names,
         args.out,
@@ -102,6 +113,8 @@ def _run(args: argparse.Namespace) -> int:
         overrides=overrides,
         log=_log,
         progress=not args.no_progress and args.jobs == 1,
+        launcher=args.launcher,
+        job=job,
     )
     for run_dir in run_dirs:
         print(run_dir)

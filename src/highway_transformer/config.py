@@ -211,14 +211,12 @@ class TrainConfig:
     compile: bool = False  # torch.compile the model
     threads: int = 0  # torch CPU threads; 0: leave as is
     accumulate: int = 1  # micro-batches of data.batch_size rows per optimizer step
+    strategy: str = "ddp"  # several processes: ddp (replicated) | fsdp (sharded model)
     dist_backend: str = "auto"  # several processes: auto (gloo on CPU, nccl on CUDA) | gloo | nccl
     dist_timeout: float = 600.0  # seconds a collective waits for a silent rank before failing
     fused_optimizer: bool = False  # fused Adam/AdamW kernels (CUDA only)
     pin_memory: bool = False  # page-locked host batches, non-blocking copies (CUDA only)
     wandb_project: str = ""  # log to this Weights & Biases project (needs wandb); "": off
-
-
-TASKS = ("lm", "music", "pixels", "copy", "adding", "seq2seq")
 
 
 @dataclass
@@ -542,7 +540,7 @@ FIELD_RANGES: dict[str, Range] = {
     "data.eval_context": Range(0, fix="leave it unset (null) to use data.context"),
     "data.max_train_tokens": Range(2, fix="leave it unset (null) to use the whole stream"),
     "data.max_eval_tokens": Range(2, fix="leave it unset (null) to use the whole splits"),
-    "data.subword_vocab_size": Range(2, fix="e.g. 1000, or unset it"),
+    "data.subword_vocab_size": Range(256, fix="the 256 bytes are tokens; e.g. 1000"),
     "train.lr": Range(0, open_low=True, fix="e.g. 2.0 for SGD, 2.5e-4 for Adam"),
     "train.warmup_steps": Range(0, fix="0 disables warm-up"),
     "train.min_lr": _NON_NEGATIVE,
@@ -648,11 +646,6 @@ def validate(config: Config) -> Config:
     check_fidelity_options(config)
     if list(m.adaptive_cutoffs) != sorted(set(m.adaptive_cutoffs)):
         raise ConfigError("model.adaptive_cutoffs must be strictly increasing")
-    if m.adaptive_cutoffs and m.tie_weights:
-        raise ConfigError(
-            "model.tie_weights=true cannot tie an adaptive softmax (model.adaptive_cutoffs); "
-            "set model.tie_weights=false"
-        )
     _choice("corpus level", d.level, LEVELS)
     check_file_corpus_config(d)
     for ctx_name, len_name in (("context", "seq_len"), ("eval_context", "eval_seq_len")):
@@ -660,7 +653,9 @@ def validate(config: Config) -> Config:
         length = getattr(d, len_name) or d.seq_len
         if ctx is not None and not 0 <= ctx < length:
             raise ConfigError(f"data.{ctx_name}={ctx} must be in [0, {len_name}={length})")
-    _choice("task", config.task.name, TASKS)
+    from .tasks import TASKS  # lazy: the tasks import torch and this module
+
+    _choice("task", config.task.name, tuple(TASKS))
     check_task_config(config)
     _choice("optimizer", t.optimizer, OPTIMIZERS)
     _choice("learning-rate schedule", t.schedule, SCHEDULES)
@@ -672,6 +667,9 @@ def validate(config: Config) -> Config:
         )
     _choice("precision", t.precision, PRECISIONS)
     _choice("distributed backend", t.dist_backend, DIST_BACKENDS)
+    from .train.strategies import STRATEGIES
+
+    _choice("training strategy (train.strategy)", t.strategy, tuple(STRATEGIES))
     if t.fused_optimizer and t.optimizer == "sgd":
         raise ConfigError(
             "train.fused_optimizer applies to adam and adamw only; set train.optimizer=adamw "

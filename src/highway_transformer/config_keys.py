@@ -21,7 +21,10 @@ MEANINGS = {
     "model.d_head": "width per attention head",
     "model.dropout_emb": "dropout on the embeddings",
     "model.norm": "where LayerNorm sits around each sublayer",
-    "model.tie_weights": "share the input embedding and the output layer weights",
+    "model.tie_weights": (
+        "share the input embedding and the output layer weights (adaptive: each cluster's "
+        "table and the tail projections, as the Transformer-XL reference)"
+    ),
     "model.memory.clamp_len": "largest relative distance used",
     "model.memory.same_length": "every query attends to the same number of keys",
     "model.memory.eval_mem_len": "memory length in evaluation",
@@ -34,7 +37,9 @@ MEANINGS = {
     "model.n_heads": "attention heads",
     "model.d_inner": "hidden width of the feed-forward sublayer",
     "model.shaw_clip": "Shaw attention: largest relative distance with its own embedding",
-    "model.adaptive_div": "adaptive softmax: width divisor per cluster",
+    "model.adaptive_div": (
+        "adaptive input/softmax: width divisor per cluster (1: one full table, no projections)"
+    ),
     "model.gate.layers": "gated layers, 1-based as the paper writes them: all, none, 1-3, 1-6\\FFN",
     "model.local_rnn.window": "LocalRNN window size k (positions each local RNN reads)",
     "model.memory.mem_len": "Transformer-XL memory length in training (0: no memory)",

@@ -36,16 +36,8 @@ def sha256_of(path: Path, chunk: int = 1 << 20) -> str:
     return digest.hexdigest()
 
 
-def md5_of(path: Path, chunk: int = 1 << 20) -> str:
-    digest = hashlib.md5(usedforsecurity=False)
-    with open(path, "rb") as handle:
-        while block := handle.read(chunk):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def _matches(path: Path, sha256: str | None, md5: str | None) -> bool:
-    return (sha256 is None or sha256_of(path) == sha256) and (md5 is None or md5_of(path) == md5)
+def _matches(path: Path, sha256: str | None) -> bool:
+    return sha256 is None or sha256_of(path) == sha256
 
 
 @contextmanager
@@ -64,15 +56,15 @@ def staged_folder(folder: Path) -> Iterator[Path]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def fetch(url: str, sha256: str | None, dest: Path, md5: str | None = None) -> Path:
+def fetch(url: str, sha256: str | None, dest: Path) -> Path:
     """Download ``url`` to ``dest`` unless a file with the right checksum is already there.
 
     The file is written to a temporary name in the same folder and moved into place only
-    after its SHA-256 (or, where only that is published, MD5) matches, so an interrupted or
-    corrupted download never looks cached.
+    after its SHA-256 matches, so an interrupted or corrupted download never looks cached
+    (``sha256=None`` only where the caller checks the file itself, e.g. by size and content).
     """
     dest = Path(dest)
-    if dest.exists() and _matches(dest, sha256, md5):
+    if dest.exists() and _matches(dest, sha256):
         return dest
     dest.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(dir=dest.parent, prefix=dest.name + ".", suffix=".part")
@@ -80,10 +72,9 @@ def fetch(url: str, sha256: str | None, dest: Path, md5: str | None = None) -> P
     try:
         with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=60) as response:
             shutil.copyfileobj(response, out)
-        if not _matches(tmp, sha256, md5):
-            expected = f"sha256 {sha256}" if sha256 else f"md5 {md5}"
+        if not _matches(tmp, sha256):
             raise DataError(
-                f"checksum mismatch for {url}: expected {expected}; the download was discarded"
+                f"checksum mismatch for {url}: expected sha256 {sha256}; the download was discarded"
                 f" (retry, or place a good copy at {dest})"
             )
         os.replace(tmp, dest)

@@ -21,14 +21,15 @@ from pathlib import Path
 from typing import Any
 
 from ..config import Config, build_config, parse_override, save_config
-from ..errors import ConfigError, HighwayError
+from ..errors import ConfigError, HighwayError, unknown_choice
+from ..extras import import_extra
+from ..train import runfolder
 from .param_match import match_parameters
 from .protocols import measure_protocol
 from .registry import Experiment, get_experiment, resolve_experiments
 from .scale import describe_scale, get_scale, scale_config
 
 EXPERIMENT_FILE = "experiment.json"
-RESULTS_FILE = "results.json"
 LOG_FILE = "train.log"
 
 
@@ -49,7 +50,7 @@ class RunSpec:
 
     @property
     def finished(self) -> bool:
-        return (self.run_dir / RESULTS_FILE).is_file()
+        return (self.run_dir / runfolder.RESULTS_FILE).is_file()
 
     @property
     def interrupted(self) -> bool:
@@ -154,9 +155,9 @@ def _prepare(spec: RunSpec) -> bool:
     write_experiment_file(spec)
     if spec.interrupted:
         return True
-    for name in ("metrics.jsonl", "metrics.csv"):
+    for name in (runfolder.METRICS_FILE, runfolder.METRICS_CSV):
         (spec.run_dir / name).unlink(missing_ok=True)
-    shutil.rmtree(spec.run_dir / "best", ignore_errors=True)
+    shutil.rmtree(spec.run_dir / runfolder.BEST_DIR, ignore_errors=True)
     return False
 
 
@@ -168,14 +169,22 @@ def _run_inline(spec: RunSpec, log: Callable[[str], None], progress: bool) -> No
     train(spec.config, spec.run_dir, resume=resume, progress=progress, log=log)
 
 
-def _launch(spec: RunSpec, threads: int) -> subprocess.Popen[bytes]:
+def _train_command(spec: RunSpec, nproc: int = 0) -> list[str]:
+    """``highway train`` of one row (resuming where it stopped; ``nproc``: data parallel)."""
     resume = _prepare(spec)
-    config_file = spec.run_dir / "config.yaml"
+    config_file = spec.run_dir / runfolder.CONFIG_FILE
     save_config(spec.config, config_file)
     command = [sys.executable, "-m", "highway_transformer.cli", "train", "--config",
                str(config_file), "--out", str(spec.run_dir), "--no-progress"]  # fmt: skip
     if resume:
         command.append("--resume")
+    if nproc:
+        command += ["--nproc", str(nproc)]
+    return command
+
+
+def _launch(spec: RunSpec, threads: int) -> subprocess.Popen[bytes]:
+    command = _train_command(spec)
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
     with open(spec.run_dir / LOG_FILE, "ab") as handle:
         return subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, env=env)
@@ -209,6 +218,62 @@ def _run_parallel(specs: list[RunSpec], jobs: int, log: Callable[[str], None]) -
         )
 
 
+#: Where rows train: ``local`` (this machine, --jobs at once), ``slurm`` (one Slurm job a
+#: row, through submitit) or ``submitit-local`` (the same jobs on this machine, for trying it).
+LAUNCHERS = ("local", "slurm", "submitit-local")
+
+
+@dataclass(frozen=True)
+class JobSettings:
+    """A submitted row's resources: processes (GPUs) per row, time limit, Slurm partition."""
+
+    nproc: int = 0  # 0: one process; N: the row trains with `highway train --nproc N`
+    timeout_min: int = 24 * 60
+    partition: str = ""
+
+
+def _run_row_command(command: list[str], log_file: str) -> None:
+    """The submitted job: run the row's ``highway train`` and fail with its exit status."""
+    with open(log_file, "ab") as handle:
+        code = subprocess.run(command, stdout=handle, stderr=subprocess.STDOUT).returncode
+    if code:
+        raise RuntimeError(f"highway train exited with status {code}; see {log_file}")
+
+
+def _run_submitted(
+    specs: list[RunSpec], launcher: str, folder: Path, job: JobSettings, log: Callable[[str], None]
+) -> None:
+    """Submit every row as a job (submitit) and wait for all; the same skip/resume rules."""
+    submitit = import_extra("submitit", f"--launcher {launcher}")
+    cluster = "slurm" if launcher == "slurm" else "local"
+    executor = submitit.AutoExecutor(folder=folder, cluster=cluster)
+    params: dict[str, Any] = {"timeout_min": job.timeout_min, "tasks_per_node": 1, "nodes": 1}
+    if cluster == "slurm":
+        params["gpus_per_node"] = job.nproc or 1
+        if job.partition:
+            params["slurm_partition"] = job.partition
+    executor.update_parameters(**params)
+    submitted = []
+    for spec in specs:
+        command = _train_command(spec, job.nproc)
+        handle = executor.submit(_run_row_command, command, str(spec.run_dir / LOG_FILE))
+        log(f"{spec.experiment.name} seed {spec.seed}: submitted as job {handle.job_id}")
+        submitted.append((spec, handle))
+    failed = []
+    for spec, handle in submitted:
+        try:
+            handle.result()
+        except Exception:  # submitit re-raises the job's failure of any kind
+            failed.append(spec)
+        log(f"{spec.experiment.name} seed {spec.seed}: job {handle.job_id} {handle.state}")
+    if failed:
+        names = ", ".join(f"{s.experiment.name} seed {s.seed}" for s in failed)
+        raise ExperimentFailed(
+            f"{len(failed)} job(s) failed: {names}; see train.log in their run folders and "
+            f"the job logs in {folder}"
+        )
+
+
 def run_experiments(
     names_or_table: str | Iterable[str],
     out_root: str | Path,
@@ -219,6 +284,8 @@ def run_experiments(
     overrides: Iterable[str] = (),
     log: Callable[[str], None] | None = None,
     progress: bool = False,
+    launcher: str = "local",
+    job: JobSettings | None = None,
 ) -> list[Path]:
     """Train every (row, seed) of the request; return all their run folders.
 
@@ -228,6 +295,12 @@ def run_experiments(
     """
     if jobs < 1:
         raise ConfigError(f"jobs must be >= 1, got {jobs}")
+    if launcher not in LAUNCHERS:
+        raise unknown_choice("launcher", launcher, LAUNCHERS)
+    if launcher == "local" and job is not None:
+        raise ConfigError(
+            "--nproc/--time/--partition apply to submitted jobs; add --launcher slurm"
+        )
     log = log or (lambda message: None)
     specs = plan_runs(names_or_table, out_root, scale, seeds, data_path, overrides)
     todo = []
@@ -239,7 +312,10 @@ def run_experiments(
             log(f"{spec.experiment.name} seed {spec.seed}: finished, skipped")
         else:
             todo.append(spec)
-    if jobs == 1:
+    if launcher != "local":
+        if todo:
+            _run_submitted(todo, launcher, Path(out_root) / "jobs", job or JobSettings(), log)
+    elif jobs == 1:
         for spec in todo:
             _run_inline(spec, log, progress)
     elif todo:

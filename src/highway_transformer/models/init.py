@@ -26,6 +26,7 @@ from torch import Tensor, nn
 
 from ..config import ModelConfig
 from ..nn.adaptive import AdaptiveInput
+from ..nn.adaptive_softmax import AdaptiveSoftmax
 
 SCHEMES = ("uniform", "normal", "torch")
 NORM_INITS = ("ones", "normal")
@@ -71,10 +72,8 @@ class _Init:
 
 def _projections(module: nn.Module) -> list[Tensor]:
     """The adaptive input/softmax projections of ``module`` (none for other modules)."""
-    if isinstance(module, AdaptiveInput):
+    if isinstance(module, AdaptiveInput | AdaptiveSoftmax):
         return [projection.weight for projection in module.projections]
-    if isinstance(module, nn.AdaptiveLogSoftmaxWithLoss):
-        return [cluster[0].weight for cluster in module.tail]
     return []
 
 

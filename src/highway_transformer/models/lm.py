@@ -105,14 +105,23 @@ class LanguageModel(PretrainedMixin, nn.Module):
         self.output_dropout = Dropout(config.output_dropout)
         self.output: nn.Module
         if adaptive:
-            self.output = nn.AdaptiveLogSoftmaxWithLoss(
-                d, config.vocab_size, list(config.adaptive_cutoffs), config.adaptive_div
+            from ..nn.adaptive_softmax import AdaptiveSoftmax
+
+            self.output = AdaptiveSoftmax(
+                d, config.vocab_size, config.adaptive_cutoffs, config.adaptive_div
             )
         else:
             self.output = nn.Linear(d, config.vocab_size)
         initialize(self, config)
-        if config.tie_weights and not adaptive:
-            self.output.weight = self.embedding.weight
+        if config.tie_weights:
+            if adaptive:
+                self.output.tie_to(self.embedding)
+            else:
+                self.output.weight = self.embedding.weight
+
+    @property
+    def is_adaptive(self) -> bool:
+        return bool(self.config.adaptive_cutoffs)
 
     @property
     def uses_memory(self) -> bool:
@@ -195,7 +204,7 @@ class LanguageModel(PretrainedMixin, nn.Module):
 
     def logits(self, hidden: Tensor) -> Tensor:
         """Unnormalised scores (log-probabilities for the adaptive softmax) ``[..., V]``."""
-        if isinstance(self.output, nn.AdaptiveLogSoftmaxWithLoss):
+        if self.is_adaptive:
             flat = hidden.reshape(-1, hidden.shape[-1]).float()
             return self.output.log_prob(flat).view(*hidden.shape[:-1], -1)
         return self.output(hidden)
@@ -203,13 +212,13 @@ class LanguageModel(PretrainedMixin, nn.Module):
     def token_nll(self, hidden: Tensor, targets: Tensor) -> Tensor:
         """Per-token negative log-likelihood in nats; targets of -100 are ignored (give 0)."""
         targets = targets.long()  # a memory-mapped corpus holds uint16/uint32 ids
-        if isinstance(self.output, nn.AdaptiveLogSoftmaxWithLoss):
+        if self.is_adaptive:
             flat = targets.reshape(-1)
             keep = flat != -100
             nll = hidden.new_zeros(flat.shape, dtype=torch.float32)
             if keep.any():
                 chosen = hidden.reshape(-1, hidden.shape[-1])[keep].float()
-                nll[keep] = -self.output(chosen, flat[keep]).output
+                nll[keep] = self.output(chosen, flat[keep])
             return nll.view(targets.shape)
         logits = self.logits(hidden)
         return F.cross_entropy(

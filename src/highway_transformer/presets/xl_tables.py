@@ -129,9 +129,9 @@ def xl_paper_base(corpus: str) -> Config:
         config = xl_enwik8(16, GateConfig(), 200_000)
         config.model.d_model, config.model.d_head, config.model.n_heads = 410, 41, 10
         config.model.d_inner, config.model.adaptive_cutoffs = 2100, (20000, 40000, 200000)
-        # The reference script ties the adaptive softmax to the adaptive input; torch's adaptive
-        # softmax used here cannot share them, so this preset stays untied (a stated deviation).
-        config.model.tie_weights = False
+        # run_wt103_base.sh: --adaptive with train.py's default div_val 1 (one full-width table,
+        # no projections) and the default tie_weight; tie_projs has nothing to tie at div_val 1.
+        config.model.adaptive_div = 1
         # The script's evaluation: tgt_len 64, mem_len 640, clamp_len 400, same_length.
         config.model.memory = MemoryConfig(mem_len=150, eval_mem_len=640, eval_clamp_len=400,
                                            eval_same_length=True)  # fmt: skip
@@ -140,7 +140,7 @@ def xl_paper_base(corpus: str) -> Config:
         config.train.warmup_steps = 0
         config.source = (
             "Transformer-XL base WT103 script: 16L, d 410, 10x41 heads, d_inner 2100, "
-            "adaptive softmax/input cutoffs 20k/40k/200k (untied here; the script ties them), "
+            "adaptive softmax/input cutoffs 20k/40k/200k, div_val 1, tied, "
             "tgt/mem 150, batch 60, 200k steps; eval tgt 64, mem 640, clamp 400, same_length"
         )
         return config

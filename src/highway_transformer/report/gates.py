@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import CheckpointError
+from ..train import runfolder
 
 _NAME = re.compile(r"^layer(\d+)\.(\w+)$")
 
@@ -19,7 +20,7 @@ def load_gate_biases(run_dir: str | Path) -> dict[str, np.ndarray]:
     """
     from ..train.checkpoint import load_pretrained
 
-    folder = Path(run_dir) / "best"
+    folder = Path(run_dir) / runfolder.BEST_DIR
     if not folder.is_dir():
         raise CheckpointError(f"{folder} is missing; the run saved no best weights")
     model, _, _ = load_pretrained(folder)

@@ -15,8 +15,9 @@ table at one scale and writes:
   baseline itself needed;
 * time cost and parameters per row (HT Table 7 style);
 * the paper's direction, checked row by row: did the gated row reach the baseline's best
-  validation loss in fewer steps, did it end lower at equal steps (also seed by seed, paired
-  by seed), and is the sign of its change the sign the paper published;
+  validation loss in fewer steps, did it end better at equal steps (lower loss, higher
+  accuracy: the task registry's direction; also seed by seed, paired by seed), and is the
+  sign of its change the sign the paper published;
 * gate-bias analysis of the learned SDU biases ``b1`` from each run's ``best/`` weights:
   a layer × dimension heatmap per sublayer kind (HT Figure 13) and a PCA scatter of the
   per-layer, per-sublayer vectors (Figure 14);
@@ -43,6 +44,7 @@ import yaml
 from ..config import read_text
 from ..errors import CheckpointError, ConfigError
 from ..folders import make_folder
+from ..train import runfolder
 from .convergence import steps_to_reach
 from .figures import plot_convergence, plot_gate_heatmaps, plot_pca
 from .gates import bias_matrices, load_gate_biases, pca_embedding, split_name
@@ -242,9 +244,9 @@ def load_run(run_dir: str | Path) -> RunRecord:
     problems: list[str] = []
     path = run_dir / EXPERIMENT_FILE
     experiment = _with_registry_defaults(_check_experiment(_read_json(path, problems), path))
-    config = _read_config(run_dir / "config.yaml", problems)
-    results = _clean_results(_read_json(run_dir / "results.json", problems), problems)
-    records = _read_metrics(run_dir / "metrics.jsonl", problems)
+    config = _read_config(run_dir / runfolder.CONFIG_FILE, problems)
+    results = _clean_results(_read_json(run_dir / runfolder.RESULTS_FILE, problems), problems)
+    records = _read_metrics(run_dir / runfolder.METRICS_FILE, problems)
     run = RunRecord(run_dir, experiment, config, results, records, problems)
     run.protocol = _read_json(run_dir / PROTOCOL_FILE, problems)
     _check_complete(run)
@@ -288,9 +290,33 @@ def _mean(s: dict[str, float] | None) -> float | None:
     return None if s is None else s["mean"]
 
 
+#: Metrics the papers publish in percent (results.json holds fractions).
+PERCENT_METRICS = ("accuracy", "token_accuracy", "exact_match")
+
+
+def higher_is_better(metric: str) -> bool:
+    """Whether a larger ``metric`` is better, as the task registry declares it."""
+    from ..tasks import TASKS
+
+    return any(task.metrics.get(metric) == "higher" for task in TASKS.values())
+
+
+def better_word(metric: str) -> str:
+    """ "higher" or "lower": the better direction of ``metric`` (the task registry's word)."""
+    return "higher" if higher_is_better(metric) else "lower"
+
+
+def _improved(change: float | None, metric: str) -> bool | None:
+    if change is None:
+        return None
+    return change > 0 if higher_is_better(metric) else change < 0
+
+
 def _result(run: RunRecord, split: str, key: str) -> float | None:
     value = (run.results or {}).get(split, {}).get(key)
-    return None if value is None else float(value)
+    if value is None:
+        return None
+    return float(value) * (100 if key in PERCENT_METRICS else 1)
 
 
 def mean_curve(runs: list[RunRecord], split: str, key: str) -> list[tuple[int, float, float]]:
@@ -352,7 +378,7 @@ def paper_rows(groups: dict[str, list[RunRecord]], metric: str) -> list[dict[str
             theirs = _mean(base[key]) if base else None
             change = None if row["is_baseline"] else relative_change(mine, theirs)
             row[f"{key}_change_pct"] = change
-            row[f"{key}_improved"] = None if change is None else change < 0
+            row[f"{key}_improved"] = _improved(change, metric)
             paper_base = base["published"].get(key) if base else None
             paper = None if row["is_baseline"] else row["published"].get(key)
             row[f"published_{key}_change_pct"] = relative_change(paper, paper_base)
@@ -476,7 +502,7 @@ def time_rows(groups: dict[str, list[RunRecord]]) -> list[dict[str, Any]]:
 
 
 def _paired_better(runs: list[RunRecord], base: list[RunRecord], metric: str) -> tuple[int, int]:
-    """Seeds run by both rows where the row's final validation metric is lower: (better, n)."""
+    """Seeds run by both rows where the row's final validation metric is better: (better, n)."""
     base_by_seed = {r.seed: _result(r, "valid", metric) for r in base}
     pairs = [
         (_result(r, "valid", metric), base_by_seed.get(r.seed))
@@ -484,7 +510,8 @@ def _paired_better(runs: list[RunRecord], base: list[RunRecord], metric: str) ->
         if r.seed in base_by_seed
     ]
     pairs = [(mine, theirs) for mine, theirs in pairs if mine is not None and theirs is not None]
-    return sum(mine < theirs for mine, theirs in pairs), len(pairs)
+    higher = higher_is_better(metric)
+    return sum(mine > theirs if higher else mine < theirs for mine, theirs in pairs), len(pairs)
 
 
 def direction_rows(
@@ -493,7 +520,7 @@ def direction_rows(
     acceleration: dict[str, Any],
     metric: str,
 ) -> list[dict[str, Any]]:
-    """Per gated row: faster to the baseline's best, lower at equal steps, paper's sign."""
+    """Per gated row: faster to the baseline's best, better at equal steps, paper's sign."""
     rows = []
     accel = {r["name"]: r for r in acceleration.get("rows", [])}
     base_steps = acceleration.get("baseline_steps")
@@ -508,8 +535,8 @@ def direction_rows(
         sooner = None if base_seconds is None else seconds is not None and seconds < base_seconds
         better, n_paired = _paired_better(groups[name], groups[row["baseline"]], metric)
         paper_change = row[f"published_{key}_change_pct"]
-        paper_better = None if paper_change is None else paper_change < 0
-        lower = row[f"{key}_improved"]
+        paper_better = _improved(paper_change, metric)
+        improved = row[f"{key}_improved"]
         rows.append(
             {
                 "name": name,
@@ -521,20 +548,20 @@ def direction_rows(
                 "baseline_seconds": base_seconds,
                 "converges_sooner_in_time": sooner,
                 "eval_change_pct": row[f"{key}_change_pct"],
-                "lower_at_equal_steps": lower,
-                "seeds_lower": better,
+                "better_at_equal_steps": improved,
+                "seeds_better": better,
                 "seeds_paired": n_paired,
                 "paper_eval_change_pct": paper_change,
-                "paper_lower": paper_better,
+                "paper_better": paper_better,
                 "same_sign_as_paper": None
-                if paper_better is None or lower is None
-                else lower == paper_better,
+                if paper_better is None or improved is None
+                else improved == paper_better,
             }
         )
     return rows
 
 
-def direction_summary(rows: list[dict[str, Any]]) -> str:
+def direction_summary(rows: list[dict[str, Any]], metric: str) -> str:
     """One sentence counting the gated rows that follow the paper's claim (the
     parameter-matched plain row is in the table but not counted)."""
     rows = [r for r in rows if not r.get("param_matched")]
@@ -543,13 +570,14 @@ def direction_summary(rows: list[dict[str, Any]]) -> str:
     n = len(rows)
     faster = sum(bool(r["converges_faster"]) for r in rows)
     sooner = sum(bool(r["converges_sooner_in_time"]) for r in rows)
-    lower = sum(bool(r["lower_at_equal_steps"]) for r in rows)
+    better = sum(bool(r["better_at_equal_steps"]) for r in rows)
     signed = [r for r in rows if r["same_sign_as_paper"] is not None]
     same = sum(bool(r["same_sign_as_paper"]) for r in signed)
     return (
         f"{faster} of {n} gated rows reached the baseline's best validation loss in fewer steps "
-        f"than the baseline ({sooner} of {n} also in less training time); {lower} of {n} "
-        f"ended with a lower validation loss at equal steps; {same} of {len(signed)} changed "
+        f"than the baseline ({sooner} of {n} also in less training time); {better} of {n} "
+        f"ended with a {better_word(metric)} validation {metric} at equal steps; {same} of "
+        f"{len(signed)} changed "
         "in the direction the paper published."
     )
 
@@ -559,11 +587,12 @@ def _yes_no(value: bool | None) -> str:
 
 
 def direction_markdown(rows: list[dict[str, Any]], metric: str) -> list[str]:
+    word = better_word(metric)
     lines = [
-        direction_summary(rows),
+        direction_summary(rows, metric),
         "",
         f"| model | steps to baseline's best (baseline) | fewer steps | seconds (baseline) "
-        f"| less time | Δ eval {metric} | lower at equal steps | seeds lower (paired) "
+        f"| less time | Δ eval {metric} | {word} at equal steps | seeds {word} (paired) "
         "| paper Δ eval | same direction as paper |",
         "| --- | ---: | :---: | ---: | :---: | ---: | :---: | ---: | ---: | :---: |",
     ]
@@ -578,8 +607,8 @@ def direction_markdown(rows: list[dict[str, Any]], metric: str) -> list[str]:
             seconds,
             _yes_no(r["converges_sooner_in_time"]),
             _fmt_change(r["eval_change_pct"]),
-            _yes_no(r["lower_at_equal_steps"]),
-            f"{r['seeds_lower']}/{r['seeds_paired']}",
+            _yes_no(r["better_at_equal_steps"]),
+            f"{r['seeds_better']}/{r['seeds_paired']}",
             _fmt_change(r["paper_eval_change_pct"]),
             _yes_no(r["same_sign_as_paper"]),
         ]
@@ -870,9 +899,10 @@ def index_markdown(report: dict[str, Any]) -> str:
         ),
         f"{len(report['runs'])} run(s) of {len(report['paper_table'])} row(s). *eval* is the "
         "validation split; Δ is the relative change to the row's baseline "
-        f"(negative is better; {DOWN} marks an improvement); values are mean ± sample standard "
-        "deviation over seeds where there are several; *paper* columns are the published "
-        "figures.",
+        f"({'positive' if higher_is_better(m) else 'negative'} is better for {m}; {DOWN} marks "
+        f"an improvement{'; in percent' if m in PERCENT_METRICS else ''}); values are mean ± "
+        "sample standard deviation over seeds where there are several; *paper* columns are the "
+        "published figures.",
         "",
         "## Results (paper format)",
         "",
@@ -975,11 +1005,6 @@ def write_report(run_dirs: Iterable[str | Path], out_dir: str | Path) -> dict[st
     out = make_folder(out_dir, "--out")
     groups = group_runs(runs)
     metric = str(runs[0].experiment.get("metric", "bpc"))
-    if metric not in ("bpc", "ppl"):
-        raise ConfigError(
-            f"reports cover the language-modelling tables; {table} reports {metric}: read each "
-            "run's results.json (highway eval RUN --split both)"
-        )
     baseline = runs[0].experiment.get("baseline")
     description = TABLES.get(table, (table, metric))[0]
     figures = _convergence_figures(groups, metric, out, f"{description} ({scale})")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
+from itertools import pairwise
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -85,7 +86,7 @@ class Task(ABC):
         """An endless stream of training batches, continuing from the task's position."""
 
     def shard(self, world: World) -> None:
-        """Train (and where the task can, evaluate) this rank's share of every batch.
+        """Train and evaluate this rank's share of every batch (:meth:`eval_slices`).
 
         Every rank draws the same global batches of ``data.batch_size`` (same seed) and keeps
         its rows, so N processes compute the gradient of one.
@@ -105,6 +106,29 @@ class Task(ABC):
     def evaluate(self, model: nn.Module, split: str, quick: bool = False) -> dict[str, float]:
         """Metrics of ``split`` (valid | test), holding ``loss``; ``quick`` marks the periodic
         evaluation during training, which ``train.eval_max_tokens`` may cap."""
+
+    def eval_slices(self, n: int) -> list[slice]:
+        """This rank's rows of each evaluation batch of ``data.eval_batch_size`` of ``n``
+        examples; summing over ranks (``world.all_reduce_sum``) gives the single-process
+        figure.
+
+        Every rank gets rows in every batch (a short last batch joins the one before), so all
+        ranks run the same forward passes, which FSDP's all-gathers need.
+        """
+        size, world = self.config.data.eval_batch_size, self.world
+        if n < world.size:
+            raise DataError(
+                f"an evaluation split of {n} examples cannot be shared by {world.size} "
+                "processes; use fewer processes or raise train.eval_max_tokens"
+            )
+        starts = list(range(0, n, size))
+        if len(starts) > 1 and n - starts[-1] < world.size:
+            starts.pop()  # the short last batch joins the one before
+        slices = []
+        for start, stop in pairwise([*starts, n]):
+            mine = world.uneven_rows(stop - start)
+            slices.append(slice(start + mine.start, start + mine.stop))
+        return slices
 
     def loss_metrics(self, loss: float) -> dict[str, float]:
         """Figures derived from a mean loss, recorded beside it (none by default)."""

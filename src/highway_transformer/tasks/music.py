@@ -27,6 +27,17 @@ def load_music_splits(config: Config) -> music_data.MusicSplits:
         return music_data.load_music(name, data_dir=config.data.path, download=True)
 
 
+def first_pieces(pieces: list[Tensor], max_steps: int) -> list[Tensor]:
+    """The leading pieces whose time steps add up to at most ``max_steps`` (at least one)."""
+    kept, steps = [], 0
+    for piece in pieces:
+        steps += int(piece.shape[0])
+        if kept and steps > max_steps:
+            break
+        kept.append(piece)
+    return kept
+
+
 class MusicTask(Task):
     """Piano rolls as 88 Bernoulli logits a step; NLL per time step.
 
@@ -65,19 +76,25 @@ class MusicTask(Task):
 
     @torch.no_grad()
     def evaluate(self, model: nn.Module, split: str, quick: bool = False) -> dict[str, float]:
+        pieces = getattr(self.splits, split)
+        cap = self.config.train.eval_max_tokens
+        if quick and cap:  # the periodic evaluation reads at most ``cap`` steps
+            pieces = first_pieces(pieces, cap)
         # longest pieces together: less padding (outputs at real steps do not depend on it)
-        pieces = sorted(getattr(self.splits, split), key=lambda p: int(p.shape[0]))
+        pieces = sorted(pieces, key=lambda p: int(p.shape[0]))
         total, steps = 0.0, 0
-        for inputs, targets, mask in music_data.music_batches(
-            pieces, self.config.data.eval_batch_size, predict_first=False
-        ):
+        for rows in self.eval_slices(len(pieces)):  # this rank's share, summed over ranks below
+            mine = pieces[rows]
+            batch = music_data.music_batches(mine, len(mine), predict_first=False)
+            inputs, targets, mask = next(batch)
             count = int(mask.sum())
             logits = model(inputs.to(self.device)).float()
             nll = music_data.bernoulli_nll(logits, targets.to(self.device), mask.to(self.device))
             total += float(nll) * count
             steps += count
+        total, steps = self.world.all_reduce_sum([total, steps])
         nll = total / max(steps, 1)
-        return {"loss": nll, "nll": nll, "steps": steps}
+        return {"loss": nll, "nll": nll, "steps": int(steps)}
 
     def state_dict(self) -> TaskState:
         return {**super().state_dict(), **self.order.state_dict()}

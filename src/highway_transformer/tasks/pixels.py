@@ -63,13 +63,17 @@ class PixelsTask(Task):
     @torch.no_grad()
     def evaluate(self, model: nn.Module, split: str, quick: bool = False) -> dict[str, float]:
         x_all, y_all = getattr(self.splits, split)
-        total, correct, size = 0.0, 0, self.config.data.eval_batch_size
-        for start in range(0, len(x_all), size):
-            x = x_all[start : start + size].to(self.device)
-            y = y_all[start : start + size].to(self.device)
+        cap = self.config.train.eval_max_tokens
+        if quick and cap:  # the periodic evaluation reads at most ``cap`` pixels
+            keep = max(1, cap // self.splits.seq_len)
+            x_all, y_all = x_all[:keep], y_all[:keep]
+        total, correct = 0.0, 0
+        for rows in self.eval_slices(len(x_all)):  # this rank's share, summed over ranks below
+            x, y = x_all[rows].to(self.device), y_all[rows].to(self.device)
             logits = model(x).float()
             total += float(F.cross_entropy(logits, y, reduction="sum"))
             correct += int((logits.argmax(-1) == y).sum())
+        total, correct = self.world.all_reduce_sum([total, correct])
         n = max(len(x_all), 1)
         return {"loss": total / n, "accuracy": correct / n, "examples": len(x_all)}
 

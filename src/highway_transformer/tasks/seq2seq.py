@@ -88,13 +88,12 @@ class Seq2SeqTask(Task):
     @torch.no_grad()
     def evaluate(self, model: nn.Module, split: str, quick: bool = False) -> dict[str, float]:
         data = self.eval_sets[split]
-        size, beam = self.config.data.eval_batch_size, self.config.task.beam_size
+        beam = self.config.task.beam_size
         total, count, n = 0.0, 0, len(data["src"])
         token_hits, exact_hits = 0.0, 0.0
-        for start in range(0, n, size):
+        for rows in self.eval_slices(n):  # this rank's share, summed over ranks below
             src, tgt_in, tgt_out = (
-                _trim(data[k][start : start + size].to(self.device))
-                for k in ("src", "tgt_in", "tgt_out")
+                _trim(data[k][rows].to(self.device)) for k in ("src", "tgt_in", "tgt_out")
             )
             real = int((tgt_out != s2s.PAD_ID).sum())
             total += float(model.token_nll(model(src, tgt_in), tgt_out).sum())
@@ -102,6 +101,8 @@ class Seq2SeqTask(Task):
             pred = model.decode_batch(src, beam_size=beam)
             token_hits += s2s.token_accuracy(pred, tgt_out) * real
             exact_hits += s2s.exact_match(pred, tgt_out) * len(src)
+        sums = [total, count, token_hits, exact_hits]
+        total, count, token_hits, exact_hits = self.world.all_reduce_sum(sums)
         return {
             "loss": total / max(count, 1),
             "token_accuracy": token_hits / max(count, 1),

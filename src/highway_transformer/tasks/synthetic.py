@@ -83,14 +83,14 @@ class CopyTask(Task):
     @torch.no_grad()
     def evaluate(self, model: nn.Module, split: str, quick: bool = False) -> dict[str, float]:
         x_all, y_all = self.eval_sets[split]
-        total, correct, size = 0.0, 0, self.config.data.eval_batch_size
-        for start in range(0, len(x_all), size):
-            x = x_all[start : start + size].to(self.device)
-            y = y_all[start : start + size].to(self.device)
+        total, correct = 0.0, 0
+        for rows in self.eval_slices(len(x_all)):  # this rank's share, summed over ranks below
+            x, y = x_all[rows].to(self.device), y_all[rows].to(self.device)
             logits = model(x).float()
             total += float(F.cross_entropy(logits.transpose(1, 2), y, reduction="sum"))
             copied = logits[:, -COPY_LEN:].argmax(-1) == y[:, -COPY_LEN:]
             correct += int(copied.sum())
+        total, correct = self.world.all_reduce_sum([total, correct])
         n = len(x_all)
         return {
             "loss": total / (n * self.seq_len),
@@ -132,10 +132,9 @@ class AddingTask(Task):
     @torch.no_grad()
     def evaluate(self, model: nn.Module, split: str, quick: bool = False) -> dict[str, float]:
         x_all, y_all = self.eval_sets[split]
-        total, size = 0.0, self.config.data.eval_batch_size
-        for start in range(0, len(x_all), size):
-            x = x_all[start : start + size].to(self.device)
-            y = y_all[start : start + size].to(self.device)
+        total = 0.0
+        for rows in self.eval_slices(len(x_all)):  # this rank's share, summed over ranks below
+            x, y = x_all[rows].to(self.device), y_all[rows].to(self.device)
             total += float(F.mse_loss(model(x).float().squeeze(-1), y, reduction="sum"))
-        mse = total / len(x_all)
+        mse = self.world.all_reduce_sum([total])[0] / len(x_all)
         return {"loss": mse, "mse": mse}

@@ -2,14 +2,15 @@
 
 The gradient is that of the mean loss over every counted item of the step, on every rank and
 micro-batch, so ``K`` micro-batches of ``B`` rows equal one batch of ``K * B`` rows and ``N``
-processes equal one. Under DistributedDataParallel only the last micro-batch all-reduces
-gradients (``no_sync`` on the others).
+processes equal one. Only the last micro-batch synchronises gradients across ranks (DDP's
+``no_sync`` or FSDP's ``set_requires_gradient_sync(False)`` on the others, chosen by the
+strategy).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 
 from torch import Tensor, nn
 
@@ -24,8 +25,13 @@ def accumulate_gradients(
     world: World,
     micro_batches: Sequence[MicroBatch],
     backward: Callable[[Tensor], None] = Tensor.backward,
+    check: Callable[[float], None] = lambda mean: None,
+    sync_off: Callable[[], AbstractContextManager[None]] = nullcontext,
 ) -> tuple[float, int]:
     """Forward and ``backward`` every micro-batch; return the step's global mean and count.
+
+    ``check`` sees each micro-batch's mean loss before its backward (the divergence stop);
+    ``sync_off`` wraps every micro-batch but the last (no gradient communication).
 
     Each backward divides its sum by one ``norm`` shared by all ranks (DDP averages ranks
     with equal weight); the gradients are then rescaled by ``size * norm / total count``,
@@ -35,13 +41,15 @@ def accumulate_gradients(
     last = len(micro_batches) - 1
     norm, local_sum, local_count = 1.0, 0.0, 0
     for k, forward in enumerate(micro_batches):
-        with model.no_sync() if k < last and hasattr(model, "no_sync") else nullcontext():
+        with sync_off() if k < last else nullcontext():
             total, count = forward()
+            value = float(total.detach())
+            check(value / max(count, 1))
             if k == 0:  # a shared scale keeps the backward near a mean's size
                 norm = world.all_reduce_sum([count])[0] / world.size * len(micro_batches)
             with world.guard():  # DDP all-reduces inside the last backward
                 backward(total / norm)
-        local_sum += float(total.detach())
+        local_sum += value
         local_count += count
     total_sum, n = world.all_reduce_sum([local_sum, local_count])
     scale = world.size * norm / max(n, 1.0)

@@ -196,8 +196,8 @@ def resolve(folder: str | Path) -> Path:
 # ------------------------------------------------------------------ optimizer state
 
 
-def flatten_optimizer(optimizer: torch.optim.Optimizer) -> tuple[dict, dict[str, Tensor]]:
-    state = optimizer.state_dict()
+def flatten_optimizer(state: dict[str, Any]) -> tuple[dict, dict[str, Tensor]]:
+    """An ``optimizer.state_dict()`` as JSON-able info and named tensors."""
     tensors: dict[str, Tensor] = {}
     scalars: dict[str, dict[str, Any]] = {}
     for idx, entries in state["state"].items():
@@ -210,8 +210,12 @@ def flatten_optimizer(optimizer: torch.optim.Optimizer) -> tuple[dict, dict[str,
 
 
 def restore_optimizer(
-    optimizer: torch.optim.Optimizer, info: dict, tensors: dict[str, Tensor]
+    optimizer: torch.optim.Optimizer,
+    info: dict,
+    tensors: dict[str, Tensor],
+    load: Callable[[dict], None] | None = None,
 ) -> None:
+    """Rebuild the state dict and hand it to ``load`` (``optimizer.load_state_dict``)."""
     state: dict[int, dict[str, Any]] = {}
     try:
         for name, value in tensors.items():
@@ -220,7 +224,7 @@ def restore_optimizer(
                 state.setdefault(int(idx), {})[key] = value
         for idx, entries in info["scalars"].items():
             state.setdefault(int(idx), {}).update(entries)
-        optimizer.load_state_dict({"state": state, "param_groups": info["param_groups"]})
+        (load or optimizer.load_state_dict)({"state": state, "param_groups": info["param_groups"]})
     except (ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
         raise CheckpointError(
             f"the optimizer state does not fit this model: {first_line(exc)}"

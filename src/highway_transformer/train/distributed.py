@@ -9,7 +9,6 @@ Single-process runs never touch ``torch.distributed``.
 
 from __future__ import annotations
 
-import inspect
 import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -19,7 +18,7 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-from torch import Tensor, nn
+from torch import Tensor
 
 from ..config import TrainConfig
 from ..errors import ConfigError, HighwayError
@@ -155,11 +154,15 @@ def init_world(train: TrainConfig, device: torch.device) -> World:
     """
     size = env_world_size()
     if size <= 1:
-        if train.dist_backend != "auto":
-            raise ConfigError(
-                f"train.dist_backend={train.dist_backend} applies to several processes only; "
-                "launch with `highway train --nproc N` or torchrun, or leave it at auto"
-            )
+        for key, value, default in (
+            ("dist_backend", train.dist_backend, "auto"),
+            ("strategy", train.strategy, "ddp"),
+        ):
+            if value != default:
+                raise ConfigError(
+                    f"train.{key}={value} applies to several processes only; launch with "
+                    f"`highway train --nproc N` or torchrun, or leave it at {default}"
+                )
         return World(device=device, timeout=train.dist_timeout)
     rank, local_rank = int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", "0"))
     if device.type == "cuda":
@@ -181,33 +184,6 @@ def seed_rank(world: World, seed: int, step: int = 0) -> None:
         from .trainer import seed_everything
 
         seed_everything(seed + RANK_SEED_STRIDE * world.rank + step)
-
-
-class DataParallel(nn.parallel.DistributedDataParallel):
-    """DDP that also offers the model's own methods and attributes (``token_nll``,
-    ``uses_memory``).
-
-    Those run outside DDP's ``forward`` yet their parameters' gradients are still averaged:
-    DDP hooks every parameter's gradient, wherever it was used.
-    """
-
-    def __getattr__(self, name: str) -> Any:
-        try:
-            return super().__getattr__(name)
-        except AttributeError:
-            return getattr(self.module, name)
-
-
-def wrap_model(model: nn.Module, world: World) -> nn.Module:
-    """:class:`DataParallel` around ``model`` when several ranks run, else ``model``."""
-    if not world.distributed:
-        return model
-    ids = [world.device.index] if world.device.type == "cuda" else None
-    # buffers (positions, masks) never change in training: synced once, not every forward
-    # (the keyword was renamed in torch 2.13)
-    renamed = "forward_sync_buffers" in inspect.signature(DataParallel.__init__).parameters
-    keyword = "forward_sync_buffers" if renamed else "broadcast_buffers"
-    return DataParallel(model, device_ids=ids, **{keyword: False})
 
 
 def shard_batch(batch: Any, world: World) -> Any:

@@ -13,7 +13,7 @@ import contextlib
 import math
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,13 +33,14 @@ from .accumulation import accumulate_gradients
 from .distributed import (
     World,
     check_divisible,
+    close_world,
     init_world,
     is_main_process,
     seed_rank,
-    wrap_model,
 )
 from .optim import LRSchedule, build_optimizer, set_lr
 from .runlock import own_run_folder
+from .strategies import strategy
 from .writers import (
     CsvWriter,
     JsonlWriter,
@@ -48,6 +49,7 @@ from .writers import (
     Record,
     TensorBoardWriter,
     WandbWriter,
+    check_wandb,
     tensorboard_available,
 )
 
@@ -140,25 +142,38 @@ class Trainer:
         task: Task | None = None,
         progress: bool = True,
         log: Callable[[str], None] | None = None,
+        writers: Sequence[MetricsWriter] = (),
     ) -> None:
+        """``task``: a task already built from ``config`` (default: ``config.task.name``'s);
+        ``writers``: metrics sinks beside the run folder's own (JSONL, CSV, TensorBoard,
+        W&B)."""
         self.config = config.validate()
         self.out_dir = Path(out_dir)
         t = config.train
+        if t.wandb_project:
+            check_wandb(t.wandb_project)
         self.world = setup_world(t)  # seeds first: loading data draws no random numbers
         self.device = self.world.device
         self.progress = progress and self.world.is_main
         self.log = log if log is not None and self.world.is_main else (lambda message: None)
         check_divisible(config.data.batch_size, self.world.size)
+        if config.data.eval_batch_size < self.world.size:  # a rank without evaluation rows
+            raise ConfigError(
+                f"data.eval_batch_size={config.data.eval_batch_size} gives some of the "
+                f"{self.world.size} processes no evaluation rows; use at least {self.world.size}"
+            )
         self.task = task if task is not None else task_class(config.task.name)(config, self.device)
         self.task.shard(self.world)
         self.model = self.task.build_model(config).to(self.device)
         seed_rank(self.world, t.seed)
-        wrapped = wrap_model(self.model, self.world)  # DDP when several ranks run
-        self.forward = torch.compile(wrapped) if t.compile else wrapped
+        self.strategy = strategy(t.strategy)
+        self.wrapped = self.strategy.wrap(self.model, self.world)  # DDP or FSDP: several ranks
+        self.forward = torch.compile(self.wrapped) if t.compile else self.wrapped
         self.optimizer = build_optimizer(self.model.parameters(), t)
         self.schedule = LRSchedule(t)
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=t.precision == "fp16")
         self.state = RunState()
+        self.extra_writers = list(writers)
         self.writers: list[MetricsWriter] = []
 
     # ------------------------------------------------------------------ public
@@ -170,9 +185,16 @@ class Trainer:
         except CheckpointError:
             return False
         self._check_compatible(ckpt.read_config(folder), folder)
-        ckpt.load_weights(self.model, folder)
+        self.strategy.load_weights(self.model, folder, self._build)
         saved = ckpt.load_trainer_state(folder)
-        ckpt.restore_optimizer(self.optimizer, saved.info["optimizer"], saved.tensors)
+        ckpt.restore_optimizer(
+            self.optimizer,
+            saved.info["optimizer"],
+            saved.tensors,
+            load=lambda state: self.strategy.load_optimizer_state(
+                self.model, self.optimizer, state
+            ),
+        )
         self.schedule.load_state_dict(saved.info["schedule"])
         self.scaler.load_state_dict(saved.info["scaler"])
         ckpt.restore_rng(saved.info["rng"], saved.tensors)
@@ -233,7 +255,7 @@ class Trainer:
         """Evaluate the best weights on valid and test; write ``results.json``."""
         best = self.out_dir / runfolder.BEST_DIR
         if (best / ckpt.MODEL_FILE).is_file():
-            ckpt.load_weights(self.model, best)
+            self.strategy.load_weights(self.model, best, self._build)
         s = self.state
         results = {
             "name": self.config.name,
@@ -263,13 +285,22 @@ class Trainer:
         task's gather (memory rows) and waits until the folder is complete."""
         folder = self.out_dir / runfolder.CHECKPOINT_DIR
         task_state = self.task.state_dict()
-        if self.world.is_main:
-            self._write_checkpoint(folder, task_state)
+        # gathered whole under FSDP, so one process can load the checkpoint
+        whole = self.strategy.full_model(self.model, self.world, self._build)
+        optimizer = self.strategy.optimizer_state(self.model, self.optimizer)
+        if whole is not None:  # rank 0
+            self._write_checkpoint(folder, whole, optimizer, task_state)
         self.world.barrier()
         return folder
 
-    def _write_checkpoint(self, folder: Path, task_state: dict[str, Any]) -> None:
-        optim_info, optim_tensors = ckpt.flatten_optimizer(self.optimizer)
+    def _build(self) -> nn.Module:
+        """A fresh single-process copy of the model (to gather into or load through)."""
+        return self.task.build_model(self.config)
+
+    def _write_checkpoint(
+        self, folder: Path, model: nn.Module, optimizer: dict, task_state: dict[str, Any]
+    ) -> None:
+        optim_info, optim_tensors = ckpt.flatten_optimizer(optimizer)
         rng_info, rng_tensors = ckpt.capture_rng()
         task_info, task_tensors = ckpt.split_task_state(task_state)
         s = self.state
@@ -289,7 +320,7 @@ class Trainer:
         state = ckpt.TrainerState(s.step, info, {**optim_tensors, **rng_tensors, **task_tensors})
         ckpt.save_checkpoint(
             folder,
-            self.model,
+            model,
             self.config,
             trainer=state,
             write_files=self.task.write_checkpoint_files,
@@ -338,9 +369,9 @@ class Trainer:
             self.world,
             [lambda b=b: micro_batch(b) for b in batches],
             backward=lambda loss: self.scaler.scale(loss).backward(),
+            check=self._check_finite,
+            sync_off=lambda: self.strategy.gradient_sync_off(self.wrapped),
         )
-        if not math.isfinite(value):  # global: every rank stops together
-            raise TrainingDiverged(self._divergence_message(value))
         norm = None
         if t.clip > 0 or measure:
             self.scaler.unscale_(self.optimizer)  # clip the true gradient, not the scaled one
@@ -350,6 +381,10 @@ class Trainer:
         self.scaler.update()
         self.optimizer.zero_grad(set_to_none=True)
         return value, count, float(norm) if measure and norm is not None else None
+
+    def _check_finite(self, value: float) -> None:
+        if not math.isfinite(value):
+            raise TrainingDiverged(self._divergence_message(value))
 
     def _divergence_message(self, value: float) -> str:
         step = self.state.step + 1
@@ -376,10 +411,11 @@ class Trainer:
             self._save_best()
 
     def _save_best(self) -> None:
-        if self.world.is_main:
+        whole = self.strategy.full_model(self.model, self.world, self._build)
+        if whole is not None:  # rank 0
             ckpt.save_checkpoint(
                 self.out_dir / runfolder.BEST_DIR,
-                self.model,
+                whole,
                 self.config,
                 write_files=self.task.write_checkpoint_files,
             )
@@ -419,7 +455,7 @@ class Trainer:
         if project:
             config = self.config.to_dict()
             writers.append(WandbWriter(self.out_dir, project, self.config.name, config))
-        return writers
+        return writers + self.extra_writers
 
     def _title(self) -> str:
         return f"{self.config.name} ({self.task.name})"
@@ -441,13 +477,16 @@ class Trainer:
                 f"run asks for {global_rows(self.config)}; keep the product (any process count "
                 "dividing data.batch_size resumes it) or use a new --out"
             )
-        mine, theirs = self.config.model.__dict__, saved.model.__dict__
-        differing = [k for k in mine if mine[k] != theirs.get(k)]
-        if differing:
-            raise CheckpointError(
-                f"cannot resume {self.out_dir}: the model config differs in "
-                f"{', '.join('model.' + k for k in differing)}; use the same config or a new --out"
-            )
+        # The task's settings decide its data (e.g. task.length), so they must match as well.
+        for part in ("model", "task"):
+            mine, theirs = getattr(self.config, part).__dict__, getattr(saved, part).__dict__
+            differing = [k for k in mine if mine[k] != theirs.get(k)]
+            if differing:
+                raise CheckpointError(
+                    f"cannot resume {self.out_dir}: the {part} config differs in "
+                    f"{', '.join(f'{part}.{k}={theirs.get(k)}' for k in differing)} (saved); "
+                    "use the same config or a new --out"
+                )
 
 
 def train(
@@ -465,4 +504,6 @@ def train(
         trainer = Trainer(config, out_dir, **kwargs)
         if resume:
             trainer.resume()
-        return trainer.fit()
+        results = trainer.fit()
+    close_world(trainer.world)  # after success only: a failed rank's peers are being stopped
+    return results

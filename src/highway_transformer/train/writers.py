@@ -113,6 +113,11 @@ class WandbWriter:
         self.run.finish()
 
 
+def check_wandb(project: str) -> None:
+    """Refuse ``train.wandb_project`` up front when Weights & Biases is not installed."""
+    import_extra("wandb", f"train.wandb_project={project!r} (Weights & Biases)")
+
+
 def tensorboard_available() -> bool:
     try:
         import tensorboard  # noqa: F401
