@@ -5,8 +5,8 @@
 * The command blocks of "The command line", "Tasks" and "Reproducing the papers' tables" are
   executed line by line (``a && b`` as two commands) through ``highway_transformer.cli.main``
   with tiny-budget overrides appended. ``path/to/ptb`` / ``path/to/music`` are the real
-  character PTB / Nottingham when ``HIGHWAY_PTB`` / ``HIGHWAY_MUSIC`` (or the shared data
-  folder) hold them, and the commands that need them (and those reading their runs) are
+  character PTB / Nottingham when ``HIGHWAY_PTB`` / ``HIGHWAY_MUSIC`` (or the data folder
+  beside the checkout) hold them, and the commands that need them (and those reading their runs) are
   skipped otherwise; MNIST is replaced by its offline stand-in ``task.dataset=digits``.
   :data:`NOT_RUN` lists the commands never run, each with its reason.
 """
@@ -24,8 +24,9 @@ from highway_transformer import cli
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 TEXT = README.read_text(encoding="utf-8")
-PTB = Path(os.environ.get("HIGHWAY_PTB", "/work/shared/data/ptb"))
-MUSIC = Path(os.environ.get("HIGHWAY_MUSIC", "/work/shared/data/music"))
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"  # beside the checkout, if there
+PTB = Path(os.environ.get("HIGHWAY_PTB", DATA / "ptb"))
+MUSIC = Path(os.environ.get("HIGHWAY_MUSIC", DATA / "music"))
 #: README placeholder -> (real folder, whether it holds the data).
 REAL_DATA = {
     "path/to/ptb": (PTB, (PTB / "ptb.char.train.txt").is_file()),
