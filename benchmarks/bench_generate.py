@@ -31,7 +31,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import print_machine  # noqa: E402
+from common import add_shape_arguments, print_machine  # noqa: E402
 
 from highway_transformer.config import MemoryConfig, ModelConfig  # noqa: E402
 from highway_transformer.generate import generate_ids  # noqa: E402
@@ -86,10 +86,7 @@ def variants(args: argparse.Namespace, prompt: list[int]) -> dict[str, Callable[
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--d-model", type=int, default=128)
-    parser.add_argument("--layers", type=int, default=3)
-    parser.add_argument("--heads", type=int, default=8)
-    parser.add_argument("--d-inner", type=int, default=512)
+    add_shape_arguments(parser)
     parser.add_argument("--prompt", type=int, default=100, help="prompt length")
     parser.add_argument("--tokens", type=int, default=200, help="new tokens per run")
     parser.add_argument("--threads", type=int, default=1)

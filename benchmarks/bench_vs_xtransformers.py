@@ -32,7 +32,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import matmul_peak_flops, median_seconds, print_machine  # noqa: E402
+from common import add_shape_arguments, matmul_peak_flops, median_seconds, print_machine  # noqa: E402
 
 from highway_transformer.config import ModelConfig  # noqa: E402
 from highway_transformer.models.lm import build_model, count_flops_per_token  # noqa: E402
@@ -110,10 +110,7 @@ def variants(args: argparse.Namespace, x: Tensor, y: Tensor) -> dict[str, Callab
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--d-model", type=int, default=128)
-    parser.add_argument("--layers", type=int, default=3)
-    parser.add_argument("--heads", type=int, default=8)
-    parser.add_argument("--d-inner", type=int, default=512)
+    add_shape_arguments(parser)
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--seq-len", type=int, default=200)
     parser.add_argument("--dropout", type=float, default=0.0, help="dropout of both models")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import resource
 import statistics
 import time
@@ -46,3 +47,11 @@ def peak_rss_mib() -> float:
 def print_machine(device: str = "cpu") -> None:
     """Print the facts every figure depends on: device, CPU capability, threads, torch."""
     print(f"machine: {describe_line(device)}", flush=True)
+
+
+def add_shape_arguments(parser: argparse.ArgumentParser) -> None:
+    """The T-L3 (char PTB, ``small`` scale) model shape options the benchmarks share."""
+    parser.add_argument("--d-model", type=int, default=128)
+    parser.add_argument("--layers", type=int, default=3)
+    parser.add_argument("--heads", type=int, default=8)
+    parser.add_argument("--d-inner", type=int, default=512)
