@@ -23,7 +23,6 @@ from .data.subword import SubwordVocabulary
 from .data.vocab import Vocabulary
 from .errors import ConfigError, DataError
 from .models.lm import LanguageModel
-from .nn.attention import KVCache
 from .nn.memory import MemoryPolicy
 
 
@@ -126,17 +125,8 @@ class Stepper:
     def reorder(self, rows: Tensor) -> None:
         """Keep (and duplicate) rows ``rows`` of the contexts and caches."""
         self.context, self.pending = self.context[rows], self.pending[rows]
-        if self.state is None:
-            return
-        if self.state.memory is not None:
-            self.state.memory = [m[rows] for m in self.state.memory]
-        for layer in self.state.layers:
-            for cache in layer:
-                for key, value in cache.items():
-                    if isinstance(value, KVCache) and value.keys is not None:
-                        value.keys, value.values = value.keys[rows], value.values[rows]
-                    elif isinstance(value, Tensor):
-                        cache[key] = value[rows]
+        if self.state is not None:
+            self.state.reorder(rows)
 
 
 class StopStrings:

@@ -27,6 +27,7 @@ from ..config import ModelConfig, validate_model
 from ..errors import ConfigError
 from ..nn.block import AttentionSublayer, collect_gate_biases
 from ..nn.connections import combiner_class
+from ..nn.decoding import AppendBuffer, DistanceTable, KVCache
 from ..nn.dropout import Dropout
 from ..nn.gating import parse_layer_spec
 from ..nn.memory import MemoryPolicy, check_memory, update_memory
@@ -47,11 +48,57 @@ from .pretrained import PretrainedMixin
 
 @dataclass
 class DecodeState:
-    """Incremental-decoding state: position, per-sublayer caches and (XL) memory."""
+    """Incremental-decoding state: position, per-sublayer caches and (XL) memory.
+
+    The XL memory of each layer lives in an :class:`AppendBuffer` (a new token is written in
+    place, not concatenated to the whole memory) and the sinusoid ``R`` in a
+    :class:`DistanceTable` (a new token computes its new distance only).
+    """
 
     position: int = 0
     layers: list[list[dict]] = field(default_factory=list)
     memory: list[Tensor] | None = None
+    memory_buffers: list[AppendBuffer] = field(default_factory=list)
+    distances: DistanceTable = field(default_factory=DistanceTable)
+
+    def append_memory(self, layer_inputs: list[Tensor], mem_len: int) -> list[Tensor] | None:
+        """Per layer, the last ``mem_len`` states of ``[memory ∘ new inputs]`` (as
+        :func:`update_memory`, without copying the memory held)."""
+        if mem_len <= 0:
+            self.memory = None
+            return None
+        if len(self.memory_buffers) != len(layer_inputs):
+            self.memory_buffers = [AppendBuffer(dim=1) for _ in layer_inputs]
+        held = 0 if self.memory is None else self.memory[0].shape[1]
+        if held and self.memory_buffers[0].length < held:  # a memory set from outside
+            for buffer, memory in zip(self.memory_buffers, self.memory, strict=True):
+                buffer.clear()
+                buffer.append(memory)
+        with torch.no_grad():
+            views = [
+                buffer.append(inputs.detach(), keep=held)
+                for buffer, inputs in zip(self.memory_buffers, layer_inputs, strict=True)
+            ]
+        self.memory = [v[:, -mem_len:] for v in views]
+        return self.memory
+
+    def reorder(self, rows: Tensor) -> None:
+        """Keep (and duplicate) batch rows ``rows`` of every cache (beam search)."""
+        if self.memory is not None:
+            held = self.memory[0].shape[1]
+            for buffer in self.memory_buffers:
+                buffer.reorder(rows)
+            self.memory = [
+                b.view().narrow(1, b.length - held, held)  # type: ignore[union-attr]
+                for b in self.memory_buffers
+            ]
+        for layer in self.layers:
+            for cache in layer:
+                for key, value in cache.items():
+                    if isinstance(value, KVCache):
+                        value.reorder(rows)
+                    elif isinstance(value, Tensor):  # the LocalRNN window
+                        cache[key] = value[rows]
 
 
 class LMOutput(NamedTuple):
@@ -184,6 +231,7 @@ class LanguageModel(PretrainedMixin, nn.Module):
                 clamp_len=policy.clamp_len,
                 same_length=policy.same_length,
                 window=policy.mem_len,
+                table=None if state is None else state.distances,
             )
         layer_inputs = []
         for i, block in enumerate(self.blocks):
@@ -191,11 +239,13 @@ class LanguageModel(PretrainedMixin, nn.Module):
             layer_state = None if state is None else state.layers[i]
             x = block(x, memory=None if memory is None else memory[i], state=layer_state, **options)
         hidden = self.output_dropout(self.final_norm(x))
-        new_memory = update_memory(memory, layer_inputs, policy.mem_len) if policy else None
+        new_memory = None
+        if policy is not None and state is not None:
+            new_memory = state.append_memory(layer_inputs, policy.mem_len)
+        elif policy is not None:
+            new_memory = update_memory(memory, layer_inputs, policy.mem_len)
         if state is not None:
             state.position += tokens.shape[1]
-            if self.uses_memory:
-                state.memory = new_memory
         if targets is not None:
             nll = self.token_nll(hidden, targets)
             loss = nll.sum() / (targets != -100).sum().clamp_min(1)

@@ -11,25 +11,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .decoding import KVCache
 
-class KVCache:
-    """Keys and values of the positions seen so far, for one attention sublayer."""
-
-    def __init__(self) -> None:
-        self.keys: Tensor | None = None
-        self.values: Tensor | None = None
-
-    @property
-    def length(self) -> int:
-        return 0 if self.keys is None else self.keys.shape[2]
-
-    def extend(self, keys: Tensor, values: Tensor) -> tuple[Tensor, Tensor]:
-        """Append ``[B, H, L, d]`` keys/values; return all cached keys/values."""
-        if self.keys is not None and self.values is not None:
-            keys = torch.cat([self.keys, keys], dim=2)
-            values = torch.cat([self.values, values], dim=2)
-        self.keys, self.values = keys, values
-        return keys, values
+__all__ = ["KVCache", "MultiHeadAttention", "causal_mask"]
 
 
 def causal_mask(n_queries: int, n_keys: int, device: torch.device) -> Tensor:
@@ -76,7 +60,7 @@ class MultiHeadAttention(nn.Module):
         if self.causal:
             if k.shape[2] == length:
                 is_causal = True
-            else:
+            elif length > 1:  # one new query may attend to every cached key: no mask
                 mask = causal_mask(length, k.shape[2], h.device)
         out = F.scaled_dot_product_attention(
             q,

@@ -32,7 +32,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..errors import ConfigError
-from .attention import KVCache
+from .decoding import DistanceTable, KVCache
 from .dropout import Dropout
 from .positional import sinusoid
 
@@ -86,24 +86,41 @@ class RelativeInputs:
     """What every layer of one forward pass shares (reference ``MemTransformerLM._forward``).
 
     ``r`` is the sinusoid ``R`` of the distances ``K-1 … 0`` (``[K, D]``, clamped, dropped
-    out once per pass), ``mask`` the ``[L, K]`` attention mask, ``u`` / ``v`` the global
-    biases when shared across layers (``None``: each layer's own).
+    out once per pass), ``mask`` the ``[L, K]`` attention mask (``None`` when it masks
+    nothing: one query over a plain memory), ``u`` / ``v`` the global biases when shared
+    across layers (``None``: each layer's own), ``clamp_len`` the clamping ``r`` was made
+    with and ``distances`` (decoding) the table ``r`` is a slice of, which may hold rows of
+    distances beyond ``K`` already (decoding caches key their rows on ``clamp_len`` and
+    project ahead as far as ``distances`` goes).
     """
 
     r: Tensor
-    mask: Tensor
+    mask: Tensor | None
     u: Tensor | None = None
     v: Tensor | None = None
+    clamp_len: int = 0
+    distances: DistanceTable | None = None
 
 
-def distance_encoding(k_len: int, d_model: int, clamp_len: int, like: Tensor) -> Tensor:
-    """``R`` for the distances ``K-1 … 0``, ``[K, D]``, laid out ``[sin | cos]`` as in the
-    reference code; distances beyond ``clamp_len`` use its encoding when ``clamp_len > 0``."""
+def distance_rows(lo: int, hi: int, d_model: int, clamp_len: int, like: Tensor) -> Tensor:
+    """``R`` for the distances ``hi-1 … lo``, ``[hi-lo, D]``, laid out ``[sin | cos]`` as in
+    the reference code; distances beyond ``clamp_len`` use its encoding when ``clamp_len > 0``."""
     dtype = torch.float64 if like.dtype == torch.float64 else torch.float32
-    pos = torch.arange(k_len - 1, -1, -1, device=like.device, dtype=dtype)
+    pos = torch.arange(hi - 1, lo - 1, -1, device=like.device, dtype=dtype)
     if clamp_len > 0:
         pos = pos.clamp(max=clamp_len)
     return sinusoid(pos, d_model, split=True, dtype=dtype).to(like.dtype)
+
+
+def distance_encoding(k_len: int, d_model: int, clamp_len: int, like: Tensor) -> Tensor:
+    """``R`` for the distances ``K-1 … 0``, ``[K, D]`` (see :func:`distance_rows`)."""
+    return distance_rows(0, k_len, d_model, clamp_len, like)
+
+
+def masks_nothing(q_len: int, mem_len: int, same_length: bool, window: int) -> bool:
+    """True when :func:`relative_attention_mask` would mask no key: one query (the newest
+    position) over its memory, unless ``same_length`` cuts the memory to the window."""
+    return q_len == 1 and not (same_length and 0 < window < mem_len + 1)
 
 
 def _check_clamp_len(clamp_len: int) -> None:
@@ -147,32 +164,49 @@ class RelativePositions(nn.Module):
         clamp_len: int = 0,
         same_length: bool = False,
         window: int | None = None,
+        table: DistanceTable | None = None,
     ) -> RelativeInputs:
         """Inputs for ``q_len`` queries over ``mem_len`` memory keys; ``window`` is the
-        configured memory length for ``same_length`` (see :func:`relative_attention_mask`)."""
+        configured memory length for ``same_length`` (see :func:`relative_attention_mask`).
+        ``table`` (incremental decoding, evaluation mode) keeps the rows of ``R`` already
+        computed, so a step computes the encodings of its new distances only."""
         _check_clamp_len(clamp_len)
-        r = self.dropout(distance_encoding(mem_len + q_len, self.d_model, clamp_len, like))
-        mask = relative_attention_mask(
-            q_len, mem_len, same_length=same_length, window=window, device=like.device
-        )
-        return RelativeInputs(r, mask, self.r_w_bias, self.r_r_bias)
+        k_len = mem_len + q_len
+        if table is not None and not self.training:  # no dropout: the rows are fixed
+            r = table.rows(
+                k_len,
+                lambda lo, hi: distance_rows(lo, hi, self.d_model, clamp_len, like),
+                key=(clamp_len, like.dtype, like.device),
+                ahead=2 * k_len,  # a decoder grows K by one per token
+            )
+        else:
+            table = None
+            r = self.dropout(distance_encoding(k_len, self.d_model, clamp_len, like))
+        window = mem_len if window is None else window
+        mask = None
+        if not masks_nothing(q_len, mem_len, same_length, window):
+            mask = relative_attention_mask(
+                q_len, mem_len, same_length=same_length, window=window, device=like.device
+            )
+        return RelativeInputs(r, mask, self.r_w_bias, self.r_r_bias, clamp_len, table)
 
 
-class PositionKeys:
+class PositionKeys(DistanceTable):
     """Decoding cache of the position keys ``W_kR R`` of one layer, ``[K, H·dh]`` for the
     distances ``K-1 … 0``: each step projects only the distances it has not seen."""
 
-    def __init__(self) -> None:
-        self.table: Tensor | None = None
-
-    def get(self, r: Tensor, project: nn.Module) -> Tensor:
-        """Position keys for the distances of ``r`` (``[K, D]``, distances ``K-1 … 0``)."""
-        held = 0 if self.table is None else self.table.shape[0]
-        if held < r.shape[0]:
-            new = project(r[: r.shape[0] - held])
-            self.table = new if self.table is None else torch.cat([new, self.table])
-        assert self.table is not None
-        return self.table[self.table.shape[0] - r.shape[0] :]
+    def get(self, relative: RelativeInputs, project: nn.Module, dtype: torch.dtype) -> Tensor:
+        """Position keys for the distances of ``relative.r`` (``[K, D]``, distances
+        ``K-1 … 0``); as far ahead as the model's distance table goes, when it has one."""
+        k_len = relative.r.shape[0]
+        key = (relative.clamp_len, dtype)
+        table = relative.distances
+        if table is None:
+            r = relative.r.to(dtype)
+            return self.rows(k_len, lambda lo, hi: project(r[k_len - hi : k_len - lo]), key)
+        return self.rows(
+            k_len, lambda lo, hi: project(table.span(lo, hi).to(dtype)), key, ahead=table.held
+        )
 
 
 class RelativeMultiHeadAttention(nn.Module):
@@ -292,7 +326,8 @@ class RelativeMultiHeadAttention(nn.Module):
                 relative_attention_mask(q_len, mem_len, same_length=same_length, device=h.device),
             )
         k_len = mem_len + q_len
-        if tuple(relative.mask.shape) != (q_len, k_len) or relative.r.shape[0] != k_len:
+        mask_shape = (q_len, k_len) if relative.mask is None else tuple(relative.mask.shape)
+        if mask_shape != (q_len, k_len) or relative.r.shape[0] != k_len:
             raise ConfigError(
                 f"relative inputs are for {relative.r.shape[0]} keys but the layer has {k_len}"
             )
@@ -308,9 +343,7 @@ class RelativeMultiHeadAttention(nn.Module):
             r_k = self.r_net(relative.r.to(q.dtype))
         else:
             key, value = self._cached_keys_values(h, memory, cache)
-            r_k = cache.setdefault("positions", PositionKeys()).get(
-                relative.r.to(q.dtype), self.r_net
-            )
+            r_k = cache.setdefault("positions", PositionKeys()).get(relative, self.r_net, q.dtype)
         # W_kR R for the distances K-1 … 0 (``Q`` of the post), [H, K, dh].
         r_k = r_k.view(k_len, n_h, d_h).transpose(0, 1)
         u, v = self._biases(relative, q.dtype)
@@ -319,10 +352,14 @@ class RelativeMultiHeadAttention(nn.Module):
         # One [B·L, dh] × [dh, K] product per head: broadcasting r_k over the batch would copy
         # it for every row.
         bd = torch.matmul(q_v.transpose(0, 1).reshape(n_h, bsz * q_len, d_h), r_k.transpose(1, 2))
-        bd = rel_shift(bd.view(n_h, bsz, q_len, k_len).transpose(0, 1))  # [B, H, L, K]
+        bd = bd.view(n_h, bsz, q_len, k_len).transpose(0, 1)  # [B, H, L, K]
+        if q_len > 1:  # one query (decoding): its row is shifted by L-1-0 = 0
+            bd = rel_shift(bd)
         bd = bd * (1.0 / math.sqrt(d_h))
 
-        bias = bd.masked_fill(relative.mask, float("-inf")).to(q_u.dtype)
+        if relative.mask is not None:
+            bd = bd.masked_fill(relative.mask, float("-inf"))
+        bias = bd.to(q_u.dtype)
         attn = F.scaled_dot_product_attention(
             q_u,
             key.to(q_u.dtype),
@@ -350,13 +387,6 @@ class RelativeMultiHeadAttention(nn.Module):
         held: KVCache = cache.setdefault("kv", KVCache())
         if held.length < mem_len:  # a memory the cache has not seen: project it once
             assert memory is not None
-            held.keys, held.values = self._keys_values(memory.to(h.dtype))
-        fresh = KVCache()
-        if mem_len:
-            assert held.keys is not None and held.values is not None
-            fresh.extend(
-                held.keys[:, :, held.length - mem_len :], held.values[:, :, held.length - mem_len :]
-            )
-        key, value = fresh.extend(*self._keys_values(h))
-        cache["kv"] = fresh
-        return key, value
+            held.clear()
+            held.extend(*self._keys_values(memory.to(h.dtype)))
+        return held.extend(*self._keys_values(h), keep=mem_len)
