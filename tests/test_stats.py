@@ -108,11 +108,27 @@ def test_report_json_holds_per_seed_values_paired_intervals_and_metadata(tmp_pat
     assert report["fractions"]["baseline_plateaued"] is False
     meta = {(r["name"], r["seed"]): r["metadata"] for r in report["runs"]}
     assert meta[("ht-table1/t-l3+sigmoid", 3)] == {"threads": 2, "device": "cpu",
-        "precision": "fp32", "torch": "2.13.0", "train_seconds": 110.0}  # fmt: skip
+        "precision": "fp32", "torch": "2.13.0", "train_seconds": 110.0,
+        "stretches": None}  # fmt: skip
     assert meta[("ht-table1/t-l3", 1)]["threads"] is None  # no metadata recorded: not invented
     index = (tmp_path / "report" / "index.md").read_text(encoding="utf-8")
     assert "-0.1000 [-0.2242, +0.0242] unresolved" in index
-    assert "| ht-table1/t-l3+sigmoid | 3 | 2 | cpu | fp32 | 2.13.0 | 110.0 |" in index
+    assert "| ht-table1/t-l3+sigmoid | 3 | 2 | cpu | fp32 | 2.13.0 | 110.0 | — |" in index
+
+
+def test_stretch_summary_names_where_a_resumed_run_trained() -> None:
+    from highway_transformer.report.report import stretch_summary
+
+    machine = {"device": "cpu", "cpu_capability": "AVX2", "threads": 1, "torch": "2.13.0"}
+    assert stretch_summary(None) == "—"
+    assert stretch_summary([{"from_step": 0, "to_step": 9, **machine}]) == "1"
+    resumed = [
+        {"from_step": 0, "to_step": 400, "seconds": 60.0, "recorded": False},
+        {"from_step": 400, "to_step": 900, "seconds": 70.0, **machine},
+    ]
+    assert stretch_summary(resumed) == (
+        "2 (0–400: not recorded; 400–900: cpu AVX2, 1 threads, torch 2.13.0)"
+    )
 
 
 def test_report_labels_the_table5_protocols() -> None:

@@ -90,6 +90,11 @@ def test_interrupted_and_resumed_equals_uninterrupted(
     a, b = runfolder.read_results(one), runfolder.read_results(two)
     assert a is not None and b is not None
     assert (a["valid"], a["test"], a["best_step"]) == (b["valid"], b["test"], b["best_step"])
+    # Where each stretch of training ran: one stretch uninterrupted, two when resumed.
+    assert [(x["from_step"], x["to_step"]) for x in a["stretches"]] == [(0, 6)]
+    assert [(x["from_step"], x["to_step"]) for x in b["stretches"]] == [(0, 2), (2, 6)]
+    assert all(x["threads"] >= 1 and x["seconds"] >= 0 for x in b["stretches"])
+    assert sum(x["seconds"] for x in b["stretches"]) == pytest.approx(b["train_seconds"])
 
 
 def test_xl_memory_is_carried_in_the_checkpoint(tmp_path: Path) -> None:

@@ -798,16 +798,37 @@ def fractions_markdown(table: dict[str, Any]) -> list[str]:
 
 def runs_markdown(runs: list[dict[str, Any]]) -> list[str]:
     lines = [
-        "| run | seed | threads | device | precision | torch | wall seconds |",
-        "| --- | ---: | ---: | --- | --- | --- | ---: |",
+        "| run | seed | threads | device | precision | torch | wall seconds | stretches |",
+        "| --- | ---: | ---: | --- | --- | --- | ---: | --- |",
     ]
     for run in runs:
         m = run["metadata"]
         cells = [run["name"], str(run["seed"])]
         cells += ["—" if m.get(k) is None else str(m[k]) for k in METADATA_KEYS]
         cells.append(_fmt(m.get("train_seconds"), 1))
+        cells.append(stretch_summary(m.get("stretches")))
         lines.append("| " + " | ".join(cells) + " |")
     return lines
+
+
+def _machine(stretch: dict[str, Any]) -> str:
+    if stretch.get("recorded") is False:
+        return "not recorded"
+    return (
+        f"{stretch.get('device')} {stretch.get('cpu_capability')}, "
+        f"{stretch.get('threads')} threads, torch {stretch.get('torch')}"
+    )
+
+
+def stretch_summary(stretches: list[dict[str, Any]] | None) -> str:
+    """How many uninterrupted stretches a run trained in and, when it was resumed, where
+    each ran (steps and machine): a run resumed elsewhere is not bit-exact."""
+    if not stretches:
+        return "—"
+    if len(stretches) == 1:
+        return "1"
+    parts = [f"{x['from_step']}–{x['to_step']}: {_machine(x)}" for x in stretches]
+    return f"{len(stretches)} ({'; '.join(parts)})"
 
 
 def protocols_markdown(rows: list[dict[str, Any]], metric: str = "bpc") -> list[str]:
@@ -1062,6 +1083,8 @@ def _metadata(run: RunRecord) -> dict[str, Any]:
     facts: dict[str, Any] = {key: recorded.get(key) for key in METADATA_KEYS}
     facts["precision"] = facts["precision"] or run.config.get("train", {}).get("precision")
     facts["train_seconds"] = results.get("train_seconds")
+    stretches = results.get("stretches")
+    facts["stretches"] = stretches if isinstance(stretches, list) else None
     return facts
 
 

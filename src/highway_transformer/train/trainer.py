@@ -14,7 +14,7 @@ import math
 import random
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -120,6 +120,26 @@ class RunState:
     items: int = 0  # loss items (tokens, steps, examples) trained on
     best_valid: float = math.inf
     best_step: int = 0
+    # One entry per uninterrupted stretch of training: the steps it trained, its wall time
+    # and where it ran (a run resumed on another machine or thread count is not bit-exact).
+    stretches: list[dict[str, Any]] = field(default_factory=list)
+
+    def open_stretch(self, machine: dict[str, Any]) -> None:
+        self.stretches.append(
+            {"from_step": self.step, "to_step": self.step, "seconds": 0.0, **machine}
+        )
+
+    def close_stretch(self) -> None:
+        """Bring the current stretch up to the current step and wall time."""
+        if self.stretches:
+            current = self.stretches[-1]
+            before = sum(x["seconds"] or 0.0 for x in self.stretches[:-1])
+            current.update(to_step=self.step, seconds=self.elapsed - before)
+
+
+def unrecorded_stretch(step: int, elapsed: float) -> dict[str, Any]:
+    """The training of a checkpoint written before stretches were recorded."""
+    return {"from_step": 0, "to_step": step, "seconds": elapsed, "recorded": False}
 
 
 @dataclass
@@ -207,6 +227,7 @@ class Trainer:
             items=run["items"],
             best_valid=run["best_valid"],
             best_step=run["best_step"],
+            stretches=run.get("stretches") or [unrecorded_stretch(saved.step, run["elapsed"])],
         )
         if self.world.is_main:
             runfolder.truncate_metrics(self.out_dir, saved.step)
@@ -220,6 +241,7 @@ class Trainer:
             self.out_dir.mkdir(parents=True, exist_ok=True)
             save_config(self.config, self.out_dir / runfolder.CONFIG_FILE)
             self.writers = self._open_writers()
+        self.state.open_stretch(run_metadata(self.device, t.precision))
         bar = Progress(t.max_steps, self.state.step, self._title(), self.progress)
         log, self.log = self.log, bar.logger(self.log)
         batches = self.task.local_batches()
@@ -257,6 +279,7 @@ class Trainer:
         if (best / ckpt.MODEL_FILE).is_file():
             self.strategy.load_weights(self.model, best, self._build)
         s = self.state
+        s.close_stretch()
         results = {
             "name": self.config.name,
             "task": self.task.name,
@@ -270,6 +293,7 @@ class Trainer:
             "valid": self.evaluate("valid"),
             "test": self.evaluate("test"),
             "metadata": run_metadata(self.device, self.config.train.precision),
+            "stretches": s.stretches,
             "processes": self.world.size,
         }
         if not self.world.is_main:
@@ -304,6 +328,7 @@ class Trainer:
         rng_info, rng_tensors = ckpt.capture_rng()
         task_info, task_tensors = ckpt.split_task_state(task_state)
         s = self.state
+        s.close_stretch()
         info = {
             "task": task_info,
             "optimizer": optim_info,
@@ -315,6 +340,7 @@ class Trainer:
                 "items": s.items,
                 "best_valid": s.best_valid,
                 "best_step": s.best_step,
+                "stretches": s.stretches,
             },
         }
         state = ckpt.TrainerState(s.step, info, {**optim_tensors, **rng_tensors, **task_tensors})
