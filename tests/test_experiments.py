@@ -166,6 +166,18 @@ def test_plan_layout_and_seeds(tmp_path: Path, corpus: Path) -> None:
         plan_runs("ht-table1", tmp_path, "tiny", seeds=0)
 
 
+def test_plan_orders_runs_seed_by_seed(tmp_path: Path, corpus: Path) -> None:
+    """Every row's first seed before any second seed: a table stopped part-way compares rows."""
+    rows = ["ht-table1/t-l3", "ht-table1/t-l3+sigmoid"]
+    specs = plan_runs(rows, tmp_path, "tiny", seeds=2, data_path=corpus)
+    assert [(s.experiment.name, s.seed) for s in specs] == [
+        ("ht-table1/t-l3", 1),
+        ("ht-table1/t-l3+sigmoid", 1),
+        ("ht-table1/t-l3", 2),
+        ("ht-table1/t-l3+sigmoid", 2),
+    ]
+
+
 class Interrupt(Exception):
     pass
 

@@ -91,15 +91,18 @@ def plan_runs(
     data_path: str | Path | None = None,
     overrides: Iterable[str] = (),
 ) -> list[RunSpec]:
-    """Every (row, seed) run of the request, with its folder and config (nothing is written)."""
+    """Every (row, seed) run of the request, with its folder and config (nothing is written),
+    seed by seed: every row's first seed comes before any row's second, so a table stopped
+    part-way (runs of hours on a CPU) has compared every row."""
     get_scale(scale)
     if seeds < 1:
         raise ConfigError(f"seeds must be >= 1, got {seeds}")
     overrides = list(overrides)
     recorded = tuple(o for o in overrides if parse_override(o)[0] != "data.path")
     specs = []
-    for experiment in resolve_experiments(names_or_table):
-        for seed in range(1, seeds + 1):
+    experiments = resolve_experiments(names_or_table)
+    for seed in range(1, seeds + 1):
+        for experiment in experiments:
             config = experiment_config(experiment, scale, seed, data_path, overrides)
             folder = run_dir_for(out_root, experiment, scale, seed)
             specs.append(RunSpec(experiment, seed, scale, folder, config, recorded))
