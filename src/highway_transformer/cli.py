@@ -126,6 +126,42 @@ def _eval_file(args: argparse.Namespace, weights: Path, overrides: list[str]) ->
     return 0
 
 
+def _baselines(args: argparse.Namespace) -> int:
+    """Unigram and bigram losses of a corpus's valid/test splits (what a model must beat)."""
+    import math
+
+    from .config import Config, build_config
+    from .data.baselines import corpus_baselines
+    from .data.corpora import load_corpus
+    from .errors import ConfigError
+    from .presets import get_preset
+
+    base = get_preset(args.preset) if args.preset else Config()
+    overrides = [f"data.path={args.data_path}"] if args.data_path else []
+    config = build_config(base, None, overrides + list(args.overrides))
+    if config.task.name != "lm":
+        raise ConfigError(
+            f"baselines are n-gram language models of a corpus; task.name={config.task.name} "
+            "has no corpus (use a language-model preset or data.corpus=...)"
+        )
+    corpus = load_corpus(config.data)
+    splits = {"valid": corpus.valid, "test": corpus.test}
+    found = corpus_baselines(corpus.train, splits, len(corpus.vocab))
+    if args.json:
+        print(json.dumps({"corpus": config.data.corpus, "nats": found}, indent=2))
+        return 0
+    print(
+        f"corpus {config.data.corpus}: {len(corpus.vocab)} symbols, estimated on the training split"
+    )
+    for model, losses in found.items():
+        for split, nats in losses.items():
+            print(
+                f"{model} {split}: loss {nats:.4f} nats | {nats / math.log(2):.4f} bits/symbol"
+                f" | ppl {math.exp(nats):.2f}"
+            )
+    return 0
+
+
 def _presets(args: argparse.Namespace) -> int:
     from .presets import PRESETS, get_preset
 
@@ -323,6 +359,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N | mps")
     p.add_argument("--no-cache", action="store_true", help="recompute the context every step")
     p.set_defaults(func=_generate)
+
+    p = sub.add_parser(
+        "baselines", help="unigram and bigram losses of a corpus (what a model must beat)"
+    )
+    p.add_argument("--preset", help="take the corpus settings of this preset")
+    _data_path_option(p, "where the corpus lives")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="e.g. data.corpus=ptb-char")
+    p.set_defaults(func=_baselines)
 
     p = sub.add_parser("presets", help="list presets, or print one as YAML")
     p.add_argument("name", nargs="?", help="print this preset as YAML")
