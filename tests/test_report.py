@@ -208,6 +208,34 @@ def test_metrics_stopping_early_are_reported(table1: Path, tmp_path: Path) -> No
     assert report["missing"] == ["ht-table1/t-l3 seed 1: metrics.jsonl stops at step 20 of 40"]
 
 
+def test_runs_still_training_are_left_out_and_listed(table1: Path, tmp_path: Path) -> None:
+    """A run without results.json whose metrics stop short of max_steps is training (or
+    interrupted): it is no result, so no number or curve includes it."""
+    run = table1 / "ht-table1" / "small" / "t-l3+sigmoid" / "seed2"
+    lines = (run / "metrics.jsonl").read_text(encoding="utf-8").splitlines()
+    (run / "metrics.jsonl").write_text("\n".join(lines[:4]) + "\n", encoding="utf-8")
+    (run / "results.json").unlink()
+    report = write_report([table1], tmp_path / "report")
+    rows = {r["name"]: r for r in report["paper_table"]}
+    assert rows["ht-table1/t-l3+sigmoid"]["eval_bpc"]["n"] == 1
+    assert rows["ht-table1/t-l3+sigmoid"]["eval_bpc"]["mean"] == pytest.approx(1.4)
+    assert report["in_progress"] == [
+        {"name": "ht-table1/t-l3+sigmoid", "seed": 2, "step": 20, "max_steps": 40}
+    ]
+    assert report["missing"] == [] and len(report["runs"]) == 3
+    index = (tmp_path / "report" / "index.md").read_text(encoding="utf-8")
+    assert "left out of every number and figure below:** ht-table1/t-l3+sigmoid seed 2 " in index
+
+
+def test_a_table_with_no_finished_run_is_refused(table1: Path, tmp_path: Path) -> None:
+    run = table1 / "ht-table1" / "small" / "t-l3" / "seed1"
+    (run / "results.json").unlink()
+    lines = [json.dumps({"step": 10, "split": "valid", "loss": 2.0, "bpc": 2.9, "time": 1.0})]
+    (run / "metrics.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="none of the 1 runs has finished yet .* 10"):
+        write_report([run], tmp_path / "report")
+
+
 def test_mixing_tables_or_scales_is_refused(table1: Path, tmp_path: Path) -> None:
     make_run(table1, "ht-table3/t-l3", [5.0, 4.9, 4.8, 4.7], 7.0, 7.0, 10.0)
     with pytest.raises(ConfigError, match=r"mix tables: ht-table1 \(4 runs\), ht-table3 \(1 run\)"):

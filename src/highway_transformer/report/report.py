@@ -24,7 +24,9 @@ table at one scale and writes:
 * ``index.md`` tying it together and ``report.json`` with every number and figure.
 
 Runs with missing or truncated files are reported with what they have; what is missing is
-listed in ``index.md`` and ``report.json``.
+listed in ``index.md`` and ``report.json``. A run still training (no ``results.json``, metrics
+short of ``max_steps``) is no result: it is listed as in progress and left out of every
+number and figure, so a table reported part-way compares finished runs only.
 """
 
 from __future__ import annotations
@@ -76,6 +78,8 @@ class RunRecord:
     records: list[dict[str, Any]] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     protocol: dict[str, Any] | None = None  # protocol_eval.json: valid measured the paper's way
+    # Still training (no results.json, metrics short of max_steps): (last step, max_steps).
+    progress: tuple[int, int] | None = None
 
     @property
     def name(self) -> str:
@@ -216,6 +220,9 @@ def _check_complete(run: RunRecord) -> None:
     max_steps = max_steps if isinstance(max_steps, int) and not isinstance(max_steps, bool) else 0
     last = max((int(r["step"]) for r in run.records), default=0)
     if run.records and max_steps and last < max_steps:
+        if run.results is None:  # training, or interrupted: not a result yet
+            run.progress = (last, max_steps)
+            return
         run.problems.append(f"metrics.jsonl stops at step {last} of {max_steps}")
     if run.records and not any(r.get("split") == "valid" for r in run.records):
         run.problems.append("metrics.jsonl has no validation records")
@@ -925,6 +932,7 @@ def index_markdown(report: dict[str, Any]) -> str:
         "sample standard deviation over seeds where there are several; *paper* columns are the "
         "published figures.",
         "",
+        *in_progress_markdown(report.get("in_progress", [])),
         "## Results (paper format)",
         "",
         *protocols_markdown(report["paper_table"], m),
@@ -982,6 +990,21 @@ def index_markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def in_progress_markdown(in_progress: list[dict[str, Any]]) -> list[str]:
+    """The runs still training, which no number or figure of the report includes."""
+    if not in_progress:
+        return []
+    runs = "; ".join(
+        f"{r['name']} seed {r['seed']} (step {r['step']:,} of {r['max_steps']:,})"
+        for r in in_progress
+    )
+    return [
+        f"**Still training, left out of every number and figure below:** {runs}. "
+        "Resume them with `highway run` and write the report again.",
+        "",
+    ]
+
+
 def _gates_markdown(gates: dict[str, Any]) -> list[str]:
     lines = ["## Gate biases b1 (HT Figures 13-14)", ""]
     for name, files in gates["heatmaps"].items():
@@ -1021,8 +1044,20 @@ def write_report(run_dirs: Iterable[str | Path], out_dir: str | Path) -> dict[st
     from ..experiments.registry import TABLES
     from ..experiments.scale import SCALES, describe_scale
 
-    runs = [load_run(path) for path in find_run_dirs(run_dirs)]
-    table, scale = check_one_table(runs)
+    loaded = [load_run(path) for path in find_run_dirs(run_dirs)]
+    table, scale = check_one_table(loaded)
+    # A run still training is no result: it is listed, and left out of every figure.
+    runs = [r for r in loaded if r.progress is None]
+    in_progress = [
+        {"name": r.name, "seed": r.seed, "step": r.progress[0], "max_steps": r.progress[1]}
+        for r in loaded
+        if r.progress is not None
+    ]
+    if not runs:
+        raise ConfigError(
+            f"none of the {len(loaded)} runs has finished yet (the last logged steps are "
+            f"{', '.join(str(r['step']) for r in in_progress)}); resume them with `highway run`"
+        )
     out = make_folder(out_dir, "--out")
     groups = group_runs(runs)
     metric = str(runs[0].experiment.get("metric", "bpc"))
@@ -1059,6 +1094,7 @@ def write_report(run_dirs: Iterable[str | Path], out_dir: str | Path) -> dict[st
         "time": time_rows(groups),
         "gates": gates,
         "missing": [f"{r.name} seed {r.seed}: {p}" for r in runs for p in r.problems],
+        "in_progress": in_progress,
     }
     report["figures"] = {**figures, **_gate_figures(gates)}
     report["index"] = "index.md"
