@@ -70,11 +70,11 @@ class DecodeState:
         if len(self.memory_buffers) != len(layer_inputs):
             self.memory_buffers = [AppendBuffer(dim=1) for _ in layer_inputs]
         held = 0 if self.memory is None else self.memory[0].shape[1]
-        if held and self.memory_buffers[0].length < held:  # a memory set from outside
-            for buffer, memory in zip(self.memory_buffers, self.memory, strict=True):
-                buffer.clear()
-                buffer.append(memory)
-        with torch.no_grad():
+        with torch.no_grad():  # the stop-gradient SG(·) of HT eq. 10
+            if held and self.memory_buffers[0].length < held:  # a memory set from outside
+                for buffer, memory in zip(self.memory_buffers, self.memory, strict=True):
+                    buffer.clear()
+                    buffer.append(memory.detach())
             views = [
                 buffer.append(inputs.detach(), keep=held)
                 for buffer, inputs in zip(self.memory_buffers, layer_inputs, strict=True)

@@ -199,7 +199,7 @@ class PositionKeys(DistanceTable):
         """Position keys for the distances of ``relative.r`` (``[K, D]``, distances
         ``K-1 … 0``); as far ahead as the model's distance table goes, when it has one."""
         k_len = relative.r.shape[0]
-        key = (relative.clamp_len, dtype)
+        key = (relative.clamp_len, dtype, relative.r.device)
         table = relative.distances
         if table is None:
             r = relative.r.to(dtype)
