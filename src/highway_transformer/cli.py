@@ -127,7 +127,7 @@ def _eval_file(args: argparse.Namespace, weights: Path, overrides: list[str]) ->
 
 
 def _baselines(args: argparse.Namespace) -> int:
-    """Unigram and bigram losses of a corpus's valid/test splits (what a model must beat)."""
+    """Unigram, bigram and trigram losses of a corpus's valid/test splits (what to beat)."""
     import math
 
     from .config import Config, build_config
@@ -361,7 +361,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_generate)
 
     p = sub.add_parser(
-        "baselines", help="unigram and bigram losses of a corpus (what a model must beat)"
+        "baselines", help="unigram, bigram and trigram losses of a corpus (what to beat)"
     )
     p.add_argument("--preset", help="take the corpus settings of this preset")
     _data_path_option(p, "where the corpus lives")
