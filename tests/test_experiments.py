@@ -182,6 +182,26 @@ class Interrupt(Exception):
     pass
 
 
+def test_runner_refuses_a_folder_trained_with_another_config(tmp_path: Path, corpus: Path) -> None:
+    """A finished folder whose config is not the planned one (the scale or a preset changed
+    since) is never skipped into the table; where it trained (path, threads) may differ."""
+    import yaml
+
+    row = "ht-table1/t-l3"
+    overrides = [*file_overrides(corpus), "train.max_steps=4", "train.eval_interval=2"]
+    (run,) = run_experiments(row, tmp_path, "tiny", overrides=overrides)
+    saved = yaml.safe_load((run / "config.yaml").read_text(encoding="utf-8"))
+    saved["train"]["threads"], saved["data"]["path"] = 7, "/elsewhere"
+    (run / "config.yaml").write_text(yaml.safe_dump(saved), encoding="utf-8")
+    messages: list[str] = []
+    run_experiments(row, tmp_path, "tiny", overrides=overrides, log=messages.append)
+    assert messages == [f"{row} seed 1: finished, skipped"]
+    saved["model"]["d_model"] += 4
+    (run / "config.yaml").write_text(yaml.safe_dump(saved), encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"another configuration \(model.d_model=.* there"):
+        run_experiments(row, tmp_path, "tiny", overrides=overrides)
+
+
 def test_runner_trains_skips_and_resumes(tmp_path: Path, corpus: Path) -> None:
     rows = ["ht-table1/t-l3", "ht-table1/t-l3+sigmoid"]
     overrides = [*file_overrides(corpus), "train.max_steps=8", "train.eval_interval=4"]

@@ -30,7 +30,28 @@ def test_cpu_scale_keeps_adam_rows_learning_rate_and_word_ptb_annealing() -> Non
     assert (xl.optimizer, xl.lr, xl.schedule, xl.max_steps) == ("adam", 2.5e-4, "cosine", 8000)
     word = experiment_config(get_experiment("ht-table3/t-l3"), "cpu").train
     assert (word.optimizer, word.schedule) == ("sgd", "anneal")
-    assert word.lr == pytest.approx(2.0 * CPU_SGD_LR_FACTOR)
+    assert word.lr == pytest.approx(2.0)  # kept at its published width: the published rate
+
+
+@pytest.mark.parametrize(
+    ("row", "widths"),
+    [
+        ("ht-table1/t-l3", (128, 512)),  # 512 -> x1/4
+        ("ht-table3/t-l3", (128, 512)),  # published at 128: kept (d 32 ended above a bigram)
+        ("ht-table4/rt-l3", (128, 512)),
+        ("rt-table2/rtransformer", (128, 512)),  # 160 -> no narrower than 128
+        ("rt-table1/rtransformer", (32, 128)),  # published narrower than 128: kept
+    ],
+)
+def test_cpu_scale_narrows_no_model_below_d128(row: str, widths: tuple[int, int]) -> None:
+    config = experiment_config(get_experiment(row), "cpu")
+    paper = experiment_config(get_experiment(row), "paper")
+    assert (config.model.d_model, config.model.d_inner) == widths
+    # The pilot's SGD factor is for models narrowed x1/4; the others keep the published rate.
+    quartered = config.model.d_model * 4 == paper.model.d_model
+    factor = CPU_SGD_LR_FACTOR if quartered and paper.train.optimizer == "sgd" else 1.0
+    assert config.train.lr == pytest.approx(paper.train.lr * factor)
+    assert "no narrower than d_model 128" in describe_scale("cpu")
 
 
 @pytest.mark.parametrize("row", ["ht-table1/t-l3+tanh", "ht-table3/t-l3", "ht-table5/l6-xl"])

@@ -13,7 +13,9 @@ scale       width   heads  length  steps    batch  train tokens  valid/test toke
 
 * **width** multiplies ``d_model``, ``d_inner`` and ``d_head`` (``d_head`` by width / heads,
   so ``n_heads × d_head`` keeps its ratio to ``d_model``); ``d_model`` is rounded to a
-  multiple of the head count.
+  multiple of the head count. A scale with ``min_d_model`` narrows no model below that width
+  (a model published narrower keeps its width): at ``cpu``, the word-PTB models (published
+  at d 128) keep d 128, since at d 32 they ended above a bigram model's perplexity.
 * **length** multiplies every length: ``seq_len`` and ``context`` (the loss-free history),
   their evaluation twins, the Transformer-XL ``mem_len`` / ``clamp_len`` and their evaluation
   twins. The LocalRNN window is a property of the model and is kept.
@@ -37,9 +39,10 @@ valid/test evaluation on the *full* splits. Deviations from the papers, all stat
 :func:`describe_scale`:
 
 * ``cpu``: the published optimiser and schedule shape (SGD with linear decay or annealing,
-  Adam with cosine decay) with the SGD learning rate multiplied by ``lr_factors["sgd"]``
-  (picked by a pilot: a 4x narrower model takes larger steps; the published 2.0 with clip
-  0.15 moves the weights by at most 0.3 per step);
+  Adam with cosine decay) with the SGD learning rate of narrowed models multiplied by
+  ``lr_factors["sgd"]`` (picked by a pilot: a 4x narrower model takes larger steps; the
+  published 2.0 with clip 0.15 moves the weights by at most 0.3 per step); models kept
+  wider by ``min_d_model`` (the word-PTB models, Nottingham) keep the published rate;
 * ``cpu-adamw``: every row trained with AdamW (lr 1e-3, betas 0.9 / 0.99, weight decay
   0.01), linear warm-up over 2 % of the steps, cosine decay to 0 and clipping at 1.0 — a
   modern optimiser, asking whether the claim survives modern training. Not the papers'.
@@ -92,6 +95,7 @@ class Scale:
     min_steps: int = 1
     evaluations: int | None = None  # periodic evaluations per run (None: as configured)
     batch_size: int | None = None  # None: as configured
+    min_d_model: int = 0  # no model is narrowed below this d_model (narrower ones keep theirs)
     max_train_tokens: int | None = None
     max_eval_tokens: int | None = None  # final valid/test evaluation
     eval_max_tokens: int | None = None  # each periodic validation
@@ -137,6 +141,7 @@ SCALES: dict[str, Scale] = {
         steps=1 / 5,
         min_steps=1000,
         evaluations=50,
+        min_d_model=128,
         eval_max_tokens=50_000,
         lr_factors=(("sgd", CPU_SGD_LR_FACTOR),),
         note="the published optimiser and schedule shape",
@@ -148,6 +153,7 @@ SCALES: dict[str, Scale] = {
         steps=1 / 5,
         min_steps=1000,
         evaluations=50,
+        min_d_model=128,
         eval_max_tokens=50_000,
         optimiser=ADAMW,
     ),
@@ -171,17 +177,26 @@ def _cap(current: int | None, cap: int | None) -> int | None:
     return cap if current is None else min(current, cap)
 
 
+def width_factor(d_model: int, scale: Scale) -> float:
+    """The factor on the widths of a model published at ``d_model``: ``scale.width``, but
+    no narrower than ``scale.min_d_model`` (and never wider than published)."""
+    if not scale.min_d_model:
+        return scale.width
+    return max(scale.width, min(1.0, scale.min_d_model / d_model))
+
+
 def _width_updates(config: Config, scale: Scale) -> dict[str, Any]:
     m = config.model
+    width = width_factor(m.d_model, scale)
     heads = _times(m.n_heads, scale.heads)
-    d_model = max(heads, round(m.d_model * scale.width / heads) * heads)
+    d_model = max(heads, round(m.d_model * width / heads) * heads)
     updates: dict[str, Any] = {
         "model.n_heads": heads,
         "model.d_model": d_model,
-        "model.d_inner": _times(m.d_inner, scale.width),
+        "model.d_inner": _times(m.d_inner, width),
     }
     if m.d_head is not None:
-        updates["model.d_head"] = _times(m.d_head, scale.width / scale.heads)
+        updates["model.d_head"] = _times(m.d_head, width / scale.heads)
     return updates
 
 
@@ -229,7 +244,11 @@ def _budget_updates(config: Config, scale: Scale) -> dict[str, Any]:
 
 def _optimiser_updates(config: Config, scale: Scale, steps: int) -> dict[str, Any]:
     t = config.train
-    factor = dict(scale.lr_factors).get(t.optimizer, 1.0)
+    # The pilot's factor is for models narrowed by the scale's whole width factor (a 4x
+    # narrower model takes larger steps); a model kept wider (min_d_model) keeps the
+    # published rate, for which no pilot says otherwise.
+    narrowed = scale.width < 1.0 and width_factor(config.model.d_model, scale) == scale.width
+    factor = dict(scale.lr_factors).get(t.optimizer, 1.0) if narrowed else 1.0
     updates: dict[str, Any] = {"train.lr": t.lr * factor} if factor != 1.0 else {}
     o = scale.optimiser
     if o is not None:
@@ -277,8 +296,9 @@ def describe_scale(scale: str | Scale) -> str:
         factors = ", ".join(f"{name} learning rate x{f:g}" for name, f in s.lr_factors)
         optimiser = "optimiser as published" + (f" except {factors}" if factors else "")
     note = f"; {s.note}" if s.note else ""
+    floor = f" (no narrower than d_model {s.min_d_model})" if s.min_d_model else ""
     return (
-        f"{s.name}: width x{s.width:g}, heads x{s.heads:g}, lengths x{s.length:g}, "
+        f"{s.name}: width x{s.width:g}{floor}, heads x{s.heads:g}, lengths x{s.length:g}, "
         f"steps x{s.steps:g} (min {s.min_steps}), {s.evaluations} evaluations{periodic}, "
         f"batch {s.batch_size or 'as published'}, {train} train / {final} valid-test tokens, "
         f"depth as published, {optimiser}{note}, fp32"
