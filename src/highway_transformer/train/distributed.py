@@ -200,5 +200,9 @@ def shard_batch(batch: Any, world: World) -> Any:
 
 
 def close_world(world: World) -> None:
+    """Leave the process group together: a rank that tore its gloo connections down while
+    a peer was still finishing (rank 0 writes the results last) made that peer's gloo thread
+    abort it (SIGABRT, "terminate called without an active exception") now and then."""
     if world.distributed and dist.is_initialized():
+        world.barrier()
         dist.destroy_process_group()
