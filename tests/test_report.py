@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -307,3 +308,17 @@ def test_gate_biases_of_a_tiny_trained_model(tmp_path: Path) -> None:
     for name in gates["pca"]["figure"] + gates["heatmaps"]["ht-table1/t-l3+tanh"]:
         assert (out / name).stat().st_size > 1000
     assert report["missing"] == []
+    # results.json holds the best weights' b1, so a run folder without weights reports them.
+    from highway_transformer.train.checkpoint import load_pretrained
+
+    tanh = dirs[1]
+    model, _, _ = load_pretrained(tanh / "best")
+    recorded = json.loads((tanh / "results.json").read_text(encoding="utf-8"))["gate_biases"]
+    assert recorded.keys() == model.gate_biases().keys()
+    for name, bias in model.gate_biases().items():
+        assert recorded[name] == bias.detach().float().ravel().tolist()
+    for run in dirs:
+        shutil.rmtree(run / "best")
+        shutil.rmtree(run / "checkpoint")
+    again = write_report(dirs, tmp_path / "again")
+    assert again["gates"]["pca"]["points"] == points and again["missing"] == []

@@ -14,12 +14,20 @@ _NAME = re.compile(r"^layer(\d+)\.(\w+)$")
 
 
 def load_gate_biases(run_dir: str | Path) -> dict[str, np.ndarray]:
-    """``{"layer1.attn": b1, ...}`` from the run's ``best/`` checkpoint (``{}``: no gates).
+    """``{"layer1.attn": b1, ...}`` of the run's best weights (``{}``: no gates): from
+    ``results.json`` where the run recorded them, else from its ``best/`` checkpoint.
 
-    Raises CheckpointError when the run has no ``best/`` checkpoint.
+    Raises CheckpointError when neither holds them.
     """
     from ..train.checkpoint import load_pretrained
 
+    results = runfolder.read_results(run_dir)
+    recorded = results.get("gate_biases") if isinstance(results, dict) else None
+    if isinstance(recorded, dict):
+        try:
+            return {str(k): np.asarray(v, dtype=np.float32).ravel() for k, v in recorded.items()}
+        except (TypeError, ValueError):
+            pass  # malformed: the weights decide
     folder = Path(run_dir) / runfolder.BEST_DIR
     if not folder.is_dir():
         raise CheckpointError(f"{folder} is missing; the run saved no best weights")

@@ -655,7 +655,9 @@ def _run_biases(run: RunRecord) -> dict[str, np.ndarray]:
     try:
         biases = load_gate_biases(run.run_dir)
     except CheckpointError:
-        run.problems.append("best/ checkpoint missing or unreadable: no gate biases")
+        run.problems.append(
+            "no gate biases: none recorded in results.json and no readable best/ checkpoint"
+        )
         return {}
     if not biases:
         run.problems.append("the gates of this model have no learned bias b1")
