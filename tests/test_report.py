@@ -322,3 +322,27 @@ def test_gate_biases_of_a_tiny_trained_model(tmp_path: Path) -> None:
         shutil.rmtree(run / "checkpoint")
     again = write_report(dirs, tmp_path / "again")
     assert again["gates"]["pca"]["points"] == points and again["missing"] == []
+
+
+def test_results_readme_snippet_adds_gate_biases_to_older_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The maintenance snippet of results/README.md, run as written on a run folder whose
+    results.json predates the recorded gate biases."""
+    import re
+
+    text = tmp_path / "corpus.txt"
+    text.write_text("abcde fgh\n" * 600, encoding="utf-8")
+    overrides = ["data.corpus=file", f"data.path={text}", "data.level=char",
+                 "train.max_steps=2", "train.eval_interval=2"]  # fmt: skip
+    (run,) = run_experiments("ht-table1/t-l3+tanh", tmp_path / "results" / "cpu", "tiny",
+                             overrides=overrides)  # fmt: skip
+    results = json.loads((run / "results.json").read_text(encoding="utf-8"))
+    recorded = results.pop("gate_biases")
+    (run / "results.json").write_text(json.dumps(results), encoding="utf-8")
+    readme = (Path(__file__).resolve().parents[1] / "results" / "README.md").read_text()
+    (snippet,) = re.findall(r"```python\n(.*?)```", readme, re.S)
+    monkeypatch.chdir(tmp_path)
+    exec(compile(snippet, "results/README.md", "exec"), {"__name__": "snippet"})
+    restored = json.loads((run / "results.json").read_text(encoding="utf-8"))["gate_biases"]
+    assert restored == recorded
