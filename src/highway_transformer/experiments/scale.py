@@ -295,7 +295,8 @@ def describe_scale(scale: str | Scale) -> str:
     if s.optimiser is not None:
         optimiser = s.optimiser.describe()
     else:
-        factors = ", ".join(f"{name} learning rate x{f:g}" for name, f in s.lr_factors)
+        narrowed = f" for models narrowed x{s.width:g}" if s.min_d_model else ""
+        factors = ", ".join(f"{name} learning rate x{f:g}{narrowed}" for name, f in s.lr_factors)
         optimiser = "optimiser as published" + (f" except {factors}" if factors else "")
     note = f"; {s.note}" if s.note else ""
     floor = f" (no narrower than d_model {s.min_d_model})" if s.min_d_model else ""
