@@ -15,12 +15,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from .config import Config, DataConfig, GateConfig, ModelConfig, TrainConfig
 from .errors import ConfigError, DataError
 from .extras import import_extra
 from .report.compare import compare_runs
+from .train import runfolder
 from .train.trainer import train
 
 VARIANTS: dict[str, GateConfig] = {
@@ -106,32 +105,13 @@ def run_demo(
 
 def check_same_config(run_dir: Path, config: Config) -> None:
     """Refuse to reuse a run folder trained with another configuration (e.g. more steps)."""
-    saved = run_dir / "config.yaml"
-    if not saved.is_file():
-        return
-    asked = _flat(json.loads(config.to_json()))
-    found = _flat(yaml.safe_load(saved.read_text(encoding="utf-8")))
-    differ = [k for k in asked if k not in AUTOMATIC and asked[k] != found.get(k)]
+    differ = runfolder.config_differences(run_dir, config)
     if differ:
-        shown = ", ".join(f"{k}={found.get(k)!r} (asked {asked[k]!r})" for k in differ[:3])
+        shown = ", ".join(f"{k}={found!r} (asked {asked!r})" for k, found, asked in differ[:3])
         raise ConfigError(
             f"{run_dir} was trained with another configuration: {shown}; "
             "choose another --out or remove the folder"
         )
-
-
-#: Keys the trainer fills in from the data (the asked value is a placeholder).
-AUTOMATIC = {"model.vocab_size"}
-
-
-def _flat(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in data.items():
-        if isinstance(value, dict):
-            out.update(_flat(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = list(value) if isinstance(value, tuple) else value
-    return out
 
 
 def sample(run_dir: Path, prompt: str, tokens: int = 240) -> str:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..config import Config, build_config, load_file, parse_override, save_config
+from ..config import Config, build_config, parse_override, save_config
 from ..errors import ConfigError, HighwayError, unknown_choice
 from ..extras import import_extra
 from ..train import runfolder
@@ -160,39 +160,18 @@ PLACE_KEYS = frozenset(
 )  # fmt: skip
 
 
-def _flat(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """``{"a": {"b": 1}}`` -> ``{"a.b": 1}``."""
-    out: dict[str, Any] = {}
-    for key, value in data.items():
-        if isinstance(value, dict):
-            out.update(_flat(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = value
-    return out
-
-
 def _check_same_config(spec: RunSpec) -> None:
     """Refuse to skip or resume a run folder whose config is not the one this request plans
     (e.g. the scale or a preset changed since it trained): its numbers would be mixed into
     a table of other models."""
-    path = spec.run_dir / runfolder.CONFIG_FILE
     try:
-        saved = _flat(json.loads(json.dumps(load_file(path))))
-    except (HighwayError, OSError, ValueError):
-        return  # missing or unreadable: training refuses or re-prepares it
-    planned = _flat(json.loads(spec.config.to_json()))
-    if not planned.get("model.vocab_size"):  # 0: training takes it from the corpus
-        planned["model.vocab_size"] = saved.get("model.vocab_size")
-    sections = ("model.", "data.", "train.", "task.")
-    differing = sorted(
-        key
-        for key in set(saved) | set(planned)
-        if key.startswith(sections) and key not in PLACE_KEYS and saved.get(key) != planned.get(key)
-    )
-    if differing:
-        shown = ", ".join(
-            f"{k}={saved.get(k)!r} there, {planned.get(k)!r} now" for k in differing[:3]
+        differing = runfolder.config_differences(
+            spec.run_dir, spec.config, PLACE_KEYS | {"name", "source"}
         )
+    except HighwayError:
+        return  # unreadable: training refuses or re-prepares it
+    if differing:
+        shown = ", ".join(f"{k}={saved!r} there, {now!r} now" for k, saved, now in differing[:3])
         more = f" and {len(differing) - 3} more" if len(differing) > 3 else ""
         raise ConfigError(
             f"{spec.run_dir} was trained with another configuration ({shown}{more}): pass "

@@ -25,14 +25,17 @@ def load_gate_biases(run_dir: str | Path) -> dict[str, np.ndarray]:
     recorded = results.get("gate_biases") if isinstance(results, dict) else None
     if isinstance(recorded, dict):
         try:
-            return {str(k): np.asarray(v, dtype=np.float32).ravel() for k, v in recorded.items()}
+            return _arrays(recorded)
         except (TypeError, ValueError):
             pass  # malformed: the weights decide
     folder = Path(run_dir) / runfolder.BEST_DIR
     if not folder.is_dir():
         raise CheckpointError(f"{folder} is missing; the run saved no best weights")
-    model, _, _ = load_pretrained(folder)
-    return {k: v.detach().float().cpu().numpy().ravel() for k, v in model.gate_biases().items()}
+    return _arrays(runfolder.gate_bias_values(load_pretrained(folder)[0]))
+
+
+def _arrays(biases: dict) -> dict[str, np.ndarray]:
+    return {str(k): np.asarray(v, dtype=np.float32).ravel() for k, v in biases.items()}
 
 
 def split_name(name: str) -> tuple[int, str]:

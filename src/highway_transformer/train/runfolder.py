@@ -15,7 +15,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from ..config import load_file
+
+if TYPE_CHECKING:
+    from ..config import Config
+
+#: Keys the trainer fills in from the data: a planned value of 0 is a placeholder.
+AUTOMATIC = frozenset({"model.vocab_size"})
 
 CONFIG_FILE = "config.yaml"
 METRICS_FILE = "metrics.jsonl"
@@ -24,6 +32,46 @@ RESULTS_FILE = "results.json"
 CHECKPOINT_DIR = "checkpoint"
 BEST_DIR = "best"
 TENSORBOARD_DIR = "tensorboard"
+
+
+def flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"a": {"b": (1, 2)}}`` -> ``{"a.b": [1, 2]}`` (tuples as the YAML file holds them)."""
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        if isinstance(value, dict):
+            out.update(flatten(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = list(value) if isinstance(value, tuple) else value
+    return out
+
+
+def config_differences(
+    run_dir: str | Path, config: Config, ignore: frozenset[str] = frozenset()
+) -> list[tuple[str, Any, Any]]:
+    """``(key, saved, planned)`` for every setting of the run folder's ``config.yaml`` that
+    differs from ``config`` (none without the file; ConfigError where it is malformed);
+    ``ignore`` and the placeholders of :data:`AUTOMATIC` are not compared."""
+    path = Path(run_dir) / CONFIG_FILE
+    if not path.is_file():
+        return []
+    saved = flatten(load_file(path))
+    planned = flatten(config.to_dict())
+    return [
+        (key, saved.get(key), planned.get(key))
+        for key in sorted(set(saved) | set(planned))
+        if key not in ignore
+        and not (key in AUTOMATIC and not planned.get(key))
+        and saved.get(key) != planned.get(key)
+    ]
+
+
+def gate_bias_values(model: Any) -> dict[str, list[float]]:
+    """The learned gate biases b1 of ``model`` by name, as ``results.json`` records them
+    (``{}`` for a model without gates)."""
+    collect = getattr(model, "gate_biases", None)
+    if not callable(collect):
+        return {}
+    return {name: bias.detach().float().cpu().ravel().tolist() for name, bias in collect().items()}
 
 
 def _record_step(line: str) -> int:

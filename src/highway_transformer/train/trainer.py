@@ -113,14 +113,6 @@ def gate_bias_norm(model: nn.Module) -> float | None:
     return sum(norms) / len(norms) if norms else None
 
 
-def gate_bias_values(model: nn.Module) -> dict[str, list[float]]:
-    """The learned gate biases b1 by name (``{}`` for a model without gates)."""
-    collect = getattr(model, "gate_biases", None)
-    if not callable(collect):
-        return {}
-    return {name: bias.detach().float().cpu().ravel().tolist() for name, bias in collect().items()}
-
-
 @dataclass
 class RunState:
     step: int = 0
@@ -305,7 +297,7 @@ class Trainer:
             "stretches": s.stretches,
             "processes": self.world.size,
             # the best weights' b1, so reports need no weights (run folders stay small)
-            "gate_biases": {} if whole is None else gate_bias_values(whole),
+            "gate_biases": {} if whole is None else runfolder.gate_bias_values(whole),
         }
         if not self.world.is_main:
             return results
