@@ -1,11 +1,16 @@
-"""The ``cpu`` and ``cpu-adamw`` scales: factors, full splits, optimiser replacement."""
+"""The ``cpu``, ``cpu-short`` and ``cpu-adamw`` scales: factors, full splits, optimiser
+replacement."""
 
 from __future__ import annotations
 
 import pytest
 
 from highway_transformer.experiments import describe_scale, experiment_config, get_experiment
-from highway_transformer.experiments.scale import CPU_SGD_LR_FACTOR
+from highway_transformer.experiments.scale import (
+    CPU_ADAM_LR_FACTOR,
+    CPU_LR_FACTORS,
+    CPU_SGD_LR_FACTOR,
+)
 
 
 def test_cpu_scale_shrinks_char_ptb_t_l3_by_its_factors() -> None:
@@ -25,9 +30,10 @@ def test_cpu_scale_shrinks_char_ptb_t_l3_by_its_factors() -> None:
     assert t.lr == pytest.approx(2.0 * CPU_SGD_LR_FACTOR)
 
 
-def test_cpu_scale_keeps_adam_rows_learning_rate_and_word_ptb_annealing() -> None:
+def test_cpu_scale_scales_narrowed_adam_rows_and_keeps_word_ptb_annealing() -> None:
     xl = experiment_config(get_experiment("ht-table5/l6-xl"), "cpu").train
-    assert (xl.optimizer, xl.lr, xl.schedule, xl.max_steps) == ("adam", 2.5e-4, "cosine", 8000)
+    assert (xl.optimizer, xl.schedule, xl.max_steps) == ("adam", "cosine", 8000)
+    assert xl.lr == pytest.approx(2.5e-4 * CPU_ADAM_LR_FACTOR) == pytest.approx(1e-3)
     word = experiment_config(get_experiment("ht-table3/t-l3"), "cpu").train
     assert (word.optimizer, word.schedule) == ("sgd", "anneal")
     assert word.lr == pytest.approx(2.0)  # kept at its published width: the published rate
@@ -41,6 +47,7 @@ def test_cpu_scale_keeps_adam_rows_learning_rate_and_word_ptb_annealing() -> Non
         ("ht-table4/rt-l3", (128, 512)),
         ("rt-table2/rtransformer", (128, 512)),  # 160 -> no narrower than 128
         ("rt-table1/rtransformer", (32, 128)),  # published narrower than 128: kept
+        ("ht-table5/l6-xl", (128, 512)),  # Adam, narrowed x1/4
     ],
 )
 def test_cpu_scale_narrows_no_model_below_d128(row: str, widths: tuple[int, int]) -> None:
@@ -49,9 +56,29 @@ def test_cpu_scale_narrows_no_model_below_d128(row: str, widths: tuple[int, int]
     assert (config.model.d_model, config.model.d_inner) == widths
     # The pilot's SGD factor is for models narrowed x1/4; the others keep the published rate.
     quartered = config.model.d_model * 4 == paper.model.d_model
-    factor = CPU_SGD_LR_FACTOR if quartered and paper.train.optimizer == "sgd" else 1.0
+    factor = dict(CPU_LR_FACTORS).get(paper.train.optimizer, 1.0) if quartered else 1.0
     assert config.train.lr == pytest.approx(paper.train.lr * factor)
     assert "no narrower than d_model 128" in describe_scale("cpu")
+
+
+@pytest.mark.parametrize("row", ["ht-table1/t-l3", "ht-table5/l6-xl+sigmoid-l1-3"])
+def test_cpu_short_is_cpu_with_a_quarter_of_its_steps(row: str) -> None:
+    cpu = experiment_config(get_experiment(row), "cpu")
+    short = experiment_config(get_experiment(row), "cpu-short")
+    assert short.train.max_steps == max(1000, round(cpu.train.max_steps / 4))
+    assert short.train.eval_interval == short.train.max_steps // 50
+    assert (short.model, short.data) == (cpu.model, cpu.data)
+    assert (short.train.lr, short.train.optimizer, short.train.schedule) == (
+        cpu.train.lr,
+        cpu.train.optimizer,
+        cpu.train.schedule,
+    )
+    assert "a quarter of the cpu scale's steps" in describe_scale("cpu-short")
+
+
+def test_table5_analogue_at_cpu_short_runs_2000_steps_at_adam_1e3() -> None:
+    t = experiment_config(get_experiment("ht-table5/l6-xl"), "cpu-short").train
+    assert (t.max_steps, t.eval_interval, t.lr, t.warmup_steps) == (2000, 40, 1e-3, 0)
 
 
 @pytest.mark.parametrize("row", ["ht-table1/t-l3+tanh", "ht-table3/t-l3", "ht-table5/l6-xl"])
@@ -64,7 +91,8 @@ def test_cpu_adamw_replaces_every_rows_optimiser(row: str) -> None:
 
 
 def test_cpu_scales_state_their_deviations() -> None:
-    assert "sgd learning rate x" in describe_scale("cpu")
+    assert "sgd learning rate x2" in describe_scale("cpu")
+    assert "adam learning rate x4" in describe_scale("cpu")
     text = describe_scale("cpu-adamw")
     assert "adamw lr 0.001" in text and "not the papers' optimiser" in text
     assert "all train / all valid-test tokens" in text
