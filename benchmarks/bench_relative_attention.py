@@ -1,10 +1,16 @@
-"""Benchmark: Transformer-XL relative attention, efficient shift vs. materialised relative keys.
+"""Benchmark: Transformer-XL relative attention, ours vs. what one writes with torch's pieces.
 
-Times forward + backward of :class:`RelativeMultiHeadAttention` (one ``(q + v) · (W_kR R)ᵀ``
-product over the ``M + L`` distances, the pad-and-reshape shift of Dai et al. 2019 / the
-post's "Bonus", then ``scaled_dot_product_attention``) against a vectorised oracle that
-materialises the ``[H, L, M+L, d_head]`` tensor of relative keys ``W_kR R_{i-j}`` per
-``(i, j)`` and contracts it with the queries (the quadratic-memory form the shift avoids).
+Times forward + backward of three computations of the same layer:
+
+* ``efficient``: :class:`RelativeMultiHeadAttention` (one ``(q + v) · (W_kR R)ᵀ`` product
+  over the ``M + L`` distances, the shift as a view, scores, softmax and value product in
+  the fused core of ``nn/relative_core.py`` with its hand-written backward);
+* ``sdpa``: the same shift by autograd (pad, reshape, slice: Dai et al. 2019 / the post's
+  "Bonus"), scaled and masked, as the additive ``attn_mask`` of
+  ``scaled_dot_product_attention`` (this library's code before the fused core);
+* ``oracle``: the ``[H, L, M+L, d_head]`` tensor of relative keys ``W_kR R_{i-j}``
+  materialised per ``(i, j)`` and contracted with the queries (the quadratic-memory form
+  the shift avoids).
 
 Peak memory: every (variant, size) runs in a fresh subprocess; after the module and inputs
 exist the process's ``ru_maxrss`` is read as a baseline, and the figure reported is the
@@ -27,26 +33,52 @@ import statistics
 import subprocess
 import sys
 import time
+from functools import partial
 
 import torch
+import torch.nn.functional as F
 
 from highway_transformer.hardware import describe_line
 from highway_transformer.nn.positional import sinusoid
 from highway_transformer.nn.relative import RelativeMultiHeadAttention, relative_attention_mask
 
-VARIANTS = ("efficient", "oracle")
+VARIANTS = ("efficient", "sdpa", "oracle")
+
+
+def _projections(m: RelativeMultiHeadAttention, h: torch.Tensor, memory: torch.Tensor):
+    """Queries ``[B, H, L, dh]``, keys and values ``[B, H, K, dh]`` of ``[memory ∘ h]``."""
+    bsz, q_len, _ = h.shape
+    n_h, d_h = m.n_heads, m.d_head
+    cat = torch.cat([memory, h], dim=1)
+    w_q, w_k, w_v = m.qkv.weight.split(n_h * d_h, dim=0)
+    q = (h @ w_q.T).view(bsz, q_len, n_h, d_h).transpose(1, 2)
+    k = (cat @ w_k.T).view(bsz, cat.shape[1], n_h, d_h).transpose(1, 2)
+    v = (cat @ w_v.T).view(bsz, cat.shape[1], n_h, d_h).transpose(1, 2)
+    return q, k, v
+
+
+def sdpa_forward(m: RelativeMultiHeadAttention, h: torch.Tensor, memory: torch.Tensor):
+    """The shift by autograd, the BD term as ``scaled_dot_product_attention``'s mask."""
+    bsz, q_len, _ = h.shape
+    n_h, d_h = m.n_heads, m.d_head
+    q, k, v = _projections(m, h, memory)
+    k_len, mem_len = k.shape[2], memory.shape[1]
+    pos = torch.arange(k_len - 1, -1, -1, dtype=torch.float32)  # distances K-1 … 0
+    r_k = m.r_net(sinusoid(pos, m.d_model, split=True)).view(k_len, n_h, d_h).transpose(0, 1)
+    bd = (q + m.r_r_bias[:, None]) @ r_k.transpose(1, 2)  # [B, H, L, K]
+    padded = F.pad(bd, (1, 0)).reshape(bsz, n_h, q_len * (k_len + 1))
+    bd = padded[..., q_len:].reshape(bsz, n_h, q_len, k_len) / math.sqrt(d_h)
+    bd = bd.masked_fill(relative_attention_mask(q_len, mem_len), float("-inf"))
+    attn = F.scaled_dot_product_attention(q + m.r_w_bias[:, None], k, v, attn_mask=bd)
+    return m.out(attn.transpose(1, 2).reshape(bsz, q_len, n_h * d_h))
 
 
 def oracle_forward(m: RelativeMultiHeadAttention, h: torch.Tensor, memory: torch.Tensor):
     """Relative attention with the ``[H, L, K, d_head]`` relative-key tensor materialised."""
     bsz, q_len, _ = h.shape
     n_h, d_h = m.n_heads, m.d_head
-    cat = torch.cat([memory, h], dim=1)
-    k_len, mem_len = cat.shape[1], memory.shape[1]
-    w_q, w_k, w_v = m.qkv.weight.split(n_h * d_h, dim=0)
-    q = (h @ w_q.T).view(bsz, q_len, n_h, d_h).transpose(1, 2)
-    k = (cat @ w_k.T).view(bsz, k_len, n_h, d_h).transpose(1, 2)
-    v = (cat @ w_v.T).view(bsz, k_len, n_h, d_h).transpose(1, 2)
+    q, k, v = _projections(m, h, memory)
+    k_len, mem_len = k.shape[2], memory.shape[1]
     # Position keys for distances 0 .. K-1, then one row per (i, j): distance M + i - j.
     r_k = m.r_net(sinusoid(torch.arange(k_len, dtype=torch.float32), m.d_model, split=True))
     r_k = r_k.view(k_len, n_h, d_h).transpose(0, 1)  # [H, K, dh], index = distance
@@ -71,8 +103,14 @@ def worker(args: argparse.Namespace) -> None:
     h = torch.randn(args.batch, q_len, args.d_model, requires_grad=True)
     memory = torch.randn(args.batch, mem_len, args.d_model)  # SG(memory): no gradient
 
+    forward = {
+        "efficient": m,
+        "sdpa": partial(sdpa_forward, m),
+        "oracle": partial(oracle_forward, m),
+    }[args.variant]
+
     def step() -> None:
-        out = m(h, memory) if args.variant == "efficient" else oracle_forward(m, h, memory)
+        out = forward(h, memory)
         out.sum().backward()
         h.grad = None
         m.zero_grad(set_to_none=True)

@@ -15,6 +15,7 @@ import torch
 from highway_transformer.errors import ConfigError
 from highway_transformer.nn.positional import sinusoid
 from highway_transformer.nn.relative import RelativeMultiHeadAttention, relative_attention_mask
+from highway_transformer.nn.relative_core import relative_attention
 
 D_MODEL, N_HEADS, D_HEAD = 12, 3, 4
 
@@ -95,6 +96,7 @@ CASES = [
     (5, 3, -1, True, 3),  # same_length, M < L
     (3, 5, 4, True, 2),  # same_length, M > L, clamp_len
     (4, 0, -1, True, 3),  # same_length with no memory falls back to causal
+    (1, 4, -1, False, 2),  # one query: no shift, no padding
 ]
 
 
@@ -241,3 +243,66 @@ def test_bf16_runs_without_nan(same_length):
     out_bf.float().sum().backward()
     assert out_bf.dtype == torch.bfloat16
     assert torch.isfinite(out_bf).all() and torch.isfinite(h_bf.grad).all()
+
+
+def core_oracle(q_u, q_v, key, value, r_rows, mask, scale, dropout):  # noqa: ANN001, ANN201
+    """:func:`relative_attention` by autograd, the BD shift gathered index by index: query
+    ``i``, key ``j`` reads the position key of distance ``M+i-j`` (``r_rows`` row
+    ``L-i+j`` after the zero row; beyond the rows: future keys, masked)."""
+    n_h = q_v.shape[0]
+    hb, q_len, d_h = q_u.shape
+    bsz, k_len = hb // n_h, key.shape[1]
+    rows = r_rows if q_len > 1 else torch.cat([torch.zeros_like(r_rows[:, :1]), r_rows], 1)
+    bd_full = (q_v @ rows.transpose(1, 2)).view(n_h, bsz, q_len, k_len + 1)
+    i = torch.arange(q_len)[:, None]
+    j = torch.arange(k_len)[None, :]
+    col = (q_len - i + j).clamp(max=k_len)  # in the padded rows
+    bd = bd_full.gather(-1, col.expand(n_h, bsz, q_len, k_len)).reshape(hb, q_len, k_len)
+    scores = (q_u @ key.transpose(1, 2) + bd) * scale
+    future = (j > k_len - q_len + i).expand(q_len, k_len)
+    hidden = future if mask is None else mask | future
+    probs = torch.softmax(scores.masked_fill(hidden, float("-inf")), -1)
+    if dropout > 0:
+        probs = probs * torch.rand(probs.shape).ge(dropout).to(probs.dtype) / (1 - dropout)
+    return probs @ value
+
+
+@pytest.mark.parametrize("q_len", [1, 4])
+@pytest.mark.parametrize("dropout", [0.0, 0.3])
+@pytest.mark.parametrize("with_mask", [False, True])
+def test_core_matches_autograd_oracle_in_fp64(q_len: int, dropout: float, with_mask: bool):
+    g = torch.Generator().manual_seed(q_len)
+    n_h, bsz, d_h, mem_len = 2, 3, 4, 5
+    k_len = mem_len + q_len
+
+    def rand(*shape: int) -> torch.Tensor:
+        return torch.randn(*shape, generator=g, dtype=torch.float64).requires_grad_()
+
+    rows = k_len + (q_len > 1)
+    operands = (
+        rand(n_h * bsz, q_len, d_h),
+        rand(n_h, bsz * q_len, d_h),
+        rand(n_h * bsz, k_len, d_h),
+        rand(n_h * bsz, k_len, d_h),
+        rand(n_h, rows, d_h),
+    )
+    if q_len > 1:  # the zero row the module prepends
+        operands = (*operands[:4], torch.cat([torch.zeros(n_h, 1, d_h), operands[4][:, 1:]], 1))
+    causal = relative_attention_mask(q_len, mem_len)
+    mask = causal | relative_attention_mask(q_len, mem_len, same_length=True, window=3)
+    mask = mask if with_mask else (causal if q_len > 1 else None)
+    scale = 1 / math.sqrt(d_h)
+    torch.manual_seed(11)
+    fast = relative_attention(*operands, mask, scale, dropout)
+    torch.manual_seed(11)
+    slow = core_oracle(*operands, mask, scale, dropout)
+    torch.testing.assert_close(fast, slow, atol=1e-12, rtol=0)
+    upstream = torch.randn(fast.shape, generator=g, dtype=torch.float64)
+    leaves = [t for t in operands if t.is_leaf]
+    for a, b in zip(
+        torch.autograd.grad((fast * upstream).sum(), leaves),
+        torch.autograd.grad((slow * upstream).sum(), leaves),
+        strict=True,
+    ):
+        torch.testing.assert_close(a, b, atol=1e-12, rtol=0)
+        assert b.abs().max() > 0

@@ -17,9 +17,8 @@ and (b)+(d) are ``(q_i + v)ᵀ W_kR R_{M+i-j}``; the output is ``softmax(A / √
 Efficient form (post on Transformer-XL, "Bonus"): ``(q + v)`` is multiplied once with the
 ``K`` position keys ``W_kR R`` for the distances ``K-1 … 0`` (``B̃``, ``[B, H, L, K]``);
 row ``i`` of the wanted ``BD`` matrix is row ``i`` of ``B̃`` shifted left by ``L-1-i``,
-done with the pad-and-reshape trick of the reference code. The content term goes through
-:func:`torch.nn.functional.scaled_dot_product_attention` with ``(q + u)`` as the query and
-the shifted, scaled ``BD`` term plus the mask as its additive ``attn_mask``.
+done with the pad-and-reshape trick of the reference code. Scores, softmax and the value
+product run in :mod:`.relative_core` (one fused pass where autograd would make several).
 """
 
 from __future__ import annotations
@@ -35,6 +34,7 @@ from ..errors import ConfigError
 from .decoding import DistanceTable, KVCache
 from .dropout import Dropout
 from .positional import sinusoid
+from .relative_core import relative_attention
 
 
 def rel_shift(x: Tensor) -> Tensor:
@@ -334,9 +334,9 @@ class RelativeMultiHeadAttention(nn.Module):
         n_h, d_h = self.n_heads, self.d_head
         inner = n_h * d_h
 
-        # Queries from the segment only; keys/values from the extended context.
-        w_q = self.qkv.weight[:inner]
-        q = F.linear(h, w_q).view(bsz, q_len, n_h, d_h).transpose(1, 2)  # [B, H, L, dh]
+        # Queries from the segment only; keys/values from the extended context; every
+        # operand head-major ([H·B, ...]) for the fused core (relative_core).
+        q = F.linear(h, self.qkv.weight[:inner]).view(bsz, q_len, n_h, d_h).permute(2, 0, 1, 3)
         if cache is None:
             cat = h if memory is None or mem_len == 0 else torch.cat([memory.to(h.dtype), h], 1)
             key, value = self._keys_values(cat)
@@ -344,31 +344,23 @@ class RelativeMultiHeadAttention(nn.Module):
         else:
             key, value = self._cached_keys_values(h, memory, cache)
             r_k = cache.setdefault("positions", PositionKeys()).get(relative, self.r_net, q.dtype)
-        # W_kR R for the distances K-1 … 0 (``Q`` of the post), [H, K, dh].
-        r_k = r_k.view(k_len, n_h, d_h).transpose(0, 1)
+        # W_kR R for the distances K-1 … 0 (``Q`` of the post) after a zero row: the padding
+        # column of rel_shift (one query needs no shift, so no padding).
+        r_rows = r_k if q_len == 1 else F.pad(r_k, (0, 0, 1, 0))
+        r_rows = r_rows.view(-1, n_h, d_h).transpose(0, 1)  # [H, K(+1), dh]
         u, v = self._biases(relative, q.dtype)
-        q_u = q + u[:, None, :]  # (a) + (c): AC query
-        q_v = q + v[:, None, :]  # (b) + (d): BD query
-        # One [B·L, dh] × [dh, K] product per head: broadcasting r_k over the batch would copy
-        # it for every row.
-        bd = torch.matmul(q_v.transpose(0, 1).reshape(n_h, bsz * q_len, d_h), r_k.transpose(1, 2))
-        bd = bd.view(n_h, bsz, q_len, k_len).transpose(0, 1)  # [B, H, L, K]
-        if q_len > 1:  # one query (decoding): its row is shifted by L-1-0 = 0
-            bd = rel_shift(bd)
-        bd = bd * (1.0 / math.sqrt(d_h))
-
-        if relative.mask is not None:
-            bd = bd.masked_fill(relative.mask, float("-inf"))
-        bias = bd.to(q_u.dtype)
-        attn = F.scaled_dot_product_attention(
-            q_u,
-            key.to(q_u.dtype),
-            value.to(q_u.dtype),
-            attn_mask=bias,
-            dropout_p=self.dropout_attn if self.training else 0.0,
-            scale=1.0 / math.sqrt(d_h),
-        )  # [B, H, L, dh]
-        return self.out(attn.transpose(1, 2).reshape(bsz, q_len, inner))
+        attn = relative_attention(
+            (q + u[:, None, None, :]).reshape(n_h * bsz, q_len, d_h),  # (a) + (c): AC query
+            (q + v[:, None, None, :]).reshape(n_h, bsz * q_len, d_h),  # (b) + (d): BD query
+            key.transpose(0, 1).reshape(n_h * bsz, k_len, d_h).to(q.dtype),
+            value.transpose(0, 1).reshape(n_h * bsz, k_len, d_h).to(q.dtype),
+            r_rows.to(q.dtype),
+            relative.mask,
+            1.0 / math.sqrt(d_h),
+            self.dropout_attn if self.training else 0.0,
+        )  # [H·B, L, dh]
+        attn = attn.view(n_h, bsz, q_len, d_h).permute(1, 2, 0, 3)
+        return self.out(attn.reshape(bsz, q_len, inner))
 
     def _keys_values(self, context: Tensor) -> tuple[Tensor, Tensor]:
         """Keys and values ``[B, H, K, dh]`` of ``context [B, K, D]``."""
