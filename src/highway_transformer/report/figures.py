@@ -37,6 +37,9 @@ def save_figure(fig: Any, stem: Path) -> list[Path]:
     return paths
 
 
+LINE_STYLES = ("-", "--", "-.", ":")
+
+
 def plot_convergence(
     curves: dict[str, dict[str, dict[str, list[Point]]]],
     metric: str,
@@ -54,13 +57,17 @@ def plot_convergence(
     for row, split in enumerate(("train", "valid")):
         for col, key in enumerate(("loss", metric)):
             ax = axes[row][col]
-            for variant, by_split in curves.items():
+            for i, (variant, by_split) in enumerate(curves.items()):
                 points = by_split.get(split, {}).get(key, [])
                 if not points:
                     continue
                 xs = [p[0] if x_axis == "step" else p[1] for p in points]
                 ys = [p[2] for p in points]
-                ax.plot(xs, ys, marker="o" if split == "valid" else None, ms=3, label=variant)
+                marker = "o" if split == "valid" else None
+                # A line style per row as well as a colour: curves that coincide (plain and
+                # parameter-matched) stay visible, and colours repeat after ten rows.
+                style = LINE_STYLES[i % len(LINE_STYLES)]
+                ax.plot(xs, ys, style, marker=marker, ms=3, label=variant)
             label = "loss (nats)" if key == "loss" else _metric_label(key)
             ax.set_title(f"{'training' if split == 'train' else 'validation'} {label}")
             ax.set_xlabel("step" if x_axis == "step" else "training time (s)")
