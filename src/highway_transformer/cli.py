@@ -127,38 +127,26 @@ def _eval_file(args: argparse.Namespace, weights: Path, overrides: list[str]) ->
 
 
 def _baselines(args: argparse.Namespace) -> int:
-    """Unigram, bigram and trigram losses of a corpus's valid/test splits (what to beat)."""
-    import math
+    """Losses of trivial models of a task's valid/test splits (what a model must beat)."""
+    import torch
 
     from .config import Config, build_config
-    from .data.baselines import corpus_baselines
-    from .data.corpora import load_corpus
-    from .errors import ConfigError
     from .presets import get_preset
+    from .tasks import task_class
 
     base = get_preset(args.preset) if args.preset else Config()
     overrides = [f"data.path={args.data_path}"] if args.data_path else []
     config = build_config(base, None, overrides + list(args.overrides))
-    if config.task.name != "lm":
-        raise ConfigError(
-            f"baselines are n-gram language models of a corpus; task.name={config.task.name} "
-            "has no corpus (use a language-model preset or data.corpus=...)"
-        )
-    corpus = load_corpus(config.data)
-    splits = {"valid": corpus.valid, "test": corpus.test}
-    found = corpus_baselines(corpus.train, splits, len(corpus.vocab))
+    task = task_class(config.task.name)(config, torch.device("cpu"))
+    found = task.baselines()
     if args.json:
-        print(json.dumps({"corpus": config.data.corpus, "nats": found}, indent=2))
+        print(json.dumps({"task": task.name, "baselines": found}, indent=2))
         return 0
-    print(
-        f"corpus {config.data.corpus}: {len(corpus.vocab)} symbols, estimated on the training split"
-    )
-    for model, losses in found.items():
-        for split, nats in losses.items():
-            print(
-                f"{model} {split}: loss {nats:.4f} nats | {nats / math.log(2):.4f} bits/symbol"
-                f" | ppl {math.exp(nats):.2f}"
-            )
+    print(f"task {task.name}: trivial models estimated on the training split")
+    for model, by_split in found.items():
+        for split, metrics in by_split.items():
+            figures = " | ".join(f"{name} {value:.4f}" for name, value in metrics.items())
+            print(f"{model} {split}: {figures}")
     return 0
 
 
@@ -361,7 +349,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_generate)
 
     p = sub.add_parser(
-        "baselines", help="unigram, bigram and trigram losses of a corpus (what to beat)"
+        "baselines",
+        help="losses of trivial models of a task's data (n-grams, note frequencies, "
+        "class prior): what to beat",
     )
     p.add_argument("--preset", help="take the corpus settings of this preset")
     _data_path_option(p, "where the corpus lives")

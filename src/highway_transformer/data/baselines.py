@@ -1,4 +1,4 @@
-"""Trivial n-gram baselines of a corpus: the losses a language model must beat.
+"""Trivial baselines: the losses a model must beat (language models, music, digit classes).
 
 A reproduction means something only where the models learn more than symbol frequencies
 and short contexts: a "converged" Transformer at a bigram model's loss has learned nothing
@@ -13,6 +13,17 @@ by the lower orders):
   oldest symbol; a history never seen in training uses ``P(w | h')``.
 
 Losses are mean negative log-likelihoods in nats per token, like the trainer's.
+
+Polyphonic music (88 independent Bernoulli notes a step; NLL per step summed over the notes,
+scored on steps 1..T-1 of each piece like the task), with add-one estimates from the training
+pieces:
+
+* **frequency**: each note on with its training frequency, whatever came before;
+* **previous step**: each note on with ``P(on | that note on / off at the step before)``
+  (a first-order Markov chain per note: the music analogue of a bigram).
+
+Classification (pixel digits): **class prior**: every example gets the training split's
+class frequencies (add-one); its accuracy is the majority class's share.
 """
 
 from __future__ import annotations
@@ -87,3 +98,51 @@ def corpus_baselines(
         name: {split: ngram_nll(train, ids, vocab_size, order) for split, ids in splits.items()}
         for name, order in ORDERS.items()
     }
+
+
+def _bernoulli_nll(p_on: np.ndarray, notes: np.ndarray) -> np.ndarray:
+    """NLL per step (summed over notes) of 0/1 ``notes [T, 88]`` under ``p_on`` (broadcast)."""
+    return -(notes * np.log(p_on) + (1.0 - notes) * np.log1p(-p_on)).sum(-1)
+
+
+def music_baselines(
+    train: list[np.ndarray], splits: dict[str, list[np.ndarray]]
+) -> dict[str, dict[str, float]]:
+    """``{"frequency" | "previous step": {split: NLL per step}}`` of piano rolls ``[T, 88]``."""
+    rolls = [np.asarray(p, dtype=np.float64) for p in train]
+    steps = np.concatenate(rolls)
+    p_on = (steps.sum(0) + 1.0) / (len(steps) + 2.0)
+    prev = np.concatenate([r[:-1] for r in rolls])
+    cur = np.concatenate([r[1:] for r in rolls])
+    # P(on | previous on) and P(on | previous off), per note, add-one
+    after_on = ((prev * cur).sum(0) + 1.0) / (prev.sum(0) + 2.0)
+    after_off = (((1 - prev) * cur).sum(0) + 1.0) / ((1 - prev).sum(0) + 2.0)
+    found: dict[str, dict[str, float]] = {"frequency": {}, "previous step": {}}
+    for split, pieces in splits.items():
+        scored = [np.asarray(p, dtype=np.float64) for p in pieces if len(p) > 1]
+        if not scored:
+            raise ConfigError(f"the {split} split has no piece longer than one step")
+        before = np.concatenate([r[:-1] for r in scored])
+        after = np.concatenate([r[1:] for r in scored])
+        found["frequency"][split] = float(_bernoulli_nll(p_on, after).mean())
+        markov = np.where(before > 0.5, after_on, after_off)
+        found["previous step"][split] = float(_bernoulli_nll(markov, after).mean())
+    return found
+
+
+def class_prior_baselines(
+    train_labels: object, splits: dict[str, object], n_classes: int
+) -> dict[str, dict[str, dict[str, float]]]:
+    """``{"class prior": {split: {"loss": nats, "accuracy": fraction}}}``: the training split's
+    class frequencies (add-one) as every example's prediction."""
+    counts = np.bincount(_ids(train_labels), minlength=n_classes).astype(np.float64)
+    prior = (counts + 1.0) / (counts.sum() + n_classes)
+    majority = int(np.argmax(counts))
+    found = {}
+    for split, labels in splits.items():
+        y = _ids(labels)
+        found[split] = {
+            "loss": float(-np.log(prior[y]).mean()),
+            "accuracy": float((y == majority).mean()),
+        }
+    return {"class prior": found}

@@ -134,6 +134,14 @@ class Task(ABC):
         """Figures derived from a mean loss, recorded beside it (none by default)."""
         return {}
 
+    def baselines(self) -> dict[str, dict[str, dict[str, float]]]:
+        """Trivial models estimated on the training split (``data/baselines.py``): ``{model:
+        {split: {metric: value}}}`` for the valid and test splits, the lines to beat."""
+        raise ConfigError(
+            f"task {self.name} has no trivial baselines; they exist for the lm, music and "
+            "pixels tasks"
+        )
+
     # ------------------------------------------------------------------ state
 
     def state_dict(self) -> TaskState:

@@ -18,6 +18,7 @@ import torch
 from torch import Tensor, nn
 
 from ..config import Config
+from ..data.baselines import corpus_baselines
 from ..data.batching import train_rows, window_bounds
 from ..data.corpora import Corpus, load_corpus
 from ..data.vocab import Vocabulary
@@ -125,6 +126,15 @@ class LMTask(Task):
 
     def loss_metrics(self, loss: float) -> dict[str, float]:
         return {"bpc": loss / math.log(2), "ppl": math.exp(min(loss, 700.0))}
+
+    def baselines(self) -> dict[str, dict[str, dict[str, float]]]:
+        """Add-one unigram and interpolated bigram / trigram models of the corpus."""
+        splits = {"valid": self.corpus.valid, "test": self.corpus.test}
+        found = corpus_baselines(self.corpus.train, splits, len(self.corpus.vocab))
+        return {
+            model: {split: {"loss": nats, **self.loss_metrics(nats)} for split, nats in by.items()}
+            for model, by in found.items()
+        }
 
     def state_dict(self) -> TaskState:
         """Position and every row's memory in stream order (every rank joins the gather)."""

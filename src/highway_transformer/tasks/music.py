@@ -10,6 +10,7 @@ from torch import Tensor, nn
 
 from ..config import Config
 from ..data import music as music_data
+from ..data.baselines import music_baselines
 from ..errors import DataError
 from ..models.sequence import build_sequence_model
 from .base import Batch, EpochOrder, Task, TaskState, check_max_len
@@ -95,6 +96,16 @@ class MusicTask(Task):
         total, steps = self.world.all_reduce_sum([total, steps])
         nll = total / max(steps, 1)
         return {"loss": nll, "nll": nll, "steps": int(steps)}
+
+    def baselines(self) -> dict[str, dict[str, dict[str, float]]]:
+        """Per-note frequency and previous-step (Markov) models of the training pieces."""
+        splits = {"valid": self.splits.valid, "test": self.splits.test}
+        pieces = {name: [p.numpy() for p in split] for name, split in splits.items()}
+        found = music_baselines([p.numpy() for p in self.splits.train], pieces)
+        return {
+            model: {split: {"loss": nll, "nll": nll} for split, nll in by.items()}
+            for model, by in found.items()
+        }
 
     def state_dict(self) -> TaskState:
         return {**super().state_dict(), **self.order.state_dict()}

@@ -9,6 +9,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..config import Config
+from ..data.baselines import class_prior_baselines
 from ..data.images import ImageSplits, load_digits_default, load_mnist
 from ..errors import DataError, unknown_choice
 from ..models.sequence import build_sequence_model
@@ -76,6 +77,11 @@ class PixelsTask(Task):
         total, correct = self.world.all_reduce_sum([total, correct])
         n = max(len(x_all), 1)
         return {"loss": total / n, "accuracy": correct / n, "examples": len(x_all)}
+
+    def baselines(self) -> dict[str, dict[str, dict[str, float]]]:
+        """The training split's class frequencies as every example's prediction."""
+        labels = {"valid": self.splits.valid[1].numpy(), "test": self.splits.test[1].numpy()}
+        return class_prior_baselines(self.splits.train[1].numpy(), labels, N_CLASSES)
 
     def state_dict(self) -> TaskState:
         return {**super().state_dict(), **self.order.state_dict()}
