@@ -171,4 +171,5 @@ def test_experiments_block_runs(tmp_path, monkeypatch, capsys) -> None:
     assert ran[0] == "highway experiments"
     if HAS_PTB:
         assert len(ran) == 4 and ran[-1].startswith("highway baselines")
-        assert (tmp_path / "reports/table1/index.md").is_file()
+        index = (tmp_path / "reports/table1/index.md").read_text(encoding="utf-8")
+        assert "## Lines to beat" in index and "| trigram |" in index

@@ -287,7 +287,9 @@ def test_pca_finds_the_main_axis_and_is_deterministic() -> None:
     assert np.allclose(coords, pca_embedding(points[::-1])[::-1])  # signs fixed: no flips
 
 
-def test_gate_biases_of_a_tiny_trained_model(tmp_path: Path) -> None:
+def test_gate_biases_of_a_tiny_trained_model(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     text = tmp_path / "corpus.txt"
     rng = random.Random(1)
     text.write_text("".join(rng.choice("abcde fgh\n") for _ in range(6000)), encoding="utf-8")
@@ -322,6 +324,26 @@ def test_gate_biases_of_a_tiny_trained_model(tmp_path: Path) -> None:
         shutil.rmtree(run / "checkpoint")
     again = write_report(dirs, tmp_path / "again")
     assert again["gates"]["pca"]["points"] == points and again["missing"] == []
+    assert again["baselines"] is None  # not asked for
+
+    # The lines to beat: the task's trivial models on the data the runs read.
+    from highway_transformer import cli
+
+    lines = write_report(dirs, tmp_path / "lines", baselines=True)["baselines"]["models"]
+    # the data as the runs read it: the tiny scale's caps on the splits
+    same_data = ["data.corpus=file", f"data.path={text}", "data.level=char",
+                 "data.max_train_tokens=20000", "data.max_eval_tokens=2000"]  # fmt: skip
+    assert cli.main(["baselines", "--json", *same_data]) == 0
+    assert lines == json.loads(capsys.readouterr().out)["baselines"]
+    assert set(lines) == {"unigram", "bigram", "trigram"}
+    index = (tmp_path / "lines" / "index.md").read_text(encoding="utf-8")
+    trigram = lines["trigram"]["valid"]["bpc"]
+    assert "## Lines to beat" in index and f"| trigram | {trigram:.4f} |" in index
+    gone = write_report(dirs, tmp_path / "gone", baselines=True, data_path=str(tmp_path / "no"))
+    assert "not_computed" in gone["baselines"]
+    assert "Trivial baselines not computed:" in (tmp_path / "gone" / "index.md").read_text()
+    assert cli.main(["report", str(tmp_path / "runs"), "--data-path", str(text)]) == 2
+    assert "pass --baselines too" in capsys.readouterr().err
 
 
 def test_results_readme_snippet_adds_gate_biases_to_older_runs(

@@ -126,7 +126,11 @@ def _run(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace) -> int:
     from .report.report import write_report
 
-    report = write_report(args.run_dirs, args.out)
+    if args.data_path and not args.baselines:
+        raise ConfigError("--data-path is where --baselines reads the data; pass --baselines too")
+    report = write_report(
+        args.run_dirs, args.out, baselines=args.baselines, data_path=args.data_path
+    )
     print(f"report written to {Path(args.out) / 'index.md'} ({len(report['runs'])} runs)")
     if report["missing"]:
         print(f"{len(report['missing'])} missing or incomplete item(s), listed in index.md")
@@ -153,4 +157,11 @@ def add_commands(subparsers: Any) -> None:
     p = subparsers.add_parser("report", help="figures and tables from run folders")
     p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run folders or their roots")
     p.add_argument("--out", default="report", help="report folder (default report)")
+    p.add_argument(
+        "--baselines",
+        action="store_true",
+        help="add the lines to beat: trivial models of the runs' data (loads the data as the "
+        "runs did, downloading it where they did)",
+    )
+    p.add_argument("--data-path", help="with --baselines: where the runs' data lives now")
     p.set_defaults(func=_report)

@@ -44,7 +44,7 @@ import numpy as np
 import yaml
 
 from ..config import read_text
-from ..errors import CheckpointError, ConfigError
+from ..errors import CheckpointError, ConfigError, HighwayError
 from ..folders import make_folder
 from ..train import runfolder
 from .convergence import steps_to_reach
@@ -940,6 +940,7 @@ def index_markdown(report: dict[str, Any]) -> str:
         *protocols_markdown(report["paper_table"], m),
         *paper_markdown(report["paper_table"], m),
         "",
+        *baselines_markdown(report.get("baselines"), m),
         "## Seeds and paired differences",
         "",
         "Δ is row minus baseline, seed by seed (rows share their seeds), then averaged; the "
@@ -1041,8 +1042,16 @@ def _convergence_figures(
     return figures
 
 
-def write_report(run_dirs: Iterable[str | Path], out_dir: str | Path) -> dict[str, Any]:
-    """Write the report folder for the runs of one table and scale; return ``report.json``."""
+def write_report(
+    run_dirs: Iterable[str | Path],
+    out_dir: str | Path,
+    baselines: bool = False,
+    data_path: str | None = None,
+) -> dict[str, Any]:
+    """Write the report folder for the runs of one table and scale; return ``report.json``.
+
+    ``baselines``: add the lines to beat (:func:`trivial_baselines`, reading the runs' data
+    from ``data_path`` when given, else where the runs read it)."""
     from ..experiments.registry import TABLES
     from ..experiments.scale import SCALES, describe_scale
 
@@ -1097,6 +1106,7 @@ def write_report(run_dirs: Iterable[str | Path], out_dir: str | Path) -> dict[st
         "gates": gates,
         "missing": [f"{r.name} seed {r.seed}: {p}" for r in runs for p in r.problems],
         "in_progress": in_progress,
+        "baselines": trivial_baselines(runs[0], data_path) if baselines else None,
     }
     report["figures"] = {**figures, **_gate_figures(gates)}
     report["index"] = "index.md"
@@ -1105,6 +1115,50 @@ def write_report(run_dirs: Iterable[str | Path], out_dir: str | Path) -> dict[st
         json.dumps(report, indent=2, ensure_ascii=False), encoding="utf-8"
     )
     return report
+
+
+def trivial_baselines(run: RunRecord, data_path: str | None = None) -> dict[str, Any]:
+    """The losses of the task's trivial models (``Task.baselines``) on the data ``run`` was
+    trained on: ``{"models": {model: {split: {metric: value}}}}``, or ``{"not_computed":
+    reason}`` when the data cannot be read."""
+    import torch
+
+    from ..config import Config, build_config
+    from ..tasks import task_class
+
+    overrides = [f"data.path={data_path}"] if data_path else []
+    try:
+        config = build_config(Config(), run.run_dir / "config.yaml", overrides)
+        task = task_class(config.task.name)(config, torch.device("cpu"))
+        return {"models": task.baselines()}
+    except HighwayError as error:
+        return {"not_computed": str(error)}
+
+
+def baselines_markdown(baselines: dict[str, Any] | None, metric: str) -> list[str]:
+    """The "Lines to beat" section: every trivial model's valid and test figure."""
+    if baselines is None:
+        return []
+    lines = ["## Lines to beat", ""]
+    if "not_computed" in baselines:
+        return [*lines, f"Trivial baselines not computed: {baselines['not_computed']}", ""]
+    lines += [
+        "Trivial models estimated on the training split of the runs' data (`highway "
+        "baselines`): a model that has learned more than they hold is "
+        f"{'above' if higher_is_better(metric) else 'below'} them.",
+        "",
+        f"| trivial model | eval {metric} | test {metric} |",
+        "| --- | ---: | ---: |",
+    ]
+    percent = metric in PERCENT_METRICS
+    for model, by_split in baselines["models"].items():
+        values = [_number(by_split.get(split, {}).get(metric)) for split in ("valid", "test")]
+        cells = [
+            _fmt(None if v is None else v * (100 if percent else 1), 2 if percent else 4)
+            for v in values
+        ]
+        lines.append(f"| {model} | {cells[0]} | {cells[1]} |")
+    return [*lines, ""]
 
 
 #: Run facts shown per run: results.json["metadata"] key -> column title.
