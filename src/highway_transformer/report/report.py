@@ -1150,13 +1150,11 @@ def baselines_markdown(baselines: dict[str, Any] | None, metric: str) -> list[st
         f"| trivial model | eval {metric} | test {metric} |",
         "| --- | ---: | ---: |",
     ]
-    percent = metric in PERCENT_METRICS
+    factor = 100 if metric in PERCENT_METRICS else 1
+    digits = 4 if metric == "bpc" else 2  # as the results table prints them
     for model, by_split in baselines["models"].items():
         values = [_number(by_split.get(split, {}).get(metric)) for split in ("valid", "test")]
-        cells = [
-            _fmt(None if v is None else v * (100 if percent else 1), 2 if percent else 4)
-            for v in values
-        ]
+        cells = [_fmt(None if v is None else v * factor, digits) for v in values]
         lines.append(f"| {model} | {cells[0]} | {cells[1]} |")
     return [*lines, ""]
 
