@@ -66,7 +66,8 @@ def test_cpu_short_is_cpu_with_a_quarter_of_its_steps(row: str) -> None:
     cpu = experiment_config(get_experiment(row), "cpu")
     short = experiment_config(get_experiment(row), "cpu-short")
     assert short.train.max_steps == max(1000, round(cpu.train.max_steps / 4))
-    assert short.train.eval_interval == short.train.max_steps // 50
+    assert short.train.eval_interval == short.train.max_steps // 25
+    assert (short.train.eval_max_tokens, cpu.train.eval_max_tokens) == (20_000, 50_000)
     assert (short.model, short.data) == (cpu.model, cpu.data)
     assert (short.train.lr, short.train.optimizer, short.train.schedule) == (
         cpu.train.lr,
@@ -78,7 +79,7 @@ def test_cpu_short_is_cpu_with_a_quarter_of_its_steps(row: str) -> None:
 
 def test_table5_analogue_at_cpu_short_runs_2000_steps_at_adam_1e3() -> None:
     t = experiment_config(get_experiment("ht-table5/l6-xl"), "cpu-short").train
-    assert (t.max_steps, t.eval_interval, t.lr, t.warmup_steps) == (2000, 40, 1e-3, 0)
+    assert (t.max_steps, t.eval_interval, t.lr, t.warmup_steps) == (2000, 80, 1e-3, 0)
 
 
 @pytest.mark.parametrize("row", ["ht-table1/t-l3+tanh", "ht-table3/t-l3", "ht-table5/l6-xl"])

@@ -11,9 +11,9 @@ scale          width   heads  length  steps    batch  train tokens  valid/test t
 =============  ======  =====  ======  =======  =====  ============  =================
 
 (``cpu-adamw``: the ``cpu`` factors with AdamW in place of every row's optimiser.
-``cpu-short``: the ``cpu`` scale with a quarter of its steps, for tables whose runs cost
-hours each at ``cpu``: the 6-layer Transformer-XL of the HT Table 5 analogue runs 2,000
-steps, about 50 min, instead of 8,000.)
+``cpu-short``: the ``cpu`` scale with a quarter of its steps and 25 periodic validations of
+20,000 tokens, for tables whose runs cost hours each at ``cpu``: the 6-layer Transformer-XL
+of the HT Table 5 analogue runs 2,000 steps, about 50 min, instead of 8,000.)
 
 * **width** multiplies ``d_model``, ``d_inner`` and ``d_head`` (``d_head`` by width / heads,
   so ``n_heads × d_head`` keeps its ratio to ``d_model``); ``d_model`` is rounded to a
@@ -162,9 +162,11 @@ SCALES: dict[str, Scale] = {
         length=1 / 4,
         steps=1 / 20,
         min_steps=1000,
-        evaluations=50,
+        # 25 validations of 20,000 tokens: at 50 x 50,000 the L6-XL's periodic validation
+        # (segments of 20 over a memory of 525) took 15 of a run's 55 minutes
+        evaluations=25,
         min_d_model=128,
-        eval_max_tokens=50_000,
+        eval_max_tokens=20_000,
         lr_factors=CPU_LR_FACTORS,
         note="the published optimiser and schedule shape; a quarter of the cpu scale's steps",
     ),
