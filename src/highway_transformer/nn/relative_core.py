@@ -65,9 +65,8 @@ class _RelativeAttention(torch.autograd.Function):
         keep: Tensor | None,
         scale: float,
     ) -> Tensor:
-        n_h = q_v.shape[0]
-        hb, q_len, _ = q_u.shape
-        bsz, k_len = hb // n_h, key.shape[1]
+        n_h, q_len, k_len = q_v.shape[0], q_u.shape[1], key.shape[1]
+        bsz = q_u.shape[0] // n_h
         bd = shifted_view(torch.bmm(q_v, r_rows.transpose(1, 2)), bsz, q_len, k_len)
         scores = torch.baddbmm(bd, q_u, key.transpose(1, 2), beta=scale, alpha=scale)
         if mask is not None:
@@ -78,16 +77,13 @@ class _RelativeAttention(torch.autograd.Function):
             probs = torch.softmax(scores, -1)
         weights = probs if keep is None else probs * keep
         ctx.save_for_backward(q_u, q_v, key, value, r_rows, probs, keep)
-        ctx.scale = scale
+        ctx.scale, ctx.dims = scale, (n_h, bsz, q_len, k_len)
         return torch.bmm(weights, value)
 
     @staticmethod
     def backward(ctx: torch.autograd.function.FunctionCtx, d_out: Tensor) -> tuple:
         q_u, q_v, key, value, r_rows, probs, keep = ctx.saved_tensors
         scale = ctx.scale
-        n_h = q_v.shape[0]
-        hb, q_len, _ = q_u.shape
-        bsz, k_len = hb // n_h, key.shape[1]
         weights = probs if keep is None else probs * keep
         d_value = torch.bmm(weights.transpose(1, 2), d_out)
         d_probs = torch.bmm(d_out, value.transpose(1, 2))
@@ -96,7 +92,7 @@ class _RelativeAttention(torch.autograd.Function):
         d_scores = torch.ops.aten._softmax_backward_data(d_probs, probs, -1, probs.dtype)
         d_q_u = torch.bmm(d_scores, key).mul_(scale)
         d_key = torch.bmm(d_scores.transpose(1, 2), q_u).mul_(scale)
-        d_bd = _unshift(d_scores, n_h, bsz, q_len, k_len)
+        d_bd = _unshift(d_scores, *ctx.dims)
         d_q_v = torch.bmm(d_bd, r_rows).mul_(scale)
         d_r_rows = torch.bmm(d_bd.transpose(1, 2), q_v).mul_(scale)
         return d_q_u, d_q_v, d_key, d_value, d_r_rows, None, None, None
