@@ -29,22 +29,24 @@ from highway_transformer.config import GateConfig, MemoryConfig, ModelConfig  # 
 from highway_transformer.models.lm import build_model, count_flops_per_token  # noqa: E402
 
 
-def xl_config(d_model: int, mem_len: int, gate: GateConfig) -> ModelConfig:
+def xl_config(d_model: int, mem_len: int, gate: GateConfig, d_head: int = 64) -> ModelConfig:
     return ModelConfig(
         family="xl", attention="relative", vocab_size=204, d_model=d_model, n_layers=6,
-        n_heads=max(d_model // 64, 1), d_head=64, d_inner=4 * d_model, dropout=0.1,
+        n_heads=max(d_model // d_head, 1), d_head=d_head, d_inner=4 * d_model, dropout=0.1,
         init="normal", memory=MemoryConfig(mem_len=mem_len), gate=gate,
     )  # fmt: skip
 
 
-def train_child(gate: str, d_model: int, seq_len: int, batch: int, steps: int) -> dict:
+def train_child(
+    gate: str, d_model: int, seq_len: int, batch: int, steps: int, d_head: int = 64
+) -> dict:
     torch.manual_seed(0)
     gate_config = {
         "plain": GateConfig(),
         "sdu": GateConfig(kind="sdu", activation="sigmoid"),
         "gtrxl-gru": GateConfig(kind="gtrxl-gru", bias=2.0),
     }[gate]
-    config = xl_config(d_model, seq_len, gate_config)
+    config = xl_config(d_model, seq_len, gate_config, d_head)
     if gate == "gtrxl-gru":
         config.norm = "pre"  # GTrXL: identity-map reordering
     model = build_model(config)
@@ -109,12 +111,17 @@ def main() -> None:
     parser.add_argument("--context", type=int, default=512)
     parser.add_argument("--eval-seg", type=int, default=64)
     parser.add_argument("--predict", type=int, default=128)
+    parser.add_argument("--d-head", type=int, default=64, help="heads of this width")
+    parser.add_argument(
+        "--threads", type=int, default=0, help="threads per process (0: torch's default)"
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.threads:  # the matmul peak and every child alike
+        torch.set_num_threads(args.threads)
     if args.child:
-        print(
-            json.dumps(train_child(args.child, args.d_model, args.seq_len, args.batch, args.steps))
-        )
+        shape = (args.d_model, args.seq_len, args.batch, args.steps, args.d_head)
+        print(json.dumps(train_child(args.child, *shape)))
         return
     print_machine()
     peak = matmul_peak_flops(torch.float32)
@@ -123,12 +130,14 @@ def main() -> None:
         for gate in runs:
             cmd = [sys.executable, __file__, "--child", gate, "--d-model", str(args.d_model),
                    "--seq-len", str(args.seq_len), "--batch", str(args.batch),
-                   "--steps", str(args.steps)]  # fmt: skip
+                   "--steps", str(args.steps), "--d-head", str(args.d_head),
+                   "--threads", str(args.threads)]  # fmt: skip
             out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
             runs[gate].append(json.loads(out.strip().splitlines()[-1]))
     print(
-        f"L6-XL d_model {args.d_model} (d_inner {4 * args.d_model}, heads of 64), segment "
-        f"{args.seq_len} = memory, batch {args.batch}, fp32; "
+        f"L6-XL d_model {args.d_model} (d_inner {4 * args.d_model}, heads of {args.d_head}), "
+        f"segment {args.seq_len} = memory, batch {args.batch}, fp32, "
+        f"{torch.get_num_threads()} thread(s); "
         f"matmul peak {peak / 1e9:.1f} GFLOP/s\n"
     )
     print("| gate | params | tokens/s | vs plain | MFU | peak RSS MiB |")
