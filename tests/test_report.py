@@ -266,6 +266,17 @@ def test_runs_with_other_overrides_are_refused_or_named(tmp_path: Path) -> None:
     assert report["overrides"] == longer
     index = (tmp_path / "report" / "index.md").read_text(encoding="utf-8")
     assert "Overrides on top of the scale: `train.max_steps=80`." in index
+    assert "other data than the paper's" not in index
+
+
+def test_runs_on_other_data_say_the_paper_columns_are_not_comparable(tmp_path: Path) -> None:
+    root = tmp_path / "runs"
+    other = ["data.corpus=ptb-char", "train.max_steps=80"]
+    make_run(root, "ht-table5/l6-xl", [2.0, 1.5, 1.2, 1.1], 1.6, 1.5, 100.0, overrides=other)
+    make_run(root, "ht-table5/l6-xl+sigmoid", [2.0, 1.4, 1.1, 1.0], 1.5, 1.4, 90.0, overrides=other)
+    write_report([root], tmp_path / "report")
+    index = (tmp_path / "report" / "index.md").read_text(encoding="utf-8")
+    assert "**These runs read other data than the paper's** (`data.corpus=ptb-char`)" in index
 
 
 def test_pca_handles_few_points() -> None:

@@ -927,6 +927,7 @@ def index_markdown(report: dict[str, Any]) -> str:
             if report["overrides"]
             else []
         ),
+        *other_data_note(report["overrides"]),
         f"{len(report['runs'])} run(s) of {len(report['paper_table'])} row(s). *eval* is the "
         "validation split; Δ is the relative change to the row's baseline "
         f"({'positive' if higher_is_better(m) else 'negative'} is better for {m}; {DOWN} marks "
@@ -991,6 +992,20 @@ def index_markdown(report: dict[str, Any]) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def other_data_note(overrides: list[str]) -> list[str]:
+    """A warning when the runs read other data than the paper's (a ``data.corpus`` or
+    ``task.dataset`` override): the published columns are then not comparable in value."""
+    changed = [o for o in overrides if o.split("=", 1)[0] in ("data.corpus", "task.dataset")]
+    if not changed:
+        return []
+    return [
+        f"**These runs read other data than the paper's** (`{' '.join(changed)}`): the *paper* "
+        "columns are the published figures on the paper's data, so compare directions and "
+        "relative changes (Δ), not values.",
+        "",
+    ]
 
 
 def in_progress_markdown(in_progress: list[dict[str, Any]]) -> list[str]:
