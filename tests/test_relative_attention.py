@@ -14,8 +14,12 @@ import torch
 
 from highway_transformer.errors import ConfigError
 from highway_transformer.nn.positional import sinusoid
-from highway_transformer.nn.relative import RelativeMultiHeadAttention, relative_attention_mask
-from highway_transformer.nn.relative_core import relative_attention
+from highway_transformer.nn.relative import (
+    RelativeMultiHeadAttention,
+    rel_shift,
+    relative_attention_mask,
+)
+from highway_transformer.nn.relative_core import relative_attention, shifted_view
 
 D_MODEL, N_HEADS, D_HEAD = 12, 3, 4
 
@@ -306,3 +310,20 @@ def test_core_matches_autograd_oracle_in_fp64(q_len: int, dropout: float, with_m
     ):
         torch.testing.assert_close(a, b, atol=1e-12, rtol=0)
         assert b.abs().max() > 0
+
+
+@pytest.mark.parametrize(("q_len", "mem_len"), [(1, 4), (3, 0), (4, 6), (6, 2)])
+def test_shifted_view_of_padded_rows_is_rel_shift(q_len: int, mem_len: int) -> None:
+    """The zero row prepended to the position keys gives rel_shift's padding column: the
+    view of the padded product equals the reference shift of the plain one."""
+    g = torch.Generator().manual_seed(0)
+    n_h, bsz, d_h, k_len = 2, 3, 4, mem_len + q_len
+    q = torch.randn(n_h, bsz * q_len, d_h, generator=g, dtype=torch.float64)
+    r = torch.randn(n_h, k_len, d_h, generator=g, dtype=torch.float64)
+    plain = (q @ r.transpose(1, 2)).view(n_h * bsz, q_len, k_len)
+    expected = rel_shift(plain) if q_len > 1 else plain
+    rows = torch.cat([torch.zeros_like(r[:, :1]), r], 1) if q_len > 1 else r
+    got = shifted_view(q @ rows.transpose(1, 2), bsz, q_len, k_len)
+    visible = ~relative_attention_mask(q_len, mem_len)  # rel_shift's other entries are junk
+    # (the products' blocking may differ in the last bit)
+    torch.testing.assert_close(got[:, visible], expected[:, visible], atol=1e-12, rtol=0)
