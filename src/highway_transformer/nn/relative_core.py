@@ -52,6 +52,20 @@ def _unshift(d_scores: Tensor, n_h: int, bsz: int, q_len: int, k_len: int) -> Te
     return padded.view(n_h, bsz * q_len, k_len + 1)
 
 
+def _probabilities(
+    q_u: Tensor, q_v: Tensor, key: Tensor, r_rows: Tensor, mask: Tensor | None, scale: float
+) -> Tensor:
+    """``softmax(scale · (AC + shift(BD)))`` over the keys, masked: ``[H·B, L, K]``."""
+    n_h, q_len, k_len = q_v.shape[0], q_u.shape[1], key.shape[1]
+    bd = shifted_view(torch.bmm(q_v, r_rows.transpose(1, 2)), q_u.shape[0] // n_h, q_len, k_len)
+    scores = torch.baddbmm(bd, q_u, key.transpose(1, 2), beta=scale, alpha=scale)
+    if mask is not None:
+        scores.masked_fill_(mask, float("-inf"))
+    if scores.dtype in _LOW_PRECISION:  # the exponentials in fp32
+        return torch.softmax(scores, -1, dtype=torch.float32).to(scores.dtype)
+    return torch.softmax(scores, -1)
+
+
 class _RelativeAttention(torch.autograd.Function):
     @staticmethod
     def forward(  # noqa: PLR0913 - the formula's operands
@@ -65,19 +79,11 @@ class _RelativeAttention(torch.autograd.Function):
         keep: Tensor | None,
         scale: float,
     ) -> Tensor:
-        n_h, q_len, k_len = q_v.shape[0], q_u.shape[1], key.shape[1]
-        bsz = q_u.shape[0] // n_h
-        bd = shifted_view(torch.bmm(q_v, r_rows.transpose(1, 2)), bsz, q_len, k_len)
-        scores = torch.baddbmm(bd, q_u, key.transpose(1, 2), beta=scale, alpha=scale)
-        if mask is not None:
-            scores.masked_fill_(mask, float("-inf"))
-        if scores.dtype in _LOW_PRECISION:  # the exponentials in fp32
-            probs = torch.softmax(scores, -1, dtype=torch.float32).to(scores.dtype)
-        else:
-            probs = torch.softmax(scores, -1)
+        probs = _probabilities(q_u, q_v, key, r_rows, mask, scale)
         weights = probs if keep is None else probs * keep
         ctx.save_for_backward(q_u, q_v, key, value, r_rows, probs, keep)
-        ctx.scale, ctx.dims = scale, (n_h, bsz, q_len, k_len)
+        n_h = q_v.shape[0]
+        ctx.scale, ctx.dims = scale, (n_h, q_u.shape[0] // n_h, q_u.shape[1], key.shape[1])
         return torch.bmm(weights, value)
 
     @staticmethod
@@ -121,5 +127,11 @@ def relative_attention(
         shape = (q_u.shape[0], q_u.shape[1], key.shape[1])
         keep = torch.rand(shape, device=q_u.device).ge_(dropout).to(q_u.dtype)
         keep.div_(1.0 - dropout)
+    operands = (q_u, q_v, key, value, r_rows)
     with torch.autocast(q_u.device.type, enabled=False):
-        return _RelativeAttention.apply(q_u, q_v, key, value, r_rows, mask, keep, scale)
+        if torch.is_grad_enabled() and any(t.requires_grad for t in operands):
+            return _RelativeAttention.apply(*operands, mask, keep, scale)
+        # No gradient wanted (evaluation, decoding): the same forward without the autograd
+        # node, whose Python overhead shows in one-token decoding steps.
+        probs = _probabilities(q_u, q_v, key, r_rows, mask, scale)
+        return torch.bmm(probs if keep is None else probs * keep, value)
