@@ -381,8 +381,7 @@ def paper_rows(groups: dict[str, list[RunRecord]], metric: str) -> list[dict[str
                 None if row["is_baseline"] or base is None
                 else paired_difference(_by_seed(row, key), _by_seed(base, key))
             )  # fmt: skip
-            mine = _mean(row[key])
-            theirs = _mean(base[key]) if base else None
+            mine, theirs = _means_on_shared_seeds(row, base, key)
             change = None if row["is_baseline"] else relative_change(mine, theirs)
             row[f"{key}_change_pct"] = change
             row[f"{key}_improved"] = _improved(change, metric)
@@ -407,6 +406,37 @@ def _per_seed(runs: list[RunRecord], metric: str) -> dict[str, dict[str, float |
 
 def _by_seed(row: dict[str, Any], key: str) -> dict[int, float | None]:
     return {int(seed): values.get(key) for seed, values in row["per_seed"].items()}
+
+
+def _means_on_shared_seeds(
+    row: dict[str, Any], base: dict[str, Any] | None, key: str
+) -> tuple[float | None, float | None]:
+    """Means of ``row`` and its baseline over the seeds both have a value for: a row with a
+    seed its baseline lacks (a table stopped part-way) is compared like with like."""
+    if base is None:
+        return _mean(row[key]), None
+    mine, theirs = _by_seed(row, key), _by_seed(base, key)
+    shared = [s for s, v in mine.items() if v is not None and theirs.get(s) is not None]
+    if not shared:
+        return None, None
+    return (
+        float(np.mean([mine[s] for s in shared])),
+        float(np.mean([theirs[s] for s in shared])),
+    )
+
+
+def uneven_seeds_note(rows: list[dict[str, Any]]) -> list[str]:
+    """Says so when rows ran different seeds (which changes what Δ compares)."""
+    seeds = {r["name"]: sorted(r["seeds"]) for r in rows}
+    if len({tuple(s) for s in seeds.values()}) <= 1:
+        return []
+    listed = "; ".join(f"{name} {', '.join(map(str, s))}" for name, s in seeds.items())
+    return [
+        f"**The rows ran different seeds** ({listed}): Δ in the results table compares each "
+        "row with its baseline on the seeds both ran; every other figure (means, curves, "
+        "times, steps) is over each row's own seeds.",
+        "",
+    ]
 
 
 def fraction_rows(
@@ -939,6 +969,7 @@ def index_markdown(report: dict[str, Any]) -> str:
         "## Results (paper format)",
         "",
         *protocols_markdown(report["paper_table"], m),
+        *uneven_seeds_note(report["paper_table"]),
         *paper_markdown(report["paper_table"], m),
         "",
         *baselines_markdown(report.get("baselines"), m),
