@@ -99,8 +99,7 @@ def test_paper_table_marks_and_percentages(table1: Path, tmp_path: Path) -> None
     assert (
         "**The rows ran different seeds** (ht-table1/t-l3 1; ht-table1/t-l3+sigmoid 1, 2; "
         "ht-table1/t-l3+tanh 1): Δ in the results table compares each row with its baseline on "
-        "the seeds both ran"
-        in index
+        "the seeds both ran" in index
     )
     assert "| 1.7000 | +6.25% |" in index
     assert "| 1.4500 ⇓ | -3.33% ⇓ |" in index
