@@ -128,21 +128,18 @@ def _eval_file(args: argparse.Namespace, weights: Path, overrides: list[str]) ->
 
 def _baselines(args: argparse.Namespace) -> int:
     """Losses of trivial models of a task's valid/test splits (what a model must beat)."""
-    import torch
-
     from .config import Config, build_config
     from .presets import get_preset
-    from .tasks import task_class
+    from .tasks import task_baselines
 
     base = get_preset(args.preset) if args.preset else Config()
     overrides = [f"data.path={args.data_path}"] if args.data_path else []
     config = build_config(base, None, overrides + list(args.overrides))
-    task = task_class(config.task.name)(config, torch.device("cpu"))
-    found = task.baselines()
+    found = task_baselines(config)
     if args.json:
-        print(json.dumps({"task": task.name, "baselines": found}, indent=2))
+        print(json.dumps({"task": config.task.name, "baselines": found}, indent=2))
         return 0
-    print(f"task {task.name}: trivial models estimated on the training split")
+    print(f"task {config.task.name}: trivial models estimated on the training split")
     for model, by_split in found.items():
         for split, metrics in by_split.items():
             figures = " | ".join(f"{name} {value:.4f}" for name, value in metrics.items())

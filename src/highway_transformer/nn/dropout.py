@@ -22,6 +22,12 @@ class Dropout(nn.Dropout):
             return x
         if x.device.type != "cpu" or self.p == 1.0 or self.inplace:
             return super().forward(x)
-        # One float32 draw per element from the global generator (seeded runs repeat).
-        mask = torch.rand(x.shape, dtype=torch.float32).ge_(self.p).mul_(1.0 / (1.0 - self.p))
+        mask = keep_draw(x.shape, self.p).mul_(1.0 / (1.0 - self.p))
         return x * mask.to(x.dtype)
+
+
+def keep_draw(shape: tuple[int, ...], p: float, device: torch.device | None = None) -> Tensor:
+    """1.0 where an element is kept (``U[0, 1) >= p``), else 0.0, float32: one float32 draw
+    per element from the global generator (seeded runs repeat), the draw of every dropout
+    mask here (:class:`Dropout`, the relative-attention core)."""
+    return torch.rand(shape, dtype=torch.float32, device=device).ge_(p)

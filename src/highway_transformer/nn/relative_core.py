@@ -26,6 +26,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from .dropout import keep_draw
+
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
 
 
@@ -39,6 +41,12 @@ def shifted_view(bd: Tensor, bsz: int, q_len: int, k_len: int) -> Tensor:
         return bd.view(n_h * bsz, 1, k_len)
     flat = bd.view(n_h, bsz, q_len * (k_len + 1))
     return flat[..., q_len:].view(n_h * bsz, q_len, k_len)
+
+
+def _dims(q_u: Tensor, q_v: Tensor, key: Tensor) -> tuple[int, int, int, int]:
+    """``(H, B, L, K)`` of the operands' layouts."""
+    n_h = q_v.shape[0]
+    return n_h, q_u.shape[0] // n_h, q_u.shape[1], key.shape[1]
 
 
 def _unshift(d_scores: Tensor, n_h: int, bsz: int, q_len: int, k_len: int) -> Tensor:
@@ -56,8 +64,8 @@ def _probabilities(
     q_u: Tensor, q_v: Tensor, key: Tensor, r_rows: Tensor, mask: Tensor | None, scale: float
 ) -> Tensor:
     """``softmax(scale · (AC + shift(BD)))`` over the keys, masked: ``[H·B, L, K]``."""
-    n_h, q_len, k_len = q_v.shape[0], q_u.shape[1], key.shape[1]
-    bd = shifted_view(torch.bmm(q_v, r_rows.transpose(1, 2)), q_u.shape[0] // n_h, q_len, k_len)
+    _, bsz, q_len, k_len = _dims(q_u, q_v, key)
+    bd = shifted_view(torch.bmm(q_v, r_rows.transpose(1, 2)), bsz, q_len, k_len)
     scores = torch.baddbmm(bd, q_u, key.transpose(1, 2), beta=scale, alpha=scale)
     if mask is not None:
         scores.masked_fill_(mask, float("-inf"))
@@ -82,8 +90,7 @@ class _RelativeAttention(torch.autograd.Function):
         probs = _probabilities(q_u, q_v, key, r_rows, mask, scale)
         weights = probs if keep is None else probs * keep
         ctx.save_for_backward(q_u, q_v, key, value, r_rows, probs, keep)
-        n_h = q_v.shape[0]
-        ctx.scale, ctx.dims = scale, (n_h, q_u.shape[0] // n_h, q_u.shape[1], key.shape[1])
+        ctx.scale = scale
         return torch.bmm(weights, value)
 
     @staticmethod
@@ -98,7 +105,7 @@ class _RelativeAttention(torch.autograd.Function):
         d_scores = torch.ops.aten._softmax_backward_data(d_probs, probs, -1, probs.dtype)
         d_q_u = torch.bmm(d_scores, key).mul_(scale)
         d_key = torch.bmm(d_scores.transpose(1, 2), q_u).mul_(scale)
-        d_bd = _unshift(d_scores, *ctx.dims)
+        d_bd = _unshift(d_scores, *_dims(q_u, q_v, key))
         d_q_v = torch.bmm(d_bd, r_rows).mul_(scale)
         d_r_rows = torch.bmm(d_bd.transpose(1, 2), q_v).mul_(scale)
         return d_q_u, d_q_v, d_key, d_value, d_r_rows, None, None, None
@@ -125,8 +132,7 @@ def relative_attention(
     keep = None
     if dropout > 0.0:
         shape = (q_u.shape[0], q_u.shape[1], key.shape[1])
-        keep = torch.rand(shape, device=q_u.device).ge_(dropout).to(q_u.dtype)
-        keep.div_(1.0 - dropout)
+        keep = keep_draw(shape, dropout, q_u.device).to(q_u.dtype).div_(1.0 - dropout)
     operands = (q_u, q_v, key, value, r_rows)
     with torch.autocast(q_u.device.type, enabled=False):
         if torch.is_grad_enabled() and any(t.requires_grad for t in operands):

@@ -55,6 +55,7 @@ from .stats import (
     fraction_target,
     paired_difference,
     plateaued,
+    shared_seeds,
     steps_to_fraction,
     summary,
 )
@@ -416,7 +417,7 @@ def _means_on_shared_seeds(
     if base is None:
         return _mean(row[key]), None
     mine, theirs = _by_seed(row, key), _by_seed(base, key)
-    shared = [s for s, v in mine.items() if v is not None and theirs.get(s) is not None]
+    shared = shared_seeds(mine, theirs)
     if not shared:
         return None, None
     return (
@@ -1167,16 +1168,13 @@ def trivial_baselines(run: RunRecord, data_path: str | None = None) -> dict[str,
     """The losses of the task's trivial models (``Task.baselines``) on the data ``run`` was
     trained on: ``{"models": {model: {split: {metric: value}}}}``, or ``{"not_computed":
     reason}`` when the data cannot be read."""
-    import torch
-
     from ..config import Config, build_config
-    from ..tasks import task_class
+    from ..tasks import task_baselines
 
     overrides = [f"data.path={data_path}"] if data_path else []
     try:
         config = build_config(Config(), run.run_dir / "config.yaml", overrides)
-        task = task_class(config.task.name)(config, torch.device("cpu"))
-        return {"models": task.baselines()}
+        return {"models": task_baselines(config)}
     except HighwayError as error:
         return {"not_computed": str(error)}
 

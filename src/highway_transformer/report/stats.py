@@ -43,6 +43,13 @@ def t_interval(values: Sequence[float], confidence: float = 0.95) -> tuple[float
     return mean - half, mean + half
 
 
+def shared_seeds(
+    row: Mapping[int, float | None], baseline: Mapping[int, float | None]
+) -> list[int]:
+    """The seeds, in order, for which both ``row`` and ``baseline`` have a value."""
+    return sorted(s for s, v in row.items() if v is not None and baseline.get(s) is not None)
+
+
 def paired_difference(
     row: Mapping[int, float | None],
     baseline: Mapping[int, float | None],
@@ -53,12 +60,8 @@ def paired_difference(
     ``verdict`` is ``lower`` / ``higher`` when the interval excludes 0, ``unresolved`` when it
     contains 0, None with fewer than two paired seeds (no interval). None without pairs.
     """
-    seeds = sorted(s for s in row if s in baseline)
-    pairs = {
-        s: float(row[s]) - float(baseline[s])  # type: ignore[arg-type]
-        for s in seeds
-        if row[s] is not None and baseline[s] is not None
-    }
+    seeds = shared_seeds(row, baseline)
+    pairs = {s: float(row[s]) - float(baseline[s]) for s in seeds}  # type: ignore[arg-type]
     if not pairs:
         return None
     diffs = list(pairs.values())

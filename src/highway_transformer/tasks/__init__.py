@@ -21,6 +21,7 @@ checkpoint folder (weights + ``config.json``) is enough to rebuild it.
 
 from __future__ import annotations
 
+import torch
 from torch import nn
 
 from ..config import Config
@@ -42,6 +43,12 @@ def task_class(name: str) -> type[Task]:
     if name not in TASKS:
         raise unknown_choice("task (task.name)", name, TASKS)
     return TASKS[name]
+
+
+def task_baselines(config: Config) -> dict[str, dict[str, dict[str, float]]]:
+    """The trivial models of ``config``'s task and data (:meth:`Task.baselines`), the data
+    read on the CPU as training reads it."""
+    return task_class(config.task.name)(config, torch.device("cpu")).baselines()
 
 
 def build_task_model(config: Config) -> nn.Module:
