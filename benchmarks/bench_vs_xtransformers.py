@@ -13,9 +13,14 @@ per step (warm-up included) is printed beside it, a steadier comparison on a sha
 With dropout, ``ours, torch dropout`` is our model with :class:`torch.nn.Dropout` in place of
 the library's CPU dropout.
 
+``--profile`` adds, per variant, where a step's time goes (``torch.profiler``, self CPU time
+per step, grouped): the matrix products and the attention kernel are the same torch kernels in
+both models, so their sum bounds how far any change outside them can move the ratio.
+
     pip install x-transformers   # or: pip install -e .[bench]
     python benchmarks/bench_vs_xtransformers.py
     python benchmarks/bench_vs_xtransformers.py --seq-len 400 --rounds 7 --dropout 0.15
+    python benchmarks/bench_vs_xtransformers.py --seq-len 400 --dropout 0.15 --profile
 """
 
 from __future__ import annotations
@@ -40,6 +45,14 @@ from highway_transformer.nn.dropout import Dropout  # noqa: E402
 from highway_transformer.presets import get_preset  # noqa: E402
 
 VOCAB = 50
+
+#: Profiler groups: the first two are torch kernels both models call with the same shapes.
+KERNEL_GROUPS = (
+    ("matrix products", ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")),
+    ("attention kernel", ("aten::_scaled_dot_product",)),
+    ("dropout draw", ("aten::uniform_", "aten::bernoulli_", "aten::random_", "aten::ge_")),
+)
+SHARED_GROUPS = ("matrix products", "attention kernel")
 
 
 def our_config(args: argparse.Namespace) -> ModelConfig:
@@ -108,6 +121,47 @@ def variants(args: argparse.Namespace, x: Tensor, y: Tensor) -> dict[str, Callab
     return steps
 
 
+def group_of(name: str) -> str:
+    for group, prefixes in KERNEL_GROUPS:
+        if name.startswith(prefixes):
+            return group
+    return "everything else"
+
+
+def profile_groups(step: Callable[[], None], steps: int) -> dict[str, float]:
+    """Self CPU seconds per step in each kernel group (after one warm-up step)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    step()
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(steps):
+            step()
+    seconds: dict[str, float] = {}
+    for event in prof.key_averages():
+        group = group_of(event.key)
+        seconds[group] = seconds.get(group, 0.0) + event.self_cpu_time_total / 1e6 / steps
+    return seconds
+
+
+def print_profiles(steps: dict[str, Callable[[], None]], n_steps: int) -> None:
+    groups = [name for name, _ in KERNEL_GROUPS] + ["everything else"]
+    profiles = {name: profile_groups(step, n_steps) for name, step in steps.items()}
+    print(f"\nwhere a step goes (torch.profiler, self CPU ms per step, {n_steps} steps):")
+    print(f"{'':22s} " + "  ".join(f"{g:>16s}" for g in groups) + f"  {'total':>8s}")
+    for name, seconds in profiles.items():
+        cells = "  ".join(f"{seconds.get(g, 0.0) * 1e3:16.1f}" for g in groups)
+        print(f"{name:22s} {cells}  {sum(seconds.values()) * 1e3:8.1f}")
+    ours = profiles["ours"]
+    shared = sum(ours.get(g, 0.0) for g in SHARED_GROUPS)
+    print(
+        f"ours outside the shared kernels: {(sum(ours.values()) - shared) * 1e3:.1f} ms/step; "
+        "with all of it free, ours/this would be at most:"
+    )
+    for name, seconds in profiles.items():
+        if name != "ours":
+            print(f"  {name:22s} {sum(seconds.values()) / shared:5.2f}x")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_shape_arguments(parser)
@@ -117,6 +171,15 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--steps", type=int, default=5, help="timed steps per round")
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds")
+    parser.add_argument(
+        "--profile",
+        type=int,
+        nargs="?",
+        const=3,
+        default=0,
+        metavar="STEPS",
+        help="also profile each variant over STEPS steps (default 3) and group the kernels",
+    )
     args = parser.parse_args()
     try:
         import x_transformers  # noqa: F401
@@ -151,6 +214,8 @@ def main() -> None:
             f"MFU {flops / seconds / peak:5.1%}  ours/this {seconds / ours:5.2f}x  "
             f"(CPU time {cpu * 1e3:7.1f} ms/step, ours/this {cpu / ours_cpu:5.2f}x)"
         )
+    if args.profile:
+        print_profiles(steps, args.profile)
 
 
 if __name__ == "__main__":
