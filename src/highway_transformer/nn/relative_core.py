@@ -23,6 +23,8 @@ the same formula is the oracle in ``tests/test_relative_attention.py``.
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import Tensor
 
@@ -66,10 +68,17 @@ def _probabilities(
     """``softmax(scale · (AC + shift(BD)))`` over the keys, masked: ``[H·B, L, K]``."""
     _, bsz, q_len, k_len = _dims(q_u, q_v, key)
     bd = shifted_view(torch.bmm(q_v, r_rows.transpose(1, 2)), bsz, q_len, k_len)
-    scores = torch.baddbmm(bd, q_u, key.transpose(1, 2), beta=scale, alpha=scale)
-    if mask is not None:
-        scores.masked_fill_(mask, float("-inf"))
-    if scores.dtype in _LOW_PRECISION:  # the exponentials in fp32
+    low_precision = bd.dtype in _LOW_PRECISION
+    if mask is not None and not low_precision:
+        # The mask as a -inf bias, added in the pass that copies the strided view (baddbmm
+        # copies it anyway): a broadcast masked_fill_ pass cost about as much as the softmax.
+        scores = bd + bd.new_zeros(mask.shape).masked_fill_(mask, -math.inf)
+        scores.baddbmm_(q_u, key.transpose(1, 2), beta=scale, alpha=scale)
+    else:
+        scores = torch.baddbmm(bd, q_u, key.transpose(1, 2), beta=scale, alpha=scale)
+        if mask is not None:  # fp16/bf16: an overflowed +inf score must not meet -inf
+            scores.masked_fill_(mask, float("-inf"))
+    if low_precision:  # the exponentials in fp32
         return torch.softmax(scores, -1, dtype=torch.float32).to(scores.dtype)
     return torch.softmax(scores, -1)
 
