@@ -126,6 +126,7 @@ def test_music_run_on_a_small_file(tmp_path):
             "train.optimizer": "adam",
             "train.lr": 1e-2,
             "train.schedule": "constant",
+            "train.anneal_rule": "best",
         },
     )
     results = train(config, tmp_path / "run", progress=False)
@@ -146,6 +147,7 @@ def test_nottingham_few_steps_beat_the_uniform_guess(tmp_path):
             "train.optimizer": "adam",
             "train.lr": 1e-2,
             "train.schedule": "constant",
+            "train.anneal_rule": "best",
         },
     )
     results = train(config, tmp_path, progress=False)
@@ -310,6 +312,14 @@ def test_rt_presets_build():
     assert (mnist.train.optimizer, mnist.train.lr, mnist.data.batch_size) == ("adam", 1e-3, 32)
     notts = rt_tables.PRESETS["rt-table2/rtransformer"][1]()
     assert (notts.model.n_layers, notts.model.d_model, notts.model.n_heads) == (3, 160, 4)
-    assert (notts.model.local_rnn.window, notts.model.dropout, notts.train.clip) == (6, 0.1, 0.15)
+    assert (notts.model.local_rnn.window, notts.model.dropout) == (6, 0.1)
+    # audio/experiment.py clips before backward() (nothing) and anneals after epoch 10 when a
+    # validation is worse than each of the last 3.
+    t = notts.train
+    assert t.clip == 0.0
+    assert (t.anneal_rule, t.anneal_window, t.anneal_after, t.anneal_factor) == (
+        "window-strict", 3, 10, 0.1
+    )
+    assert t.eval_interval == rt_tables.NOTTINGHAM_STEPS_PER_EPOCH  # a validation per epoch
     model = build_task_model(rt_tables.PRESETS["rt-table1/transformer"][1]())
     assert model(torch.rand(1, 784, 1)).shape == (1, 10)

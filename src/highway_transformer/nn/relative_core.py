@@ -10,7 +10,8 @@ analogue). Here:
 * the zero column of the reference code's ``_rel_shift`` comes from a zero row prepended
   to the position keys, so one batched product writes the padded ``BD`` rows and the shift
   is a view (:func:`shifted_view`);
-* ``baddbmm`` adds the scaled ``AC`` to that view in the pass that computes it;
+* that view is copied once, scaled and masked (a ``-inf`` bias) in the same pass, and
+  ``baddbmm_`` accumulates the scaled ``AC`` into the copy in place;
 * the backward keeps only the probabilities (and the dropout mask): the softmax backward
   is one fused pass, the mask needs none (masked probabilities are 0, so are their
   gradients), the scale is applied to the small ``[·, dh]`` products and the shift is undone
@@ -69,15 +70,16 @@ def _probabilities(
     _, bsz, q_len, k_len = _dims(q_u, q_v, key)
     bd = shifted_view(torch.bmm(q_v, r_rows.transpose(1, 2)), bsz, q_len, k_len)
     low_precision = bd.dtype in _LOW_PRECISION
+    # The strided view is copied once, scaled (and masked) in that pass; the content product
+    # then accumulates in place (baddbmm would copy the view and scale it in two more passes).
     if mask is not None and not low_precision:
-        # The mask as a -inf bias, added in the pass that copies the strided view (baddbmm
-        # copies it anyway): a broadcast masked_fill_ pass cost about as much as the softmax.
-        scores = bd + bd.new_zeros(mask.shape).masked_fill_(mask, -math.inf)
-        scores.baddbmm_(q_u, key.transpose(1, 2), beta=scale, alpha=scale)
+        # The mask as a -inf bias: a broadcast masked_fill_ cost about as much as the softmax.
+        scores = torch.add(bd.new_zeros(mask.shape).masked_fill_(mask, -math.inf), bd, alpha=scale)
     else:
-        scores = torch.baddbmm(bd, q_u, key.transpose(1, 2), beta=scale, alpha=scale)
-        if mask is not None:  # fp16/bf16: an overflowed +inf score must not meet -inf
-            scores.masked_fill_(mask, float("-inf"))
+        scores = bd * scale
+    scores.baddbmm_(q_u, key.transpose(1, 2), alpha=scale)
+    if mask is not None and low_precision:  # fp16/bf16: an overflowed +inf must not meet -inf
+        scores.masked_fill_(mask, float("-inf"))
     if low_precision:  # the exponentials in fp32
         return torch.softmax(scores, -1, dtype=torch.float32).to(scores.dtype)
     return torch.softmax(scores, -1)
