@@ -318,7 +318,10 @@ def test_rt_presets_build():
     t = notts.train
     assert t.clip == 0.0
     assert (t.anneal_rule, t.anneal_window, t.anneal_after, t.anneal_factor) == (
-        "window-strict", 3, 10, 0.1
+        "window-strict",
+        3,
+        10,
+        0.1,
     )
     assert t.eval_interval == rt_tables.NOTTINGHAM_STEPS_PER_EPOCH  # a validation per epoch
     model = build_task_model(rt_tables.PRESETS["rt-table1/transformer"][1]())
