@@ -95,6 +95,7 @@ def tiny_task_config(preset: str, **overrides) -> Config:
         "train.lr": 1e-2,
         "train.schedule": "constant",
         "train.anneal_rule": "best",  # the only rule without the anneal schedule
+        "train.lr_step": 0,  # the step schedule's only
         "train.device": "cpu",
         "data.batch_size": 4,
         "data.eval_batch_size": 16,

@@ -1,4 +1,5 @@
-"""Annealing rules of the word- and char-PTB scripts, and the presets that use them."""
+"""Annealing rules of the word- and char-PTB scripts, the step schedule of the image script,
+and the presets that use them."""
 
 from __future__ import annotations
 
@@ -79,3 +80,33 @@ def test_rt_tables_3_4_train_the_rt_code_settings() -> None:
         assert config.model.norm == "pre", row
         assert config.train.schedule == "anneal", row
     assert get_experiment("rt-table3/transformer").config().model.family == "transformer"
+
+
+def test_step_schedule_divides_every_lr_step_steps() -> None:
+    s = LRSchedule(TrainConfig(lr=1e-3, schedule="step", anneal_factor=0.1, lr_step=4))
+    assert [s.lr(step) for step in (0, 3)] == [1e-3, 1e-3]
+    assert s.lr(4) == pytest.approx(1e-4) and s.lr(11) == pytest.approx(1e-5)
+    assert s.observe_validation(1.0) is False  # validations do not move it
+
+
+def test_step_schedule_and_lr_step_go_together() -> None:
+    config = get_preset("ht-table1/t-l3")
+    with pytest.raises(ConfigError, match="train.lr_step=0 with train.schedule=step"):
+        config.replace(**{"train.schedule": "step"}).validate()
+    with pytest.raises(ConfigError, match="train.lr_step=5 with train.schedule=linear"):
+        config.replace(**{"train.lr_step": 5}).validate()
+
+
+def test_rt_image_preset_decays_every_ten_epochs_at_every_scale() -> None:
+    from highway_transformer.experiments.runner import experiment_config
+    from highway_transformer.presets.rt_tables import MNIST_STEPS_PER_EPOCH
+
+    mnist = get_preset("rt-table1/rtransformer").train
+    assert (mnist.schedule, mnist.anneal_factor, mnist.lr_step, mnist.clip) == (
+        "step",
+        0.1,
+        10 * MNIST_STEPS_PER_EPOCH,
+        0.0,
+    )
+    scaled = experiment_config(get_experiment("rt-table1/rtransformer"), "cpu").train
+    assert scaled.lr_step * 5 == scaled.max_steps  # the same four decays over the run

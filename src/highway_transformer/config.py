@@ -29,7 +29,7 @@ T = TypeVar("T")
 
 POSITIONALS = ("sinusoidal", "none")
 OPTIMIZERS = ("sgd", "adam", "adamw")
-SCHEDULES = ("constant", "linear", "cosine", "anneal")
+SCHEDULES = ("constant", "linear", "cosine", "anneal", "step")
 ANNEAL_RULES = ("best", "window", "window-strict")
 PRECISIONS = ("fp32", "bf16", "fp16")
 DIST_BACKENDS = ("auto", "gloo", "nccl")
@@ -184,10 +184,11 @@ class DataConfig:
 class TrainConfig:
     optimizer: str = "sgd"
     lr: float = 2.0
-    schedule: str = "linear"  # constant | linear | cosine | anneal
+    schedule: str = "linear"  # constant | linear | cosine | anneal | step
     warmup_steps: int = 0
     min_lr: float = 0.0
-    anneal_factor: float = 0.25  # anneal: lr *= factor when validation stalls
+    anneal_factor: float = 0.25  # anneal: lr *= factor when validation stalls; step: every lr_step
+    lr_step: int = 0  # step: lr *= anneal_factor every lr_step steps (RT image script: 10 epochs)
     anneal_patience: int = 0  # evaluations without improvement before annealing
     # anneal: "best" anneals after anneal_patience + 1 evaluations without a new best;
     # "window" anneals when a validation is no better than (>=) the worst of the previous
@@ -545,6 +546,7 @@ FIELD_RANGES: dict[str, Range] = {
     "train.warmup_steps": Range(0, fix="0 disables warm-up"),
     "train.min_lr": _NON_NEGATIVE,
     "train.anneal_factor": Range(0, 1, open_low=True, fix="e.g. 0.25"),
+    "train.lr_step": _NON_NEGATIVE,
     "train.anneal_patience": _NON_NEGATIVE,
     "train.anneal_window": _AT_LEAST_1,
     "train.anneal_after": _NON_NEGATIVE,
@@ -664,6 +666,12 @@ def validate(config: Config) -> Config:
         raise ConfigError(
             f"train.anneal_rule={t.anneal_rule} applies to train.schedule=anneal only, "
             f"not {t.schedule}; drop it or set train.schedule=anneal"
+        )
+    if (t.schedule == "step") != (t.lr_step > 0):
+        raise ConfigError(
+            f"train.lr_step={t.lr_step} with train.schedule={t.schedule}: the step schedule "
+            "needs train.lr_step >= 1 (steps between decays), the others take none; set both "
+            "or neither"
         )
     _choice("precision", t.precision, PRECISIONS)
     _choice("distributed backend", t.dist_backend, DIST_BACKENDS)

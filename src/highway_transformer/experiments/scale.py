@@ -240,6 +240,7 @@ def _budget_updates(config: Config, scale: Scale) -> dict[str, Any]:
     updates: dict[str, Any] = {
         "train.max_steps": steps,
         "train.warmup_steps": _times(t.warmup_steps, scale.steps, minimum=0),
+        "train.lr_step": _times(t.lr_step, scale.steps) if t.lr_step else 0,
         "train.eval_max_tokens": _cap(t.eval_max_tokens, scale.eval_max_tokens),
         "data.max_train_tokens": _cap(d.max_train_tokens, scale.max_train_tokens),
         "data.max_eval_tokens": _cap(d.max_eval_tokens, scale.max_eval_tokens),

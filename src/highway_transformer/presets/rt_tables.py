@@ -80,14 +80,16 @@ def rt_mnist(family: str, gate: GateConfig) -> Config:
     )
     return Config(
         source="RT Table 1 and RT code image/experiment.py: 8 layers, d 32, 2 heads, GRU window "
-        "7, 2 LocalRNN per block, Adam lr 1e-3, batch 32, dropout 0.05, no clipping, 50 epochs, "
-        "last position classified (the code also divides lr by 10 every 10 epochs: not modelled)",
+        "7, 2 LocalRNN per block, Adam lr 1e-3 divided by 10 every 10 epochs, batch 32, dropout "
+        "0.05, no clipping, 50 epochs, last position classified",
         model=model,
         data=DataConfig(batch_size=32, eval_batch_size=256),
         train=TrainConfig(
             optimizer="adam",
             lr=1e-3,
-            schedule="constant",
+            schedule="step",
+            anneal_factor=0.1,
+            lr_step=10 * MNIST_STEPS_PER_EPOCH,
             clip=0.0,
             max_steps=50 * MNIST_STEPS_PER_EPOCH,
             eval_interval=MNIST_STEPS_PER_EPOCH,

@@ -6,7 +6,9 @@
   validation is no better than the worst of the previous 5, after epoch 5; ``window-strict``,
   its language_char/experiment.py: lr / 10 when worse than the worst of the previous 3,
   after epoch 5), Adam with
-  optional linear warm-up and cosine decay (Transformer-XL, HT A.3).
+  optional linear warm-up and cosine decay (Transformer-XL, HT A.3), and the ``step``
+  schedule: x factor every ``lr_step`` steps (the RT code's image/experiment.py: lr / 10 every
+  10 epochs).
 """
 
 from __future__ import annotations
@@ -69,6 +71,8 @@ class LRSchedule:
             return c.min_lr + 0.5 * (c.lr - c.min_lr) * (1.0 + math.cos(math.pi * progress))
         if c.schedule == "anneal":
             return max(c.lr * self.anneal_scale, c.min_lr)
+        if c.schedule == "step":
+            return max(c.lr * c.anneal_factor ** (step // c.lr_step), c.min_lr)
         return c.lr
 
     def observe_validation(self, loss: float) -> bool:
