@@ -6,10 +6,12 @@ from __future__ import annotations
 import pytest
 
 from highway_transformer.experiments import describe_scale, experiment_config, get_experiment
+from highway_transformer.experiments.registry import list_experiments
 from highway_transformer.experiments.scale import (
     CPU_ADAM_LR_FACTOR,
     CPU_LR_FACTORS,
     CPU_SGD_LR_FACTOR,
+    SCALES,
 )
 
 
@@ -82,7 +84,17 @@ def test_table5_analogue_at_cpu_short_runs_2000_steps_at_adam_1e3() -> None:
     assert (t.max_steps, t.eval_interval, t.lr, t.warmup_steps) == (2000, 80, 1e-3, 0)
 
 
-@pytest.mark.parametrize("row", ["ht-table1/t-l3+tanh", "ht-table3/t-l3", "ht-table5/l6-xl"])
+def test_every_row_builds_at_every_scale() -> None:
+    # A scale that replaces the schedule must drop the rows' own schedule settings (the
+    # step schedule's lr_step, the anneal rules), or validation refuses the row.
+    for experiment in list_experiments():
+        for scale in SCALES:
+            experiment_config(experiment, scale)
+
+
+@pytest.mark.parametrize(
+    "row", ["ht-table1/t-l3+tanh", "ht-table3/t-l3", "ht-table5/l6-xl", "rt-table1/rtransformer"]
+)
 def test_cpu_adamw_replaces_every_rows_optimiser(row: str) -> None:
     c = experiment_config(get_experiment(row), "cpu-adamw")
     t = c.train

@@ -273,7 +273,9 @@ def _optimiser_updates(config: Config, scale: Scale, steps: int) -> dict[str, An
             "train.weight_decay": o.weight_decay,
             "train.momentum": 0.0,
             "train.schedule": o.schedule,
-            "train.anneal_rule": "best",  # the rows' annealing rules do not apply to it
+            # The rows' own schedule settings do not apply to it.
+            "train.anneal_rule": "best",
+            "train.lr_step": 0,
             "train.warmup_steps": max(1, round(steps * o.warmup_fraction)),
             "train.min_lr": 0.0,
             "train.clip": o.clip,
