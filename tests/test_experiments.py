@@ -202,6 +202,24 @@ def test_runner_refuses_a_folder_trained_with_another_config(tmp_path: Path, cor
         run_experiments(row, tmp_path, "tiny", overrides=overrides)
 
 
+def test_a_setting_added_after_a_run_reads_as_its_default(tmp_path: Path) -> None:
+    """A run folder written before a setting existed computed what the setting's default
+    computes: it matches a plan at the default, and differs from one that sets it."""
+    import yaml
+
+    from highway_transformer.config import Config, save_config
+    from highway_transformer.train.runfolder import CONFIG_FILE, config_differences
+
+    planned = Config()
+    save_config(planned, tmp_path / CONFIG_FILE)
+    saved = yaml.safe_load((tmp_path / CONFIG_FILE).read_text(encoding="utf-8"))
+    del saved["train"]["lr_step"]  # as a folder trained before the step schedule
+    (tmp_path / CONFIG_FILE).write_text(yaml.safe_dump(saved), encoding="utf-8")
+    assert config_differences(tmp_path, planned) == []
+    planned.train.lr_step = 5
+    assert config_differences(tmp_path, planned) == [("train.lr_step", 0, 5)]
+
+
 def test_runner_trains_skips_and_resumes(tmp_path: Path, corpus: Path) -> None:
     rows = ["ht-table1/t-l3", "ht-table1/t-l3+sigmoid"]
     overrides = [*file_overrides(corpus), "train.max_steps=8", "train.eval_interval=4"]

@@ -15,12 +15,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ..config import load_file
-
-if TYPE_CHECKING:
-    from ..config import Config
+from ..config import Config, load_file
 
 #: Keys the trainer fills in from the data: a planned value of 0 is a placeholder.
 AUTOMATIC = frozenset({"model.vocab_size"})
@@ -50,12 +47,17 @@ def config_differences(
 ) -> list[tuple[str, Any, Any]]:
     """``(key, saved, planned)`` for every setting of the run folder's ``config.yaml`` that
     differs from ``config`` (none without the file; ConfigError where it is malformed);
-    ``ignore`` and the placeholders of :data:`AUTOMATIC` are not compared."""
+    ``ignore`` and the placeholders of :data:`AUTOMATIC` are not compared.
+
+    A setting the file lacks was added after the run trained: the run computed what the
+    setting's default computes (a new setting's default keeps the old behaviour), so the
+    file is read as holding the default.
+    """
     path = Path(run_dir) / CONFIG_FILE
     if not path.is_file():
         return []
-    saved = flatten(load_file(path))
     planned = flatten(config.to_dict())
+    saved = flatten(Config().to_dict()) | flatten(load_file(path))
     return [
         (key, saved.get(key), planned.get(key))
         for key in sorted(set(saved) | set(planned))
