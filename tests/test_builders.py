@@ -268,3 +268,43 @@ def test_a_new_attention_kind_is_one_registry_entry(monkeypatch) -> None:
     assert built == [True, True] and model.positional is None
     SequenceModel(tiny(), 2, 2)  # the others are unaffected
     assert builders.uses_absolute_positions(tiny())
+
+
+def test_init_embedding_draws_only_the_token_tables() -> None:
+    """``init=torch`` + ``init_embedding``: the RT language code's initialisation (PyTorch's
+    defaults, the tied token table from U(-0.1, 0.1) and a zero output bias)."""
+    torch.manual_seed(0)
+    config = ModelConfig(
+        vocab_size=50, d_model=32, n_layers=1, n_heads=2, d_inner=64, init="torch",
+        init_embedding="uniform", init_range=0.1, tie_weights=True,
+    )  # fmt: skip
+    model = build_model(config)
+    table = model.embedding.weight
+    assert table is model.output.weight and table.abs().max() <= 0.1
+    assert table.std() > 0.05  # U(-0.1, 0.1) has std 0.058, PyTorch's N(0, 1) embedding 1
+    assert torch.count_nonzero(model.output.bias) == 0
+    first = next(
+        m for m in model.modules() if isinstance(m, torch.nn.Linear) and m is not model.output
+    )
+    assert torch.count_nonzero(first.bias) > 0  # PyTorch's default elsewhere
+    normal = build_model(dataclasses.replace(config, init_embedding="normal", init_std=0.01))
+    assert abs(normal.embedding.weight.std().item() - 0.01) < 0.002
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"init_embedding": "xavier"}, "token table initialisation"),
+        ({"init_embedding": "uniform", "adaptive_cutoffs": (20,)}, "init_embedding"),
+    ],
+)
+def test_init_embedding_bad_settings_are_one_line_errors(change: dict, message: str) -> None:
+    config = ModelConfig(vocab_size=50, d_model=32, n_layers=1, n_heads=2, d_inner=64)
+    with pytest.raises(ConfigError, match=message):
+        build_model(dataclasses.replace(config, **change))
+
+
+def test_init_embedding_is_refused_by_a_model_without_token_tables() -> None:
+    config = ModelConfig(d_model=32, n_layers=1, n_heads=2, d_inner=64, init_embedding="normal")
+    with pytest.raises(ConfigError, match="init_embedding applies to a language model"):
+        SequenceModel(config, 3, 4)

@@ -277,7 +277,7 @@ def test_unknown_corpus() -> None:
         load_corpus(DataConfig(corpus="ptb"))
 
 
-@pytest.mark.parametrize("corpus", ["ptb-word", "ptb-char"])
+@pytest.mark.parametrize("corpus", ["ptb-word", "ptb-char", "ptb-char-rt"])
 def test_missing_ptb_folder_names_data_path(tmp_path: Path, corpus: str) -> None:
     with pytest.raises(DataError, match="data.path"):
         load_corpus(DataConfig(corpus=corpus, path=str(tmp_path / "ptb")), download=True)
@@ -302,6 +302,23 @@ def test_ptb_token_counts(corpus: str, sizes: tuple[int, int, int], n_symbols: i
     assert got == sizes
     assert len(loaded.vocab) == n_symbols
     assert EOS in loaded.vocab.index
+
+
+@pytest.mark.skipif(
+    not (PTB / "ptb.train.txt").is_file(), reason=f"Penn Treebank files not present at {PTB}"
+)
+def test_ptb_char_rt_is_the_r_transformer_codes_character_stream() -> None:
+    """language_char/utils.py reads the word files through observations.ptb: every line feed
+    becomes the five characters <eos>, one symbol per character (49 in all)."""
+    loaded = load_corpus(DataConfig(corpus="ptb-char-rt", path=str(PTB)))
+    assert (loaded.train.numel(), loaded.valid.numel(), loaded.test.numel()) == (
+        5_269_890, 413_262, 464_989
+    )  # fmt: skip
+    assert len(loaded.vocab) == 49 and EOS not in loaded.vocab.index
+    text = (PTB / "ptb.valid.txt").read_text(encoding="utf-8")
+    first_lines = text[: text.index("\n", text.index("\n") + 1) + 1].replace("\n", "<eos>")
+    decoded = "".join(loaded.vocab.symbols[i] for i in loaded.valid[: len(first_lines)].tolist())
+    assert decoded == first_lines
 
 
 # ------------------------------------------------------------------ downloads

@@ -63,6 +63,38 @@ def test_local_enwik8_of_the_wrong_size(tmp_path: Path) -> None:
         load_corpus(DataConfig(corpus="enwik8", path=str(tmp_path)))
 
 
+def _small_enwik8(monkeypatch: pytest.MonkeyPatch, folder: Path, data: bytes) -> DataConfig:
+    monkeypatch.setattr(corpora, "ENWIK8", Archive(corpora.ENWIK8.url, "enwik8", len(data)))
+    (folder / "enwik8").write_bytes(data)
+    return DataConfig(corpus="enwik8-xl", path=str(folder))
+
+
+def test_enwik8_xl_drops_line_feeds_as_the_xl_pipeline(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """prep_enwik8.py turns byte 10 into line breaks and encode_file(add_eos=False) drops
+    them; the split is taken on the raw bytes first (90% / 5% / 5%)."""
+    data = (b"ab\ncd" * 36)[:180] + b"a\nb\ncd\n\n\n\n" + b"dcba\n" * 2
+    assert len(data) == 200
+    loaded = load_corpus(_small_enwik8(monkeypatch, tmp_path, data))
+    parts = (data[:180], data[180:190], data[190:])
+    for ids, raw in zip((loaded.train, loaded.valid, loaded.test), parts, strict=True):
+        assert "".join(loaded.vocab.symbols[i] for i in ids.tolist()) == raw.replace(
+            b"\n", b""
+        ).decode("latin-1")
+    assert sorted(loaded.vocab.symbols) == ["a", "b", "c", "d"]
+    raw = load_corpus(DataConfig(corpus="enwik8", path=str(tmp_path)))
+    assert raw.valid.numel() == 10 and len(raw.vocab) == 256
+
+
+def test_enwik8_xl_names_a_byte_training_never_saw(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    config = _small_enwik8(monkeypatch, tmp_path, b"ab" * 90 + b"abbaabbaab" + b"abzzzzzzzz")
+    with pytest.raises(DataError, match="byte 122 of enwik8's test split"):
+        load_corpus(config)
+
+
 def test_a_local_ptb_copy_that_differs(tmp_path: Path) -> None:
     for split in ("train", "valid", "test"):
         (tmp_path / f"ptb.{split}.txt").write_text("not the treebank\n")

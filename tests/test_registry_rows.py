@@ -86,3 +86,40 @@ def test_wt103_preset_evaluates_as_the_reference_script() -> None:
     # run_wt103_base.sh: --adaptive with train.py's div_val 1, tied (tie_weight, tie_projs).
     assert config.model.tie_weights is True and config.model.adaptive_div == 1
     assert "tied" in config.source
+
+
+# The R-Transformer code (models/RTransformer.py) drops the attention weights in MHPooling at
+# the sublayer rate; its language models tie the token tables (language_char, language_word).
+@pytest.mark.parametrize(
+    ("preset", "attention_dropout"),
+    [
+        ("ht-table2/rt-l3", 0.15), ("ht-table2/rt-l3+tanh", 0.15), ("ht-table4/rt-l3", 0.35),
+        ("rt-paper/char-ptb", 0.15), ("rt-paper/word-ptb", 0.35),
+        ("rt-paper/char-ptb-transformer", 0.15), ("rt-paper/word-ptb-transformer", 0.35),
+        ("ht-table1/t-l3", 0.0), ("ht-table3/t-l3", 0.0),
+    ],
+)  # fmt: skip
+def test_ptb_presets_follow_the_rt_language_code(preset: str, attention_dropout: float) -> None:
+    from highway_transformer.presets import get_preset
+
+    model = get_preset(preset).model
+    assert model.dropout_attn == attention_dropout
+    assert model.tie_weights is True
+
+
+def test_rt_paper_rows_initialise_and_read_data_as_the_rt_code() -> None:
+    from highway_transformer.presets import get_preset
+
+    char, word = get_preset("rt-paper/char-ptb"), get_preset("rt-paper/word-ptb")
+    assert char.data.corpus == "ptb-char-rt" and word.data.corpus == "ptb-word"
+    assert (char.model.init, char.model.init_embedding, char.model.init_range) == (
+        "torch", "uniform", 0.1
+    )  # fmt: skip
+    assert (word.model.init, word.model.init_embedding, word.model.init_std) == (
+        "torch", "normal", 0.01
+    )  # fmt: skip
+    assert (char.data.eval_batch_size, word.data.eval_batch_size) == (1, 10)
+    assert (char.train.final_weights, word.train.final_weights) == ("last", "best")
+    # The HT rows keep the HT appendix's U(-a, a) on every weight and Mikolov's char files.
+    ht = get_preset("ht-table2/rt-l3")
+    assert (ht.model.init, ht.model.init_embedding, ht.data.corpus) == ("uniform", "", "ptb-char")

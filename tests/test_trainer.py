@@ -233,3 +233,20 @@ def test_log_lines_go_around_the_progress_bar(
     lines: list[str] = []
     train(tiny_task_config("adding/transformer"), tmp_path, progress=True, log=lines.append)
     assert [line.split(":")[0] for line in lines] == ["step 2", "step 4", "step 6"]
+
+
+@pytest.mark.parametrize("weights", ["best", "last"])
+def test_results_score_the_weights_final_weights_names(weights: str, tmp_path: Path) -> None:
+    """results.json scores the best validation's weights, or the last step's (the RT char
+    script reports its last epoch's model)."""
+    config = _config("lm", tmp_path)
+    config.train.lr, config.train.final_weights = 1.0, weights  # the last step is not the best
+    results = train(config, tmp_path / "run", progress=False)
+    losses = {
+        r["step"]: r["loss"]
+        for r in runfolder.read_metrics(tmp_path / "run")
+        if r.get("split") == "valid"
+    }
+    assert losses[6] > min(losses.values())
+    expected = losses[6] if weights == "last" else min(losses.values())
+    assert results["valid"]["loss"] == pytest.approx(expected, abs=1e-6)

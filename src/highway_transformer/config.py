@@ -31,6 +31,8 @@ POSITIONALS = ("sinusoidal", "none")
 OPTIMIZERS = ("sgd", "adam", "adamw")
 SCHEDULES = ("constant", "linear", "cosine", "anneal", "step")
 ANNEAL_RULES = ("best", "window", "window-strict")
+#: Which weights results.json scores: the best validation's, or the last step's.
+FINAL_WEIGHTS = ("best", "last")
 PRECISIONS = ("fp32", "bf16", "fp16")
 DIST_BACKENDS = ("auto", "gloo", "nccl")
 FLAGS = ("auto", "true", "false")  # switches whose "auto" follows the family's reference code
@@ -94,6 +96,7 @@ class ModelConfig:
     init_std: float = 0.02  # normal: N(0, std)
     init_proj_std: float | None = None  # adaptive projections N(0, std); None: as weights
     init_norm: str = "ones"  # LayerNorm weight: ones | normal (N(1, init_std), XL code)
+    init_embedding: str = ""  # token tables: "" as weights | uniform | normal (bias 0; RT LM code)
     positional: str = "sinusoidal"  # sinusoidal | none (relative attention ignores it)
     attention: str | None = None  # dot | shaw | relative; None: the family's own (models.builders)
     shaw_clip: int = 16
@@ -165,7 +168,7 @@ class DataConfig:
     of 400 tokens and counts the loss on the last 320 only.
     """
 
-    corpus: str = "pydoc"  # pydoc | ptb-word | ptb-char | enwik8 | text8 | wikitext-103 | file
+    corpus: str = "pydoc"  # pydoc | ptb-word | ptb-char(-rt) | enwik8 | text8 | wikitext-103 | file
     path: str | None = None  # a user text file (corpus=file) or a folder holding the corpus
     level: str = "char"  # char | word | byte | bpe | unigram (corpus=file)
     subword_vocab_size: int | None = None  # bpe | unigram: most tokens (None: 1000)
@@ -206,6 +209,7 @@ class TrainConfig:
     eval_max_tokens: int | None = None  # cap on valid tokens per periodic evaluation
     log_interval: int = 10
     checkpoint_interval: int = 0  # 0: at each evaluation
+    final_weights: str = "best"  # results.json scores best (validation) | last (RT char script)
     seed: int = 1111
     precision: str = "fp32"  # fp32 | bf16 | fp16 (autocast)
     device: str = "auto"  # auto | cpu | cuda | cuda:N | mps
@@ -662,6 +666,7 @@ def validate(config: Config) -> Config:
     _choice("optimizer", t.optimizer, OPTIMIZERS)
     _choice("learning-rate schedule", t.schedule, SCHEDULES)
     _choice("anneal rule", t.anneal_rule, ANNEAL_RULES)
+    _choice("final weights", t.final_weights, FINAL_WEIGHTS)
     if t.anneal_rule != "best" and t.schedule != "anneal":
         raise ConfigError(
             f"train.anneal_rule={t.anneal_rule} applies to train.schedule=anneal only, "

@@ -8,7 +8,12 @@ name                what
                     character level, fixed 90/5/5 split
 ``ptb-word``        Penn Treebank, Mikolov's LM version: 10k words, ``<eos>`` at line ends
 ``ptb-char``        its character-level derivative (50 symbols counting the line end)
+``ptb-char-rt``     the R-Transformer code's character PTB: the characters of the word-level
+                    files, each line end spelled as the five characters ``<eos>``
 ``enwik8``          first 10^8 bytes of Wikipedia, byte level, 90M/5M/5M split
+``enwik8-xl``       the same as the Transformer-XL pipeline reads it (``prep_enwik8.py``,
+                    ``add_eos=False``): every line-feed byte dropped, the vocabulary the
+                    bytes of the training split
 ``text8``           cleaned Wikipedia, 27 characters, 90M/5M/5M split
 ``wikitext-103``    WikiText-103 word level (use with adaptive softmax)
 ``file``            any text file (split 90/5/5) or folder with train/valid/test.txt, at
@@ -247,21 +252,23 @@ def download_ptb(folder: Path) -> Path:
     return folder
 
 
+def _ptb_text(folder: Path, name: str) -> str:
+    """One of Mikolov's PTB files, checked by SHA-256."""
+    path = folder / name
+    if not path.is_file():
+        raise DataError(f"{path} is missing; the PTB folder needs all three splits")
+    if sha256_of(path) != PTB_SHA256[name]:
+        raise DataError(
+            f"{path} is not Mikolov's {name} (SHA-256 differs); replace it with the "
+            "original (`highway download ptb`), or use corpus=file for other text"
+        )
+    return read_text(path)
+
+
 def _ptb(config: DataConfig, vocab: Vocabulary | None, download: bool, char: bool) -> Corpus:
     folder = ptb_folder(config, download)
     prefix = "ptb.char." if char else "ptb."
-    texts = {}
-    for split in SPLITS:
-        path = folder / f"{prefix}{split}.txt"
-        if not path.is_file():
-            raise DataError(f"{path} is missing; the PTB folder needs all three splits")
-        if sha256_of(path) != PTB_SHA256[path.name]:
-            raise DataError(
-                f"{path} is not Mikolov's {path.name} (SHA-256 differs); replace it with the "
-                "original (`highway download ptb`), or use corpus=file for other text"
-            )
-        texts[split] = read_text(path)
-    tokens = {s: line_tokens(texts[s]) for s in SPLITS}
+    tokens = {s: line_tokens(_ptb_text(folder, f"{prefix}{s}.txt")) for s in SPLITS}
     if vocab is None:
         vocab = Vocabulary.build(
             tokens["train"], "char" if char else "word", unk=None if char else UNK, eos=EOS
@@ -270,9 +277,19 @@ def _ptb(config: DataConfig, vocab: Vocabulary | None, download: bool, char: boo
     return Corpus(name, vocab, *(torch.tensor(vocab.encode(tokens[s])) for s in SPLITS))
 
 
-def _hutter(
-    config: DataConfig, vocab: Vocabulary | None, download: bool, archive: Archive
-) -> Corpus:
+def _ptb_char_rt(config: DataConfig, vocab: Vocabulary | None, download: bool) -> Corpus:
+    """Character PTB as the R-Transformer code reads it (``language_char/utils.py`` through
+    ``observations.ptb``): the word-level files' text with every line feed replaced by
+    ``<eos>`` (five characters), one symbol per character (``<unk>`` is five characters
+    too); the vocabulary holds every character of the three splits, as the code's."""
+    folder = ptb_folder(config, download)
+    texts = {s: _ptb_text(folder, f"ptb.{s}.txt").replace("\n", EOS) for s in SPLITS}
+    vocab = vocab or Vocabulary.build("".join(texts[s] for s in SPLITS), "char")
+    return Corpus("ptb-char-rt", vocab, *(encode_chars(texts[s], vocab) for s in SPLITS))
+
+
+def _hutter_file(config: DataConfig, download: bool, archive: Archive) -> bytes:
+    """The checked bytes of a Hutter-prize file (unzipped from a local archive or fetched)."""
     folder = Path(config.path) if config.path else cache_dir()
     path = folder / archive.member
     zipped = folder / Path(archive.url).name
@@ -288,16 +305,53 @@ def _hutter(
         extract_archive(archive, folder)
     data = path.read_bytes()
     check_member(archive, data, str(path))
-    a, b = 90_000_000, 95_000_000
+    return data
+
+
+def _hutter_splits(data: bytes) -> tuple[bytes, bytes, bytes]:
+    """The 90% / 5% / 5% split of the papers (90M / 5M / 5M bytes of the 10^8)."""
+    a, b = len(data) * 9 // 10, len(data) * 19 // 20
+    return data[:a], data[a:b], data[b:]
+
+
+def _hutter(
+    config: DataConfig, vocab: Vocabulary | None, download: bool, archive: Archive
+) -> Corpus:
+    splits = _hutter_splits(_hutter_file(config, download, archive))
     if archive.member == "enwik8":
         vocab = vocab or byte_vocabulary()
-        parts = [encode_bytes(data[:a]), encode_bytes(data[a:b]), encode_bytes(data[b:])]
-    else:
-        text = data.decode("ascii")
-        vocab = vocab or Vocabulary.build(text[:a], "char")
-        parts = [encode_chars(text[:a], vocab), encode_chars(text[a:b], vocab)]
-        parts.append(encode_chars(text[b:], vocab))
-    return Corpus(archive.member, vocab, *parts)
+        return Corpus(archive.member, vocab, *(encode_bytes(part) for part in splits))
+    texts = [part.decode("ascii") for part in splits]
+    vocab = vocab or Vocabulary.build(texts[0], "char")
+    return Corpus(archive.member, vocab, *(encode_chars(text, vocab) for text in texts))
+
+
+def _enwik8_xl(config: DataConfig, vocab: Vocabulary | None, download: bool) -> Corpus:
+    """enwik8 as ``prep_enwik8.py`` and the Transformer-XL ``Vocab`` read it: each split's
+    bytes become whitespace-separated numbers with the line feeds as line breaks, and
+    ``encode_file(..., add_eos=False)`` drops the breaks; the vocabulary counts the
+    training file (no line feed, about 200 symbols)."""
+    splits = [
+        part.replace(b"\n", b"") for part in _hutter_splits(_hutter_file(config, download, ENWIK8))
+    ]
+    if vocab is None:
+        counts = np.bincount(np.frombuffer(splits[0], dtype=np.uint8), minlength=256)
+        seen = Counter({chr(byte): int(n) for byte, n in enumerate(counts) if n})
+        vocab = Vocabulary.build(seen, "byte")
+    table = np.full(256, -1, dtype=np.int64)
+    for symbol, idx in vocab.index.items():
+        table[ord(symbol)] = idx
+    parts = []
+    for name, part in zip(SPLITS, splits, strict=True):
+        ids = table[np.frombuffer(part, dtype=np.uint8)]
+        if (ids < 0).any():
+            byte = np.frombuffer(part, dtype=np.uint8)[ids < 0][0]
+            raise DataError(
+                f"byte {byte} of enwik8's {name} split is not in the vocabulary (it never "
+                "occurs in training); use data.corpus=enwik8, which keeps all 256 bytes"
+            )
+        parts.append(torch.from_numpy(ids))
+    return Corpus("enwik8-xl", vocab, *parts)
 
 
 def check_member(archive: Archive, data: bytes, where: str) -> None:
@@ -441,7 +495,9 @@ CORPORA: dict[str, Callable[[DataConfig, Vocabulary | None, bool], Corpus]] = {
     "pydoc": lambda c, v, d: _pydoc(c, v),
     "ptb-word": lambda c, v, d: _ptb(c, v, d, char=False),
     "ptb-char": lambda c, v, d: _ptb(c, v, d, char=True),
+    "ptb-char-rt": _ptb_char_rt,
     "enwik8": lambda c, v, d: _hutter(c, v, d, ENWIK8),
+    "enwik8-xl": _enwik8_xl,
     "text8": lambda c, v, d: _hutter(c, v, d, TEXT8),
     "wikitext-103": _wikitext103,
     "file": lambda c, v, d: _file(c, v),

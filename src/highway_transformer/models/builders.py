@@ -41,7 +41,7 @@ from ..nn.norms import NORMS, build_norm
 from ..nn.relative import RelativeMultiHeadAttention
 from ..nn.scores import CrossAttention, ScoredSelfAttention
 from ..nn.shaw import ShawAttention
-from .init import NORM_INITS, SCHEMES
+from .init import EMBEDDING_SCHEMES, NORM_INITS, SCHEMES
 
 # --------------------------------------------------------------------------- families
 
@@ -318,6 +318,7 @@ def check_model_config(config: ModelConfig) -> None:
     _check_fidelity_options(config, family)
     _choice("initialisation", config.init, SCHEMES)
     _choice("LayerNorm initialisation", config.init_norm, NORM_INITS)
+    _choice("token table initialisation", config.init_embedding, EMBEDDING_SCHEMES)
     if config.init == "torch" and config.init_proj_std is not None:
         raise ConfigError("model.init_proj_std needs model.init=uniform or normal; unset it")
     _choice("norm position", config.norm, NORM_POSITIONS)

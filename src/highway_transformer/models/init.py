@@ -6,7 +6,10 @@ Schemes (``model.init``) for the weights of ``Linear``, ``Embedding`` and recurr
 * ``normal``: N(0, ``model.init_std``) (Transformer-XL code: 0.02);
 * ``torch``: PyTorch's own initialisation, unchanged.
 
-Their biases start at 0. ``model.init_proj_std`` draws the adaptive input/softmax projections
+Their biases start at 0. ``model.init_embedding`` draws a language model's token embedding
+and output layer on their own (``uniform`` or ``normal``, output bias 0), whatever the other
+weights do: the R-Transformer language code keeps PyTorch's defaults everywhere else.
+``model.init_proj_std`` draws the adaptive input/softmax projections
 from N(0, std) (Transformer-XL ``proj_init_std``: 0.01). LayerNorm (``model.init_norm``):
 ``ones`` keeps weight 1, ``normal`` draws it from N(1, ``init_std``) as the Transformer-XL code
 does; biases 0.
@@ -19,16 +22,19 @@ edge vectors are Embeddings, a gate's ``b1`` is a Linear bias) restores them in
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from torch import Tensor, nn
 
 from ..config import ModelConfig
+from ..errors import ConfigError
 from ..nn.adaptive import AdaptiveInput
 from ..nn.adaptive_softmax import AdaptiveSoftmax
 
 SCHEMES = ("uniform", "normal", "torch")
+#: ``model.init_embedding``: "" draws the token tables like every other weight.
+EMBEDDING_SCHEMES = ("", "uniform", "normal")
 NORM_INITS = ("ones", "normal")
 
 
@@ -90,7 +96,23 @@ def initialize(model: nn.Module, config: ModelConfig) -> None:
             model.apply(lambda m: init(m) if isinstance(m, nn.LayerNorm) else None)
     else:
         model.apply(init)
+    if config.init_embedding:
+        _init_token_tables(model, replace(init, scheme=config.init_embedding))
     for module in model.modules():
         reset = getattr(module, "reset_own_parameters", None)
         if callable(reset):
             reset()
+
+
+def _init_token_tables(model: nn.Module, init: _Init) -> None:
+    """Draw the token embedding and output layer weights (a tied matrix twice: the last draw
+    stays, as in the RT code), and zero the output bias."""
+    tables = getattr(model, "token_tables", None)
+    modules = tables() if callable(tables) else ()
+    if not modules or not all(isinstance(m, nn.Linear | nn.Embedding) for m in modules):
+        raise ConfigError(
+            "model.init_embedding applies to a language model's plain token embedding and "
+            "output layer (not adaptive ones, not this task's model); unset it"
+        )
+    for module in modules:
+        init(module)

@@ -282,6 +282,10 @@ class LanguageModel(PretrainedMixin, nn.Module):
 
     # ------------------------------------------------------------------ inspection
 
+    def token_tables(self) -> tuple[nn.Module, nn.Module]:
+        """The token embedding and the output layer (``model.init_embedding`` draws them)."""
+        return self.embedding, self.output
+
     def gate_biases(self) -> dict[str, Tensor]:
         """Learned gate biases b1 by stable name ``layer{N}.{attn|ffn|rnn}`` (1-based layers)."""
         return collect_gate_biases(self.blocks)

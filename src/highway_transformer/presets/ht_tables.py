@@ -33,6 +33,13 @@ def _code_norms(family: str) -> dict[str, str]:
     return {"layer_norm": layer_norm, "final_norm": "false", "embedding_scale": "false"}
 
 
+def _attention_dropout(family: str, dropout: float) -> float:
+    """The RT code's ``MHPooling`` drops the attention weights at the sublayer rate; the T-L3
+    rows have no reference code and keep dropout to the sublayer outputs, the FFN and the
+    embeddings (docs/fidelity.md)."""
+    return dropout if family == "rtransformer" else 0.0
+
+
 def char_ptb(family: str, gate: GateConfig) -> Config:
     """T-L3 / RT-L3 on char PTB (HT A.1; RT code language_char defaults)."""
     model = ModelConfig(
@@ -42,9 +49,10 @@ def char_ptb(family: str, gate: GateConfig) -> Config:
         n_heads=8,
         d_inner=2048,  # RT code: d_ff = 4 * d_model
         dropout=0.15,
+        dropout_attn=_attention_dropout(family, 0.15),
         init="uniform",
         init_range=0.1,
-        tie_weights=False,
+        tie_weights=True,  # RT code language_char/model.py: decoder.weight = encoder.weight
         positional="none" if family == "rtransformer" else "sinusoidal",
         **_code_norms(family),
         gate=gate,
@@ -64,8 +72,9 @@ def char_ptb(family: str, gate: GateConfig) -> Config:
     return Config(
         source="HT Appendix A.1 (batch 16, clip 0.15, 3 layers, d 512, 8 heads, len 400, dropout "
         "0.15, SGD lr 2 linear decay, U(-0.1, 0.1)); HT section 4.1.1: 100 epochs; RT code "
-        "language_char defaults: loss on the last 320 positions, d_ff = 4 d, GRU window 7, "
-        "RT LayerNorm (unbiased std + 1e-6) for RT-L3",
+        "language_char defaults: loss on the last 320 positions, tied embeddings, d_ff = 4 d, "
+        "GRU window 7; for RT-L3 the RT LayerNorm (unbiased std + 1e-6) and dropout 0.15 on "
+        "the attention weights",
         model=model,
         data=data,
         train=train,
@@ -82,6 +91,7 @@ def word_ptb(family: str, gate: GateConfig) -> Config:
         d_inner=512,  # RT code: d_ff = 4 * d_model
         dropout=0.35,
         dropout_emb=0.15,
+        dropout_attn=_attention_dropout(family, 0.35),
         init="uniform",
         init_range=0.01,
         tie_weights=True,
@@ -110,7 +120,8 @@ def word_ptb(family: str, gate: GateConfig) -> Config:
         "clip 0.35, d 128, 8 heads, len 80, U(-0.01, 0.01)); HT section 4.1.2: 100 epochs; RT code "
         "language_word defaults: loss on the last 40 positions, tied embeddings, d_ff = 4 d, "
         "LSTM window 9, lr halved when validation is no better than the worst of the last 5 "
-        "epochs, after epoch 5; RT LayerNorm (unbiased std + 1e-6) for RT-L3",
+        "epochs, after epoch 5; for RT-L3 the RT LayerNorm (unbiased std + 1e-6) and dropout "
+        "0.35 on the attention weights",
         model=model,
         data=data,
         train=train,
@@ -132,19 +143,36 @@ def _table(
 
 
 def rt_paper(builder: Callable[[str, GateConfig], Config], family: str = "rtransformer") -> Config:
-    """The R-Transformer paper's PTB rows (RT Tables 3-4) as its code runs them: pre-LN, and
-    its schedules (char: lr / 10 when validation is worse than the worst of the last 3 epochs;
-    word: halved when no better than the worst of the last 5; both after epoch 5)."""
+    """The R-Transformer paper's PTB rows (RT Tables 3-4) as its code runs them: pre-LN, dropout
+    on the attention weights (``MHPooling``), PyTorch's initialisation but for the tied token
+    table, and its schedules (char: lr / 10 when validation is worse than the worst of the last
+    3 epochs; word: halved when no better than the worst of the last 5; both after epoch 5).
+    The char rows read the code's character stream (``ptb-char-rt``)."""
     config = builder(family, GateConfig())
-    config.model.norm = "pre"
-    config.model.tie_weights = True  # language_char/model.py: decoder.weight = encoder.weight
+    model = config.model
+    model.norm = "pre"
+    model.dropout_attn = model.dropout  # also the Transformer rows: RT's block without LocalRNN
+    model.init = "torch"
     config.source += (
-        "; RT code: pre-LN sublayer connections (x + Dropout(f(LN(x)))), tied embeddings"
+        "; RT code: pre-LN sublayer connections (x + Dropout(f(LN(x)))), dropout on the "
+        "attention weights, PyTorch's default initialisation but for the tied token table"
     )
     if config.data.corpus == "ptb-char":
+        model.init_embedding = "uniform"  # language_char/model.py: U(-0.1, 0.1), bias 0
+        config.data.corpus, config.data.eval_batch_size = "ptb-char-rt", 1
+        # constant lr, / 10 on a worse validation; the test figure is the last epoch's model
         config.train = replace(config.train, schedule="anneal", anneal_rule="window-strict",
-                               anneal_window=3, anneal_after=5, anneal_factor=0.1)  # fmt: skip
-        config.source += "; RT code language_char: constant lr 2, / 10 on a worse validation"
+                               anneal_window=3, anneal_after=5, anneal_factor=0.1,
+                               final_weights="last")  # fmt: skip
+        config.source += (
+            "; RT code language_char: the word files' characters with <eos> spelled out, "
+            "token table U(-0.1, 0.1), constant lr 2, / 10 on a worse validation, evaluation "
+            "as one row, test of the last epoch's weights"
+        )
+    else:
+        model.init_embedding, model.init_std = "normal", 0.01  # language_word/model.py
+        config.data.eval_batch_size = 10
+        config.source += "; RT code language_word: token table N(0, 0.01), evaluation in 10 rows"
     return config
 
 

@@ -75,7 +75,12 @@ def xl_enwik8(n_layers: int, gate: GateConfig, steps: int) -> Config:
         ),
     )
     data = DataConfig(
-        corpus="enwik8", batch_size=22, seq_len=512, context=0, eval_batch_size=10, eval_seq_len=80
+        corpus="enwik8-xl",
+        batch_size=22,
+        seq_len=512,
+        context=0,
+        eval_batch_size=10,
+        eval_seq_len=80,
     )
     train = TrainConfig(
         optimizer="adam",

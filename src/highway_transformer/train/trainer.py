@@ -274,9 +274,10 @@ class Trainer:
             self.model.train(was_training)
 
     def finish(self) -> dict[str, Any]:
-        """Evaluate the best weights on valid and test; write ``results.json``."""
+        """Evaluate the best (or with ``train.final_weights=last`` the last) weights on valid
+        and test; write ``results.json``."""
         best = self.out_dir / runfolder.BEST_DIR
-        if (best / ckpt.MODEL_FILE).is_file():
+        if self.config.train.final_weights == "best" and (best / ckpt.MODEL_FILE).is_file():
             self.strategy.load_weights(self.model, best, self._build)
         s = self.state
         s.close_stretch()
@@ -296,7 +297,7 @@ class Trainer:
             "metadata": run_metadata(self.device, self.config.train.precision),
             "stretches": s.stretches,
             "processes": self.world.size,
-            # the best weights' b1, so reports need no weights (run folders stay small)
+            # the scored weights' b1, so reports need no weights (run folders stay small)
             "gate_biases": {} if whole is None else runfolder.gate_bias_values(whole),
         }
         if not self.world.is_main:
