@@ -41,7 +41,7 @@ from common import add_shape_arguments, matmul_peak_flops, median_seconds, print
 
 from highway_transformer.config import ModelConfig  # noqa: E402
 from highway_transformer.models.lm import build_model, count_flops_per_token  # noqa: E402
-from highway_transformer.nn.dropout import Dropout  # noqa: E402
+from highway_transformer.nn.dropout import DRAW_LABEL, Dropout  # noqa: E402
 from highway_transformer.presets import get_preset  # noqa: E402
 
 VOCAB = 50
@@ -50,7 +50,10 @@ VOCAB = 50
 KERNEL_GROUPS = (
     ("matrix products", ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")),
     ("attention kernel", ("aten::_scaled_dot_product",)),
-    ("dropout draw", ("aten::uniform_", "aten::bernoulli_", "aten::random_", "aten::ge_")),
+    (
+        "dropout draw",
+        ("aten::uniform_", "aten::bernoulli_", "aten::random_", "aten::ge_", DRAW_LABEL),
+    ),
 )
 SHARED_GROUPS = ("matrix products", "attention kernel")
 

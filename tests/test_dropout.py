@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from highway_transformer.nn.dropout import Dropout
+from highway_transformer.nn.dropout import Dropout, keep_draw
 
 
 def test_keeps_one_minus_p_and_scales_the_kept() -> None:
@@ -37,3 +37,25 @@ def test_gradient_is_the_mask_and_seeded_runs_repeat() -> None:
 def test_keeps_the_input_dtype() -> None:
     x = torch.randn(8, 8, dtype=torch.bfloat16)
     assert Dropout(0.1).train()(x).dtype == torch.bfloat16
+
+
+def test_the_mask_is_independent_of_position_and_draw() -> None:
+    """Two masks in a row differ, and neighbouring elements are uncorrelated (the generator
+    is re-seeded from torch's for every mask)."""
+    torch.manual_seed(2)
+    first = keep_draw((400_000,), 0.5)
+    second = keep_draw((400_000,), 0.5)
+    assert not torch.equal(first, second)
+    for a, b in ((first[:-1], first[1:]), (first, second)):
+        correlation = torch.corrcoef(torch.stack([a, b]))[0, 1].item()
+        assert abs(correlation) < 0.01  # 5 standard errors at n = 400,000
+
+
+def test_the_mask_follows_torchs_generator_state() -> None:
+    """A checkpoint stores torch's RNG state: restoring it repeats the next masks."""
+    torch.manual_seed(3)
+    keep_draw((10,), 0.2)
+    state = torch.get_rng_state()
+    after = keep_draw((1000,), 0.2)
+    torch.set_rng_state(state)
+    assert torch.equal(keep_draw((1000,), 0.2), after)

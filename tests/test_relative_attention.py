@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from highway_transformer.errors import ConfigError
+from highway_transformer.nn.dropout import keep_draw
 from highway_transformer.nn.positional import sinusoid
 from highway_transformer.nn.relative import (
     RelativeMultiHeadAttention,
@@ -267,7 +268,7 @@ def core_oracle(q_u, q_v, key, value, r_rows, mask, scale, dropout):  # noqa: AN
     hidden = future if mask is None else mask | future
     probs = torch.softmax(scores.masked_fill(hidden, float("-inf")), -1)
     if dropout > 0:
-        probs = probs * torch.rand(probs.shape).ge(dropout).to(probs.dtype) / (1 - dropout)
+        probs = probs * keep_draw(probs.shape, dropout).to(probs.dtype) / (1 - dropout)
     return probs @ value
 
 

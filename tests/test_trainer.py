@@ -241,6 +241,7 @@ def test_results_score_the_weights_final_weights_names(weights: str, tmp_path: P
     script reports its last epoch's model)."""
     config = _config("lm", tmp_path)
     config.train.lr, config.train.final_weights = 1.0, weights  # the last step is not the best
+    config.model.dropout = config.model.dropout_emb = 0.0  # no random draws: a fixed trajectory
     results = train(config, tmp_path / "run", progress=False)
     losses = {
         r["step"]: r["loss"]
