@@ -166,10 +166,7 @@ def encode_bytes(data: bytes) -> Tensor:
 def encode_chars(text: str, vocab: Vocabulary) -> Tensor:
     """Character ids; a lookup table on the raw bytes when the text is ASCII (fast path)."""
     if text.isascii() and all(len(s) == 1 for s in vocab.symbols if s not in (vocab.unk,)):
-        table = np.full(128, -1, dtype=np.int64)
-        for symbol, idx in vocab.index.items():
-            if len(symbol) == 1 and ord(symbol) < 128:
-                table[ord(symbol)] = idx
+        table = symbol_table(vocab, 128)
         ids = table[np.frombuffer(text.encode("ascii"), dtype=np.uint8)]
         if (ids < 0).any():
             unk = vocab.index.get(vocab.unk) if vocab.unk else None
@@ -179,6 +176,15 @@ def encode_chars(text: str, vocab: Vocabulary) -> Tensor:
             ids[ids < 0] = unk
         return torch.from_numpy(ids)
     return torch.tensor(vocab.encode(text), dtype=torch.long)
+
+
+def symbol_table(vocab: Vocabulary, size: int) -> np.ndarray:
+    """Id of each one-character symbol by code point below ``size``; -1 for the others."""
+    table = np.full(size, -1, dtype=np.int64)
+    for symbol, idx in vocab.index.items():
+        if len(symbol) == 1 and ord(symbol) < size:
+            table[ord(symbol)] = idx
+    return table
 
 
 def read_text(path: Path) -> str:
@@ -338,14 +344,13 @@ def _enwik8_xl(config: DataConfig, vocab: Vocabulary | None, download: bool) -> 
         counts = np.bincount(np.frombuffer(splits[0], dtype=np.uint8), minlength=256)
         seen = Counter({chr(byte): int(n) for byte, n in enumerate(counts) if n})
         vocab = Vocabulary.build(seen, "byte")
-    table = np.full(256, -1, dtype=np.int64)
-    for symbol, idx in vocab.index.items():
-        table[ord(symbol)] = idx
+    table = symbol_table(vocab, 256)
     parts = []
     for name, part in zip(SPLITS, splits, strict=True):
-        ids = table[np.frombuffer(part, dtype=np.uint8)]
+        raw = np.frombuffer(part, dtype=np.uint8)
+        ids = table[raw]
         if (ids < 0).any():
-            byte = np.frombuffer(part, dtype=np.uint8)[ids < 0][0]
+            byte = raw[ids < 0][0]
             raise DataError(
                 f"byte {byte} of enwik8's {name} split is not in the vocabulary (it never "
                 "occurs in training); use data.corpus=enwik8, which keeps all 256 bytes"
