@@ -23,3 +23,24 @@ def test_relative_attention_variants_compute_the_module() -> None:
     ours = m(h, memory)
     for variant in (bench.sdpa_forward, bench.oracle_forward):
         torch.testing.assert_close(variant(m, h, memory), ours, atol=1e-5, rtol=0)
+
+
+def test_train_step_bench_times_the_trainer(capsys) -> None:
+    """bench_train_step.py: the windows after warm-up are timed, the model really trains, and
+    the table prints every preset against the first."""
+    import argparse
+
+    import bench_train_step as step_bench
+
+    args = argparse.Namespace(
+        device="cpu", precision="fp32", compile=False, fused_optimizer=False, batch=2,
+        seq_len=32, window=2, windows=2, rounds=1,
+        set=["model.d_model=32", "model.n_heads=2", "model.d_inner=64", "data.context=8"],
+    )  # fmt: skip
+    run = step_bench.train_child("ht-table1/t-l3", args)
+    assert len(run["rates"]) == args.windows and min(run["rates"]) > 0
+    assert run["flops_per_token"] > 0 and run["parameters"] > 0
+    assert run["batch"] == "2 x 32"
+    step_bench.print_table({"a": [run], "b": [run]}, peak=1e9, args=args)
+    table = capsys.readouterr().out
+    assert "| a |" in table and "| b |" in table and "| 1.000 |" in table

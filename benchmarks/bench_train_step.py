@@ -1,0 +1,160 @@
+"""Training throughput of any presets through the library's own trainer, side by side.
+
+Each preset trains in its own process (so peak memory is its own) with the trainer users run:
+the same autocast, gradient scaler, clipping, optimiser and, when asked, ``torch.compile`` and
+the fused optimiser. The data is the embedded corpus (the presets' own corpora need
+downloads); the model, batch and segment length are the preset's unless overridden, so the
+cost per token is the preset's (only the output layer's vocabulary differs). Steps are timed
+in log windows of ``--window`` steps; the first window (warm-up, compilation) is dropped and
+the median of the others reported, with the model FLOP utilisation (MFU) against the matmul
+peak of the same precision measured on the same device in the same run, and each preset's
+speed relative to the first one (a gate's cost). Presets are interleaved over ``--rounds``.
+
+    # the issue's GPU figures: L6-XL in bf16, plain vs σ-SDU on every layer
+    python benchmarks/bench_train_step.py ht-table5/l6-xl ht-table5/l6-xl+sigmoid \\
+        --device cuda --precision bf16
+    # add --compile and --fused-optimizer for the fast GPU path
+    # a CPU-sized check (1 thread)
+    python benchmarks/bench_train_step.py ht-table1/t-l3 ht-table1/t-l3+sigmoid \\
+        --batch 16 --seq-len 200 --window 5 --threads 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import matmul_peak_flops, peak_rss_mib, print_machine  # noqa: E402
+
+from highway_transformer.config import build_config  # noqa: E402
+from highway_transformer.models.lm import count_flops_per_token  # noqa: E402
+from highway_transformer.presets import get_preset  # noqa: E402
+from highway_transformer.train.runfolder import read_metrics  # noqa: E402
+from highway_transformer.train.trainer import Trainer  # noqa: E402
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+#: Evaluation is not timed; these bound the trainer's closing evaluation on valid and test.
+EVAL_TOKENS = 4_000
+
+
+def overrides(args: argparse.Namespace) -> list[str]:
+    """The preset's settings that change here: data, device, precision, step count."""
+    steps = args.window * (args.windows + 1)
+    settings = [
+        "data.corpus=pydoc",
+        "data.path=null",
+        f"data.max_eval_tokens={EVAL_TOKENS}",
+        f"train.device={args.device}",
+        f"train.precision={args.precision}",
+        f"train.compile={args.compile}",
+        f"train.fused_optimizer={args.fused_optimizer}",
+        f"train.max_steps={steps}",
+        f"train.log_interval={args.window}",
+        f"train.eval_interval={steps}",
+        "train.checkpoint_interval=0",
+    ]
+    if args.batch:
+        settings.append(f"data.batch_size={args.batch}")
+    if args.seq_len:
+        settings.append(f"data.seq_len={args.seq_len}")
+    return settings + list(args.set)
+
+
+def train_child(preset: str, args: argparse.Namespace) -> dict:
+    """Train ``preset`` briefly; its steady tokens/s per window, FLOPs per token, memory."""
+    config = build_config(get_preset(preset), overrides=overrides(args))
+    with tempfile.TemporaryDirectory() as folder:
+        trainer = Trainer(config, folder, progress=False)
+        results = trainer.fit()
+        records = [r for r in read_metrics(folder) if r.get("split") == "train" and "rate" in r]
+    device = trainer.device
+    if device.type == "cuda":
+        peak_mib = torch.cuda.max_memory_allocated(device) / 2**20
+    else:
+        peak_mib = peak_rss_mib()
+    model_config = trainer.task.config.model
+    return {
+        "preset": preset,
+        "rates": [r["rate"] for r in records[1:]],  # the first window warms up
+        "flops_per_token": count_flops_per_token(model_config, config.data.seq_len),
+        "peak_mib": peak_mib,
+        "parameters": results["parameters"],
+        "first_loss": records[0]["loss"],
+        "last_loss": records[-1]["loss"],
+        "batch": f"{config.data.batch_size} x {config.data.seq_len}",
+    }
+
+
+def run_child(preset: str, argv: list[str]) -> dict:
+    command = [sys.executable, __file__, preset, *argv, "--child"]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode:
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise SystemExit(f"{preset}: the training child failed: {tail}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def print_table(runs: dict[str, list[dict]], peak: float, args: argparse.Namespace) -> None:
+    first = next(iter(runs))
+    rates = {p: statistics.median(r for run in rs for r in run["rates"]) for p, rs in runs.items()}
+    some = runs[first][0]
+    print(
+        f"batch {some['batch']}, {args.precision}, device {args.device}, compile {args.compile}, "
+        f"fused optimiser {args.fused_optimizer}; {args.device} {args.precision} matmul peak "
+        f"{peak / 1e12:.3f} TFLOP/s; median of {args.windows} windows of {args.window} steps "
+        f"x {args.rounds} rounds\n"
+    )
+    print("| preset | params | tokens/s | vs first | MFU | peak MiB | train loss first → last |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | --- |")
+    for preset, rs in runs.items():
+        run = rs[-1]
+        mfu = rates[preset] * run["flops_per_token"] / peak
+        loss = f"{run['first_loss']:.3f} → {run['last_loss']:.3f}"
+        print(
+            f"| {preset} | {run['parameters']:,} | {rates[preset]:,.0f} | "
+            f"{rates[preset] / rates[first]:.3f} | {mfu:.1%} | "
+            f"{max(r['peak_mib'] for r in rs):,.0f} | {loss} |"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("presets", nargs="+", help="preset names; the first is the reference")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--precision", choices=tuple(DTYPES), default="fp32")
+    parser.add_argument("--compile", action="store_true", help="train.compile=true")
+    parser.add_argument("--fused-optimizer", action="store_true")
+    parser.add_argument("--batch", type=int, default=0, help="data.batch_size (0: preset's)")
+    parser.add_argument("--seq-len", type=int, default=0, help="data.seq_len (0: preset's)")
+    parser.add_argument("--window", type=int, default=10, help="steps per timed window")
+    parser.add_argument("--windows", type=int, default=3, help="timed windows per round")
+    parser.add_argument("--rounds", type=int, default=2, help="interleaved rounds")
+    parser.add_argument("--threads", type=int, default=0, help="CPU threads (0: torch's)")
+    parser.add_argument("--set", nargs="*", default=[], help="more key=value settings")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if args.child:
+        print(json.dumps(train_child(args.presets[0], args)))
+        return
+    print_machine(args.device)
+    peak = matmul_peak_flops(DTYPES[args.precision], args.device)
+    argv = [a for a in sys.argv[1:] if a not in args.presets]
+    runs: dict[str, list[dict]] = {preset: [] for preset in args.presets}
+    for _ in range(args.rounds):
+        for preset in args.presets:
+            runs[preset].append(run_child(preset, argv))
+    print_table(runs, peak, args)
+
+
+if __name__ == "__main__":
+    main()
