@@ -18,7 +18,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from .errors import HighwayError
+from .errors import HighwayError, TrainingInterrupted
 
 #: ``--task`` choices; kept here so ``highway --help`` does not import torch (checked
 #: against the task registry by the tests).
@@ -403,6 +403,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.argv = list(sys.argv[1:] if argv is None else argv)
     try:
         return int(args.func(args) or 0)
+    except TrainingInterrupted as exc:  # a checkpoint was written: not a failure of input
+        print(" ".join(str(exc).split()), file=sys.stderr)  # "stopped by SIGTERM: ..."
+        return exc.exit_status
     except HighwayError as exc:
         return _fail(str(exc))
     except OSError as exc:  # a place we cannot write or read: disk full, permissions, a file
@@ -411,7 +414,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (MemoryError, torch_oom()):
         return _fail("out of memory; use a smaller model, batch_size or seq_len")
     except KeyboardInterrupt:
-        print("interrupted; continue with `highway train ... --resume`", file=sys.stderr)
+        print(
+            "interrupted at once: the steps since the last checkpoint are lost; continue with "
+            "--resume (a table: the same `highway run` command)",
+            file=sys.stderr,
+        )
         return 130
 
 

@@ -46,6 +46,19 @@ def unknown_choice(
     return ConfigError(f"unknown {what} {name!r}; choose one of: {', '.join(options)}.{hint}")
 
 
+class TrainingInterrupted(HighwayError):
+    """A stop signal (SIGTERM, SIGINT) ended training at a step boundary, after a checkpoint
+    there; the command line exits with ``128 + signal_number``, as the shell reports a signal."""
+
+    def __init__(self, message: str, signal_number: int) -> None:
+        super().__init__(message)
+        self.signal_number = signal_number
+
+    @property
+    def exit_status(self) -> int:
+        return 128 + self.signal_number
+
+
 class RunFolderBusy(HighwayError):
     """Another process owns the run folder (its lock file names the owner)."""
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -21,9 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from ..config import Config, build_config, parse_override, save_config
-from ..errors import ConfigError, HighwayError, unknown_choice
+from ..errors import ConfigError, HighwayError, TrainingInterrupted, unknown_choice
 from ..extras import import_extra
 from ..train import runfolder
+from ..train.stopping import StopRequests, interrupted
 from .param_match import match_parameters
 from .protocols import measure_protocol
 from .registry import Experiment, get_experiment, resolve_experiments
@@ -221,31 +223,53 @@ def _launch(spec: RunSpec, threads: int) -> subprocess.Popen[bytes]:
 
 
 def _run_parallel(specs: list[RunSpec], jobs: int, log: Callable[[str], None]) -> None:
+    """Train ``specs``, ``jobs`` at a time. A stop signal is passed on to the running
+    trainings, which checkpoint and stop; nothing new starts."""
     threads = max(1, (os.cpu_count() or 1) // jobs)
     pending = list(specs)
     running: list[tuple[RunSpec, subprocess.Popen[bytes]]] = []
     failed: list[RunSpec] = []
-    while pending or running:
-        while pending and len(running) < jobs:
-            spec = pending.pop(0)
-            log(f"{spec.experiment.name} seed {spec.seed}: started ({spec.run_dir / LOG_FILE})")
-            running.append((spec, _launch(spec, threads)))
-        still = []
-        for spec, process in running:
-            code = process.poll()
-            if code is None:
-                still.append((spec, process))
-                continue
-            log(f"{spec.experiment.name} seed {spec.seed}: exit status {code}")
-            if code != 0:
-                failed.append(spec)
-        running = still
-        time.sleep(0.2)
+    stopped: list[RunSpec] = []
+    forwarded = False
+    with StopRequests() as stops:
+        while pending or running:
+            while pending and len(running) < jobs and not stops.requested:
+                spec = pending.pop(0)
+                log(f"{spec.experiment.name} seed {spec.seed}: started ({spec.run_dir / LOG_FILE})")
+                running.append((spec, _launch(spec, threads)))
+            if stops.requested and not forwarded:
+                pending, forwarded = [], True
+                for _, process in running:  # each checkpoints at its next step and exits
+                    process.send_signal(signal.SIGTERM)
+            still = []
+            for spec, process in running:
+                code = process.poll()
+                if code is None:
+                    still.append((spec, process))
+                    continue
+                log(f"{spec.experiment.name} seed {spec.seed}: exit status {code}")
+                if stops.requested and (code < 0 or code > 128):  # stopped by the signal
+                    stopped.append(spec)
+                elif code != 0:
+                    failed.append(spec)
+            running = still
+            time.sleep(0.2)
     if failed:
         names = ", ".join(f"{s.experiment.name} seed {s.seed}" for s in failed)
         raise ExperimentFailed(
             f"{len(failed)} run(s) failed: {names}; see train.log in their run folders"
         )
+    if stops.signal_number is not None:
+        raise _stopped(stops.signal_number, [s for s in specs if s in stopped])  # plan order
+
+
+def _stopped(number: int, specs: list[RunSpec]) -> TrainingInterrupted:
+    names = ", ".join(f"{s.experiment.name} seed {s.seed}" for s in specs) or "no run"
+    return interrupted(
+        number,
+        f"{names} stopped at a checkpoint",
+        "the same `highway run` command resumes them and the rows not started",
+    )
 
 
 #: Where rows train: ``local`` (this machine, --jobs at once), ``slurm`` (one Slurm job a
@@ -348,7 +372,10 @@ def run_experiments(
             _run_submitted(todo, launcher, Path(out_root) / "jobs", job or JobSettings(), log)
     elif jobs == 1:
         for spec in todo:
-            _run_inline(spec, log, progress)
+            try:
+                _run_inline(spec, log, progress)
+            except TrainingInterrupted as stop:
+                raise _stopped(stop.signal_number, [spec]) from None
     elif todo:
         _run_parallel(todo, jobs, log)
     for spec in specs:  # HT Table 5: validation measured the paper's way as well

@@ -11,6 +11,10 @@ from collections.abc import Sequence
 
 from ..errors import ConfigError
 from .distributed import DistributedError
+from .stopping import interrupted
+
+#: How long torch's launcher waits for stopped ranks before killing them (its default).
+SHUTDOWN_GRACE_S = 30
 
 
 def without_nproc(argv: Sequence[str]) -> list[str]:
@@ -30,6 +34,7 @@ def launch(nproc: int, train_argv: Sequence[str]) -> None:
     """Run ``highway train TRAIN_ARGV`` in ``nproc`` local processes; raise naming a failed rank."""
     if nproc < 1:
         raise ConfigError(f"--nproc must be >= 1, got {nproc}")
+    from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.run import get_args_parser, run
 
@@ -41,6 +46,13 @@ def launch(nproc: int, train_argv: Sequence[str]) -> None:
     )
     try:
         run(args)
+    except SignalException as exc:  # the launcher passed it on: the ranks checkpoint and stop
+        raise interrupted(
+            int(exc.sigval),
+            f"the {nproc} processes were asked to stop at a checkpoint (within "
+            f"{SHUTDOWN_GRACE_S} s, or they were killed and the last checkpoint stands)",
+            "continue with --resume",
+        ) from None
     except ChildFailedError as exc:
         rank, failure = exc.get_first_failure()
         how = (

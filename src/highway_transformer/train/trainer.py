@@ -40,6 +40,7 @@ from .distributed import (
 )
 from .optim import LRSchedule, build_optimizer, set_lr
 from .runlock import own_run_folder
+from .stopping import StopRequests, interrupted, signal_name
 from .strategies import strategy
 from .writers import (
     CsvWriter,
@@ -248,16 +249,19 @@ class Trainer:
         window = _Window()
         self.model.train()
         try:
-            while self.state.step < t.max_steps:
-                record = self._step(batches, window)
-                bar.update(record)
-                step = self.state.step
-                evaluated = step % t.eval_interval == 0 or step == t.max_steps
-                if evaluated:
-                    self._periodic_evaluation()
-                interval = t.checkpoint_interval
-                if step == t.max_steps or (step % interval == 0 if interval else evaluated):
-                    self.save()
+            with StopRequests() as stops:
+                while self.state.step < t.max_steps:
+                    record = self._step(batches, window)
+                    bar.update(record)
+                    step = self.state.step
+                    evaluated = step % t.eval_interval == 0 or step == t.max_steps
+                    if evaluated:
+                        self._periodic_evaluation()
+                    interval = t.checkpoint_interval
+                    saved = step == t.max_steps or (step % interval == 0 if interval else evaluated)
+                    if saved:
+                        self.save()
+                    self._stop_if_asked(stops, saved)
         finally:
             bar.close()
             self.log = log
@@ -307,6 +311,19 @@ class Trainer:
             writer.close()
         self.writers = []
         return results
+
+    def _stop_if_asked(self, stops: StopRequests, saved: bool) -> None:
+        """End training here, after a checkpoint, once a stop signal reached any process."""
+        number = stops.agreed(self.world)
+        if number is None:
+            return
+        folder = self.out_dir / runfolder.CHECKPOINT_DIR if saved else self.save()
+        self.log(f"stopped by {signal_name(number)} at step {self.state.step}")
+        raise interrupted(
+            number,
+            f"checkpoint at step {self.state.step} of {self.config.train.max_steps} in {folder}",
+            "continue with --resume",
+        )
 
     def save(self) -> Path:
         """Write the resumable checkpoint (atomically): rank 0 writes, every rank joins the

@@ -1,0 +1,76 @@
+"""Stopping a run on request without losing it: SIGTERM or SIGINT ends training at the next
+step boundary with a checkpoint there, so ``--resume`` (or the same ``highway run``) continues
+exactly where it stopped.
+
+A cluster's scheduler sends SIGTERM before it kills a job (Slurm at the time limit or on
+preemption), ``kill PID`` sends it, Ctrl-C sends SIGINT. The first such signal is only
+recorded; the trainer reads it after each step. A second Ctrl-C interrupts at once
+(``KeyboardInterrupt``), losing the steps since the last checkpoint.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from types import FrameType, TracebackType
+from typing import Any
+
+from ..errors import TrainingInterrupted
+from .distributed import World
+
+#: The signals that ask a run to stop at the next step boundary.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class StopRequests:
+    """While entered (in the main thread), records the first stop signal instead of dying."""
+
+    def __init__(self) -> None:
+        self.signal_number: int | None = None
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> StopRequests:
+        if threading.current_thread() is threading.main_thread():  # where Python delivers them
+            for number in STOP_SIGNALS:
+                self._previous[number] = signal.signal(number, self._record)
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        for number, handler in self._previous.items():
+            signal.signal(number, handler)
+        self._previous = {}
+
+    def _record(self, number: int, frame: FrameType | None) -> None:
+        if self.signal_number is not None and number == signal.SIGINT:
+            raise KeyboardInterrupt  # asked twice: stop now
+        self.signal_number = number
+
+    @property
+    def requested(self) -> bool:
+        return self.signal_number is not None
+
+    def agreed(self, world: World) -> int | None:
+        """The stop signal once any process of the run has one (every rank must stop at the
+        same step: the checkpoint is a collective), else None."""
+        if not world.distributed:
+            return self.signal_number
+        (asked,) = world.all_reduce_sum([1.0 if self.requested else 0.0])
+        if asked == 0:
+            return None
+        return self.signal_number or int(signal.SIGTERM)  # a peer was asked
+
+
+def signal_name(number: int) -> str:
+    return signal.Signals(number).name
+
+
+def interrupted(number: int, what: str, resume: str) -> TrainingInterrupted:
+    """The error that ends a stopped run: which signal, what was kept, how to continue."""
+    return TrainingInterrupted(
+        f"stopped by {signal_name(number)}: {what}; {resume}", signal_number=number
+    )

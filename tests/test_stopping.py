@@ -1,0 +1,141 @@
+"""A stop signal (SIGTERM, Ctrl-C) ends a run at a step boundary with a checkpoint there, one
+line saying so, the folder unlocked, and a resume that continues the same run: for
+``highway train``, ``highway train --nproc 2`` and ``highway run --jobs 2``."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from highway_transformer.errors import TrainingInterrupted
+from highway_transformer.train import checkpoint as ckpt
+from highway_transformer.train.runfolder import read_metrics
+from highway_transformer.train.runlock import LOCK_FILE
+from highway_transformer.train.stopping import StopRequests
+from highway_transformer.train.trainer import train
+
+LONG = ["train.max_steps=100000", "train.eval_interval=100000", "train.log_interval=1"]
+
+
+class SignalAtStep:
+    """A metrics writer that sends this process ``number`` when step ``step`` is logged."""
+
+    def __init__(self, step: int, number: int = signal.SIGTERM) -> None:
+        self.step, self.number = step, number
+
+    def write(self, record: dict) -> None:
+        if record["split"] == "train" and record["step"] == self.step:
+            os.kill(os.getpid(), self.number)
+
+    def close(self) -> None:
+        pass
+
+
+def train_losses(run: Path) -> dict[int, float]:
+    return {r["step"]: r["loss"] for r in read_metrics(run) if r["split"] == "train"}
+
+
+def test_sigterm_stops_at_that_step_and_resume_continues_the_same_run(tmp_path, lm_config):
+    config = lm_config(**{"train.eval_interval": 8, "train.log_interval": 1})
+    train(config, tmp_path / "whole", progress=False)
+    run = tmp_path / "run"
+    handler = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(TrainingInterrupted, match="stopped by SIGTERM: checkpoint at step 3 of 8"):
+        train(config, run, progress=False, writers=[SignalAtStep(3)])
+    assert signal.getsignal(signal.SIGTERM) is handler  # the handler is only lent
+    assert ckpt.load_trainer_state(run / "checkpoint").step == 3
+    assert not (run / LOCK_FILE).exists() and not (run / "results.json").exists()
+    train(config, run, resume=True, progress=False)
+    assert train_losses(run) == train_losses(tmp_path / "whole")
+
+
+def test_a_second_ctrl_c_interrupts_at_once() -> None:
+    with StopRequests() as stops, pytest.raises(KeyboardInterrupt):
+        os.kill(os.getpid(), signal.SIGINT)
+        assert stops.signal_number == signal.SIGINT
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(1)  # the handler raises here
+
+
+# --------------------------------------------------------------------------- processes
+
+
+def start(args: list[str]) -> subprocess.Popen[str]:
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    command = [sys.executable, "-m", "highway_transformer.cli", *args]
+    return subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env)
+
+
+def stop_once_training(process: subprocess.Popen[str], runs: list[Path]) -> str:
+    """SIGTERM ``process`` once every run in ``runs`` logged a step; its standard error."""
+    try:
+        deadline = time.monotonic() + 180
+        while not all((run / "metrics.jsonl").is_file() and train_losses(run) for run in runs):
+            assert process.poll() is None and time.monotonic() < deadline
+            time.sleep(0.2)
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=120)
+    finally:
+        process.kill()
+    return stderr
+
+
+def assert_stopped_at_a_checkpoint(run: Path) -> None:
+    step = ckpt.load_trainer_state(run / "checkpoint").step
+    assert step >= max(train_losses(run)) >= 1
+    assert not (run / LOCK_FILE).exists()
+
+
+def tiny_lm(text_file: Path) -> list[str]:
+    return [
+        "--preset", "ht-table1/t-l3", "model.d_model=16", "model.n_heads=2",
+        "model.d_inner=32", "data.corpus=file", f"data.path={text_file}", "data.seq_len=12",
+        "data.context=4", "data.batch_size=4", "data.eval_batch_size=4", "train.threads=1",
+    ]  # fmt: skip
+
+
+def test_highway_train_stops_on_sigterm_with_one_line(tmp_path, text_file):
+    run = tmp_path / "run"
+    process = start(["train", *tiny_lm(text_file), *LONG, "--out", str(run), "--no-progress"])
+    stderr = stop_once_training(process, [run])
+    assert process.returncode == 128 + signal.SIGTERM
+    last = stderr.strip().splitlines()[-1]
+    assert last.startswith("stopped by SIGTERM: checkpoint at step "), stderr[-1500:]
+    assert last.endswith("continue with --resume")
+    assert_stopped_at_a_checkpoint(run)
+
+
+def test_two_processes_stop_together_at_a_checkpoint(tmp_path, text_file):
+    run = tmp_path / "run"
+    args = ["train", "--nproc", "2", *tiny_lm(text_file), *LONG, "--out", str(run)]
+    process = start([*args, "--no-progress"])
+    stderr = stop_once_training(process, [run])
+    assert process.returncode == 128 + signal.SIGTERM, stderr[-1500:]
+    last = stderr.strip().splitlines()[-1]
+    assert last.startswith("stopped by SIGTERM: the 2 processes were asked to stop"), last
+    assert_stopped_at_a_checkpoint(run)
+
+
+def test_runner_passes_the_stop_on_to_its_runs(tmp_path, text_file):
+    rows = ["ht-table1/t-l3", "ht-table1/t-l3+sigmoid"]
+    overrides = [
+        "data.corpus=file", f"data.path={text_file}", "data.level=char", *LONG,
+    ]  # fmt: skip
+    process = start(
+        ["run", *rows, "--scale", "tiny", "--jobs", "2", "--out", str(tmp_path), "--no-progress",
+         *overrides]
+    )  # fmt: skip
+    runs = [tmp_path / "ht-table1" / "tiny" / row.split("/")[1] / "seed1" for row in rows]
+    stderr = stop_once_training(process, runs)
+    assert process.returncode == 128 + signal.SIGTERM, stderr[-1500:]
+    last = stderr.strip().splitlines()[-1]
+    assert last.startswith("stopped by SIGTERM: ht-table1/t-l3 seed 1, ht-table1/t-l3+sigmoid")
+    assert "the same `highway run` command resumes them" in last
+    for run in runs:
+        assert_stopped_at_a_checkpoint(run)
