@@ -13,10 +13,12 @@ from __future__ import annotations
 import signal
 import threading
 from types import FrameType, TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import TrainingInterrupted
-from .distributed import World
+
+if TYPE_CHECKING:  # torch is imported only where training starts (`highway --help` is fast)
+    from .distributed import World
 
 #: The signals that ask a run to stop at the next step boundary.
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
