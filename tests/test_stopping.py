@@ -18,41 +18,40 @@ from highway_transformer.train import checkpoint as ckpt
 from highway_transformer.train.runfolder import read_metrics
 from highway_transformer.train.runlock import LOCK_FILE
 from highway_transformer.train.stopping import StopRequests
-from highway_transformer.train.trainer import train
+from highway_transformer.train.trainer import Trainer, train
 
 LONG = ["train.max_steps=100000", "train.eval_interval=100000", "train.log_interval=1"]
-
-
-class SignalAtStep:
-    """A metrics writer that sends this process ``number`` when step ``step`` is logged."""
-
-    def __init__(self, step: int, number: int = signal.SIGTERM) -> None:
-        self.step, self.number = step, number
-
-    def write(self, record: dict) -> None:
-        if record["split"] == "train" and record["step"] == self.step:
-            os.kill(os.getpid(), self.number)
-
-    def close(self) -> None:
-        pass
 
 
 def train_losses(run: Path) -> dict[int, float]:
     return {r["step"]: r["loss"] for r in read_metrics(run) if r["split"] == "train"}
 
 
-def test_sigterm_stops_at_that_step_and_resume_continues_the_same_run(tmp_path, lm_config):
-    config = lm_config(**{"train.eval_interval": 8, "train.log_interval": 1})
+def test_sigterm_stops_at_that_step_and_resume_continues_the_same_run(
+    tmp_path, lm_config, monkeypatch
+):
+    config = lm_config(**{"train.eval_interval": 8, "train.log_interval": 2})
     train(config, tmp_path / "whole", progress=False)
+    one_step = Trainer._train_step
+
+    def signal_in_step_3(trainer: Trainer, *args, **kwargs):
+        if trainer.state.step == 2:  # step 3 runs: between two log steps
+            os.kill(os.getpid(), signal.SIGTERM)
+        return one_step(trainer, *args, **kwargs)
+
     run = tmp_path / "run"
     handler = signal.getsignal(signal.SIGTERM)
+    monkeypatch.setattr(Trainer, "_train_step", signal_in_step_3)
     with pytest.raises(TrainingInterrupted, match="stopped by SIGTERM: checkpoint at step 3 of 8"):
-        train(config, run, progress=False, writers=[SignalAtStep(3)])
+        train(config, run, progress=False)
+    monkeypatch.undo()
     assert signal.getsignal(signal.SIGTERM) is handler  # the handler is only lent
     assert ckpt.load_trainer_state(run / "checkpoint").step == 3
     assert not (run / LOCK_FILE).exists() and not (run / "results.json").exists()
     train(config, run, resume=True, progress=False)
+    # the same losses, the window of steps 3-4 included (its step 3 trained before the stop)
     assert train_losses(run) == train_losses(tmp_path / "whole")
+    assert sorted(train_losses(run)) == [2, 4, 6, 8]
 
 
 def test_a_second_ctrl_c_interrupts_at_once() -> None:

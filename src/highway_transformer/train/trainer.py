@@ -14,7 +14,7 @@ import math
 import random
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -115,6 +115,17 @@ def gate_bias_norm(model: nn.Module) -> float | None:
 
 
 @dataclass
+class _Window:
+    """Training figures accumulated since the last log step (checkpointed: a run stopped
+    between two log steps logs the same mean when resumed)."""
+
+    loss: float = 0.0
+    steps: int = 0
+    items: int = 0
+    seconds: float = 0.0
+
+
+@dataclass
 class RunState:
     step: int = 0
     elapsed: float = 0.0  # training wall time, seconds, across resumes
@@ -124,6 +135,7 @@ class RunState:
     # One entry per uninterrupted stretch of training: the steps it trained, its wall time
     # and where it ran (a run resumed on another machine or thread count is not bit-exact).
     stretches: list[dict[str, Any]] = field(default_factory=list)
+    window: _Window = field(default_factory=_Window)
 
     def open_stretch(self, machine: dict[str, Any]) -> None:
         self.stretches.append(
@@ -141,16 +153,6 @@ class RunState:
 def unrecorded_stretch(step: int, elapsed: float) -> dict[str, Any]:
     """The training of a checkpoint written before stretches were recorded."""
     return {"from_step": 0, "to_step": step, "seconds": elapsed, "recorded": False}
-
-
-@dataclass
-class _Window:
-    """Training figures accumulated between two log steps."""
-
-    loss: float = 0.0
-    steps: int = 0
-    items: int = 0
-    seconds: float = 0.0
 
 
 class Trainer:
@@ -229,6 +231,7 @@ class Trainer:
             best_valid=run["best_valid"],
             best_step=run["best_step"],
             stretches=run.get("stretches") or [unrecorded_stretch(saved.step, run["elapsed"])],
+            window=_Window(**run.get("window", {})),  # empty in checkpoints of log steps
         )
         if self.world.is_main:
             runfolder.truncate_metrics(self.out_dir, saved.step)
@@ -246,12 +249,11 @@ class Trainer:
         bar = Progress(t.max_steps, self.state.step, self._title(), self.progress)
         log, self.log = self.log, bar.logger(self.log)
         batches = self.task.local_batches()
-        window = _Window()
         self.model.train()
         try:
             with StopRequests() as stops:
                 while self.state.step < t.max_steps:
-                    record = self._step(batches, window)
+                    record = self._step(batches, self.state.window)
                     bar.update(record)
                     step = self.state.step
                     evaluated = step % t.eval_interval == 0 or step == t.max_steps
@@ -362,6 +364,7 @@ class Trainer:
                 "best_valid": s.best_valid,
                 "best_step": s.best_step,
                 "stretches": s.stretches,
+                "window": asdict(s.window),
             },
         }
         state = ckpt.TrainerState(s.step, info, {**optim_tensors, **rng_tensors, **task_tensors})
