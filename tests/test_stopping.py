@@ -54,6 +54,14 @@ def test_sigterm_stops_at_that_step_and_resume_continues_the_same_run(
     assert sorted(train_losses(run)) == [2, 4, 6, 8]
 
 
+@pytest.mark.skipif(not hasattr(signal, "SIGHUP"), reason="POSIX signal")
+def test_a_closed_terminal_asks_to_stop_too() -> None:
+    with StopRequests() as stops:
+        os.kill(os.getpid(), signal.SIGHUP)
+        time.sleep(0.1)
+        assert stops.signal_number == signal.SIGHUP
+
+
 def test_a_second_ctrl_c_interrupts_at_once() -> None:
     with StopRequests() as stops, pytest.raises(KeyboardInterrupt):
         os.kill(os.getpid(), signal.SIGINT)

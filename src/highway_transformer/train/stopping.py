@@ -1,11 +1,11 @@
-"""Stopping a run on request without losing it: SIGTERM or SIGINT ends training at the next
-step boundary with a checkpoint there, so ``--resume`` (or the same ``highway run``) continues
-exactly where it stopped.
+"""Stopping a run on request without losing it: SIGTERM, SIGINT or SIGHUP ends training at
+the next step boundary with a checkpoint there, so ``--resume`` (or the same ``highway run``)
+continues exactly where it stopped.
 
 A cluster's scheduler sends SIGTERM before it kills a job (Slurm at the time limit or on
-preemption), ``kill PID`` sends it, Ctrl-C sends SIGINT. The first such signal is only
-recorded; the trainer reads it after each step. A second Ctrl-C interrupts at once
-(``KeyboardInterrupt``), losing the steps since the last checkpoint.
+preemption), ``kill PID`` sends it, Ctrl-C sends SIGINT, a closed terminal or SSH session
+SIGHUP. The first such signal is only recorded; the trainer reads it after each step. A second
+Ctrl-C interrupts at once (``KeyboardInterrupt``), losing the steps since the last checkpoint.
 """
 
 from __future__ import annotations
@@ -20,8 +20,11 @@ from ..errors import TrainingInterrupted
 if TYPE_CHECKING:  # torch is imported only where training starts (`highway --help` is fast)
     from .distributed import World
 
-#: The signals that ask a run to stop at the next step boundary.
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+#: The signals that ask a run to stop at the next step boundary (SIGHUP: the terminal or SSH
+#: session closed; POSIX only).
+STOP_SIGNALS = tuple(
+    getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
+)
 
 
 class StopRequests:
