@@ -217,6 +217,14 @@ def main() -> None:
             f"MFU {flops / seconds / peak:5.1%}  ours/this {seconds / ours:5.2f}x  "
             f"(CPU time {cpu * 1e3:7.1f} ms/step, ours/this {cpu / ours_cpu:5.2f}x)"
         )
+    print("ours/this within each round (the same minutes of a shared machine): median (range)")
+    for name, values in times.items():
+        if name != "ours":
+            ratios = [theirs / mine for theirs, mine in zip(values, times["ours"], strict=True)]
+            print(
+                f"  {name:22s} {statistics.median(ratios):5.2f}x "
+                f"({min(ratios):.2f}-{max(ratios):.2f}x over {len(ratios)} rounds)"
+            )
     if args.profile:
         print_profiles(steps, args.profile)
 
