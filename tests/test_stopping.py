@@ -146,3 +146,23 @@ def test_runner_passes_the_stop_on_to_its_runs(tmp_path, text_file):
     assert "the same `highway run` command resumes them" in last
     for run in runs:
         assert_stopped_at_a_checkpoint(run)
+
+
+def test_runner_in_this_process_stops_with_the_runner_wording(tmp_path, text_file, monkeypatch):
+    from highway_transformer.experiments import run_experiments
+
+    one_step = Trainer._train_step
+
+    def signal_in_step_2(trainer: Trainer, *args, **kwargs):
+        if trainer.state.step == 1:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return one_step(trainer, *args, **kwargs)
+
+    monkeypatch.setattr(Trainer, "_train_step", signal_in_step_2)
+    overrides = ["data.corpus=file", f"data.path={text_file}", "train.max_steps=6"]
+    rows = ["ht-table1/t-l3", "ht-table1/t-l3+sigmoid"]
+    with pytest.raises(TrainingInterrupted, match=r"t-l3 seed 1 stopped at a checkpoint; the same"):
+        run_experiments(rows, tmp_path, "tiny", overrides=overrides)
+    run = tmp_path / "ht-table1" / "tiny" / "t-l3" / "seed1"
+    assert ckpt.load_trainer_state(run / "checkpoint").step == 2
+    assert not (tmp_path / "ht-table1" / "tiny" / "t-l3+sigmoid").exists()  # not started
