@@ -62,6 +62,15 @@ def test_a_closed_terminal_asks_to_stop_too() -> None:
         assert stops.signal_number == signal.SIGHUP
 
 
+def test_ctrl_c_after_a_forwarded_sigterm_still_checkpoints() -> None:
+    """``highway run`` passes SIGTERM on while the terminal's SIGINT may still be on its way."""
+    with StopRequests() as stops:
+        os.kill(os.getpid(), signal.SIGTERM)
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.1)
+        assert stops.signal_number == signal.SIGTERM
+
+
 def test_a_second_ctrl_c_interrupts_at_once() -> None:
     with StopRequests() as stops, pytest.raises(KeyboardInterrupt):
         os.kill(os.getpid(), signal.SIGINT)

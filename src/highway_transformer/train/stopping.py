@@ -51,9 +51,10 @@ class StopRequests:
         self._previous = {}
 
     def _record(self, number: int, frame: FrameType | None) -> None:
-        if self.signal_number is not None and number == signal.SIGINT:
-            raise KeyboardInterrupt  # asked twice: stop now
-        self.signal_number = number
+        if number == signal.SIGINT and self.signal_number == signal.SIGINT:
+            raise KeyboardInterrupt  # Ctrl-C twice: stop now
+        if self.signal_number is None:
+            self.signal_number = number
 
     @property
     def requested(self) -> bool:
