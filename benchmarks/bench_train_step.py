@@ -34,13 +34,13 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import matmul_peak_flops, peak_rss_mib, print_machine  # noqa: E402
 
-from highway_transformer.config import build_config  # noqa: E402
+from highway_transformer.config import PRECISIONS, build_config  # noqa: E402
+from highway_transformer.evaluate import AUTOCAST_DTYPES  # noqa: E402
 from highway_transformer.models.lm import count_flops_per_token  # noqa: E402
 from highway_transformer.presets import get_preset  # noqa: E402
 from highway_transformer.train.runfolder import read_metrics  # noqa: E402
 from highway_transformer.train.trainer import Trainer  # noqa: E402
 
-DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 #: Evaluation is not timed; these bound the trainer's closing evaluation on valid and test.
 EVAL_TOKENS = 4_000
 
@@ -129,7 +129,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("presets", nargs="+", help="preset names; the first is the reference")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--precision", choices=tuple(DTYPES), default="fp32")
+    parser.add_argument("--precision", choices=PRECISIONS, default="fp32")
     parser.add_argument("--compile", action="store_true", help="train.compile=true")
     parser.add_argument("--fused-optimizer", action="store_true")
     parser.add_argument("--batch", type=int, default=0, help="data.batch_size (0: preset's)")
@@ -147,7 +147,8 @@ def main() -> None:
         print(json.dumps(train_child(args.presets[0], args)))
         return
     print_machine(args.device)
-    peak = matmul_peak_flops(DTYPES[args.precision], args.device)
+    dtype = AUTOCAST_DTYPES.get(args.precision, torch.float32)  # what the products run in
+    peak = matmul_peak_flops(dtype, args.device)
     argv = [a for a in sys.argv[1:] if a not in args.presets]
     runs: dict[str, list[dict]] = {preset: [] for preset in args.presets}
     for _ in range(args.rounds):

@@ -43,12 +43,15 @@ class EvalResult:
         }
 
 
+#: The autocast dtype of each reduced ``train.precision`` (fp32 runs without autocast).
+AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
 def autocast_context(device: torch.device, precision: str):
     """``torch.autocast`` for bf16/fp16, a no-op for fp32."""
     if precision == "fp32":
         return nullcontext()
-    dtype = torch.bfloat16 if precision == "bf16" else torch.float16
-    return torch.autocast(device_type=device.type, dtype=dtype)
+    return torch.autocast(device_type=device.type, dtype=AUTOCAST_DTYPES[precision])
 
 
 @torch.no_grad()

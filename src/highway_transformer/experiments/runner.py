@@ -222,15 +222,19 @@ def _launch(spec: RunSpec, threads: int) -> subprocess.Popen[bytes]:
         return subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, env=env)
 
 
+Running = list[tuple[RunSpec, subprocess.Popen[bytes]]]
+
+
+def _names(specs: list[RunSpec]) -> str:
+    return ", ".join(f"{s.experiment.name} seed {s.seed}" for s in specs)
+
+
 def _run_parallel(specs: list[RunSpec], jobs: int, log: Callable[[str], None]) -> None:
     """Train ``specs``, ``jobs`` at a time. A stop signal is passed on to the running
     trainings, which checkpoint and stop; nothing new starts."""
     threads = max(1, (os.cpu_count() or 1) // jobs)
-    pending = list(specs)
-    running: list[tuple[RunSpec, subprocess.Popen[bytes]]] = []
-    failed: list[RunSpec] = []
-    stopped: list[RunSpec] = []
-    forwarded = False
+    pending, running, forwarded = list(specs), [], False
+    ended: dict[str, list[RunSpec]] = {"failed": [], "stopped": []}
     with StopRequests() as stops:
         while pending or running:
             while pending and len(running) < jobs and not stops.requested:
@@ -238,36 +242,43 @@ def _run_parallel(specs: list[RunSpec], jobs: int, log: Callable[[str], None]) -
                 log(f"{spec.experiment.name} seed {spec.seed}: started ({spec.run_dir / LOG_FILE})")
                 running.append((spec, _launch(spec, threads)))
             if stops.requested and not forwarded:
-                pending, forwarded = [], True
-                for _, process in running:  # each checkpoints at its next step and exits
+                pending, forwarded = [], True  # each running row checkpoints and exits
+                for _, process in running:
                     process.send_signal(signal.SIGTERM)
-            still = []
-            for spec, process in running:
-                code = process.poll()
-                if code is None:
-                    still.append((spec, process))
-                    continue
-                log(f"{spec.experiment.name} seed {spec.seed}: exit status {code}")
-                if stops.requested and (code < 0 or code > 128):  # stopped by the signal
-                    stopped.append(spec)
-                elif code != 0:
-                    failed.append(spec)
-            running = still
+            running = _reap(running, stops.requested, ended, log)
             time.sleep(0.2)
-    if failed:
-        names = ", ".join(f"{s.experiment.name} seed {s.seed}" for s in failed)
+    if ended["failed"]:
         raise ExperimentFailed(
-            f"{len(failed)} run(s) failed: {names}; see train.log in their run folders"
+            f"{len(ended['failed'])} run(s) failed: {_names(ended['failed'])}; see train.log in "
+            "their run folders"
         )
     if stops.signal_number is not None:
-        raise _stopped(stops.signal_number, [s for s in specs if s in stopped])  # plan order
+        raise _stopped(stops.signal_number, [s for s in specs if s in ended["stopped"]])
+
+
+def _reap(
+    running: Running, stopping: bool, ended: dict[str, list[RunSpec]], log: Callable[[str], None]
+) -> Running:
+    """The rows still running; the others filed under ``ended`` (a row ended by a signal while
+    stopping is ``stopped``, any other non-zero exit ``failed``)."""
+    still = []
+    for spec, process in running:
+        code = process.poll()
+        if code is None:
+            still.append((spec, process))
+            continue
+        log(f"{spec.experiment.name} seed {spec.seed}: exit status {code}")
+        if stopping and (code < 0 or code > 128):
+            ended["stopped"].append(spec)
+        elif code != 0:
+            ended["failed"].append(spec)
+    return still
 
 
 def _stopped(number: int, specs: list[RunSpec]) -> TrainingInterrupted:
-    names = ", ".join(f"{s.experiment.name} seed {s.seed}" for s in specs) or "no run"
     return interrupted(
         number,
-        f"{names} stopped at a checkpoint",
+        f"{_names(specs) or 'no run'} stopped at a checkpoint",
         "the same `highway run` command resumes them and the rows not started",
     )
 
@@ -321,7 +332,7 @@ def _run_submitted(
             failed.append(spec)
         log(f"{spec.experiment.name} seed {spec.seed}: job {handle.job_id} {handle.state}")
     if failed:
-        names = ", ".join(f"{s.experiment.name} seed {s.seed}" for s in failed)
+        names = _names(failed)
         raise ExperimentFailed(
             f"{len(failed)} job(s) failed: {names}; see train.log in their run folders and "
             f"the job logs in {folder}"

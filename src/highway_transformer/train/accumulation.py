@@ -27,11 +27,16 @@ def accumulate_gradients(
     backward: Callable[[Tensor], None] = Tensor.backward,
     check: Callable[[float], None] = lambda mean: None,
     sync_off: Callable[[], AbstractContextManager[None]] = nullcontext,
-) -> tuple[float, int]:
-    """Forward and ``backward`` every micro-batch; return the step's global mean and count.
+    stop_asked: Callable[[], bool] = lambda: False,
+) -> tuple[float, int, bool]:
+    """Forward and ``backward`` every micro-batch; return the step's global mean and count,
+    and whether any rank was asked to stop.
 
     ``check`` sees each micro-batch's mean loss before its backward (the divergence stop);
-    ``sync_off`` wraps every micro-batch but the last (no gradient communication).
+    ``sync_off`` wraps every micro-batch but the last (no gradient communication);
+    ``stop_asked()`` (this rank's stop request, read then) rides on the step's closing
+    all-reduce, so every rank learns of any rank's request at the same step without a
+    collective of its own.
 
     Each backward divides its sum by one ``norm`` shared by all ranks (DDP averages ranks
     with equal weight); the gradients are then rescaled by ``size * norm / total count``,
@@ -51,10 +56,10 @@ def accumulate_gradients(
                 backward(total / norm)
         local_sum += value
         local_count += count
-    total_sum, n = world.all_reduce_sum([local_sum, local_count])
+    total_sum, n, stops = world.all_reduce_sum([local_sum, local_count, float(stop_asked())])
     scale = world.size * norm / max(n, 1.0)
     if scale != 1.0:
         for p in model.parameters():
             if p.grad is not None:
                 p.grad.mul_(scale)
-    return total_sum / max(n, 1.0), int(n)
+    return total_sum / max(n, 1.0), int(n), stops > 0

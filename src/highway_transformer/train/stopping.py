@@ -4,8 +4,9 @@ continues exactly where it stopped.
 
 A cluster's scheduler sends SIGTERM before it kills a job (Slurm at the time limit or on
 preemption), ``kill PID`` sends it, Ctrl-C sends SIGINT, a closed terminal or SSH session
-SIGHUP. The first such signal is only recorded; the trainer reads it after each step. A second
-Ctrl-C interrupts at once (``KeyboardInterrupt``), losing the steps since the last checkpoint.
+SIGHUP. The first such signal is only recorded; the trainer reads it at each step (with several
+processes, on the step's own all-reduce, so all stop at the same step). A second Ctrl-C
+interrupts at once (``KeyboardInterrupt``), losing the steps since the last checkpoint.
 """
 
 from __future__ import annotations
@@ -13,12 +14,9 @@ from __future__ import annotations
 import signal
 import threading
 from types import FrameType, TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import TrainingInterrupted
-
-if TYPE_CHECKING:  # torch is imported only where training starts (`highway --help` is fast)
-    from .distributed import World
 
 #: The signals that ask a run to stop at the next step boundary (SIGHUP: the terminal or SSH
 #: session closed; POSIX only).
@@ -60,15 +58,10 @@ class StopRequests:
     def requested(self) -> bool:
         return self.signal_number is not None
 
-    def agreed(self, world: World) -> int | None:
-        """The stop signal once any process of the run has one (every rank must stop at the
-        same step: the checkpoint is a collective), else None."""
-        if not world.distributed:
-            return self.signal_number
-        (asked,) = world.all_reduce_sum([1.0 if self.requested else 0.0])
-        if asked == 0:
-            return None
-        return self.signal_number or int(signal.SIGTERM)  # a peer was asked
+    @property
+    def reported(self) -> int:
+        """The signal to report: this process's, or SIGTERM when only a peer was asked."""
+        return self.signal_number or int(signal.SIGTERM)
 
 
 def signal_name(number: int) -> str:

@@ -253,7 +253,7 @@ class Trainer:
         try:
             with StopRequests() as stops:
                 while self.state.step < t.max_steps:
-                    record = self._step(batches, self.state.window)
+                    record, stop = self._step(batches, self.state.window, lambda: stops.requested)
                     bar.update(record)
                     step = self.state.step
                     evaluated = step % t.eval_interval == 0 or step == t.max_steps
@@ -263,7 +263,8 @@ class Trainer:
                     saved = step == t.max_steps or (step % interval == 0 if interval else evaluated)
                     if saved:
                         self.save()
-                    self._stop_if_asked(stops, saved)
+                    if stop:
+                        self._stop(stops.reported, saved)
         finally:
             bar.close()
             self.log = log
@@ -314,11 +315,8 @@ class Trainer:
         self.writers = []
         return results
 
-    def _stop_if_asked(self, stops: StopRequests, saved: bool) -> None:
-        """End training here, after a checkpoint, once a stop signal reached any process."""
-        number = stops.agreed(self.world)
-        if number is None:
-            return
+    def _stop(self, number: int, saved: bool) -> None:
+        """End training here, after a checkpoint: stop signal ``number`` reached a process."""
         folder = self.out_dir / runfolder.CHECKPOINT_DIR if saved else self.save()
         self.log(f"stopped by {signal_name(number)} at step {self.state.step}")
         raise interrupted(
@@ -378,20 +376,23 @@ class Trainer:
 
     # ------------------------------------------------------------------ steps
 
-    def _step(self, batches: Any, window: _Window) -> Record | None:
-        """One optimiser step; the log record when this step ends a log window."""
+    def _step(
+        self, batches: Any, window: _Window, stop_asked: Callable[[], bool]
+    ) -> tuple[Record | None, bool]:
+        """One optimiser step; the log record when this step ends a log window, and whether
+        any process was asked to stop (every rank then stops after this step)."""
         t = self.config.train
         logs = (self.state.step + 1) % t.log_interval == 0 or self.state.step + 1 == t.max_steps
         started = time.perf_counter()
         micro = [next(batches) for _ in range(self.config.train.accumulate)]
-        value, count, grad_norm = self._train_step(micro, measure=logs)
+        value, count, grad_norm, stop = self._train_step(micro, logs, stop_asked)
         spent = time.perf_counter() - started
         s = self.state
         s.step, s.elapsed, s.items = s.step + 1, s.elapsed + spent, s.items + count
         window.loss, window.steps = window.loss + value, window.steps + 1
         window.items, window.seconds = window.items + count, window.seconds + spent
         if not logs:
-            return None
+            return None, stop
         extra: dict[str, Any] = {
             "lr": self.schedule.lr(s.step - 1),
             "rate": window.items / max(window.seconds, 1e-9),
@@ -402,11 +403,13 @@ class Trainer:
             extra["gate_bias_norm"] = bias_norm
         record = self._record("train", {"loss": window.loss / window.steps}, **extra)
         window.loss, window.steps, window.items, window.seconds = 0.0, 0, 0, 0.0
-        return record
+        return record, stop
 
-    def _train_step(self, batches: list[Any], measure: bool) -> tuple[float, int, float | None]:
+    def _train_step(
+        self, batches: list[Any], measure: bool, stop_asked: Callable[[], bool] = lambda: False
+    ) -> tuple[float, int, float | None, bool]:
         """Forward and backward each micro-batch, clip, step; (global mean loss, items, gradient
-        norm if measured)."""
+        norm if measured, whether any process was asked to stop)."""
         t = self.config.train
         set_lr(self.optimizer, self.schedule.lr(self.state.step))
 
@@ -414,13 +417,14 @@ class Trainer:
             with autocast_context(self.device, t.precision):
                 return self.task.loss(self.forward, batch)
 
-        value, count = accumulate_gradients(
+        value, count, stop = accumulate_gradients(
             self.forward,
             self.world,
             [lambda b=b: micro_batch(b) for b in batches],
             backward=lambda loss: self.scaler.scale(loss).backward(),
             check=self._check_finite,
             sync_off=lambda: self.strategy.gradient_sync_off(self.wrapped),
+            stop_asked=stop_asked,
         )
         norm = None
         if t.clip > 0 or measure:
@@ -430,7 +434,7 @@ class Trainer:
         self.scaler.step(self.optimizer)
         self.scaler.update()
         self.optimizer.zero_grad(set_to_none=True)
-        return value, count, float(norm) if measure and norm is not None else None
+        return value, count, float(norm) if measure and norm is not None else None, stop
 
     def _check_finite(self, value: float) -> None:
         if not math.isfinite(value):
