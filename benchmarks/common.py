@@ -13,15 +13,22 @@ import torch
 from highway_transformer.hardware import describe_line
 
 
+def _synchronize() -> None:
+    """Wait for queued GPU work, so that a timing covers the kernels it launched, and only
+    those."""
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
 def median_seconds(fn: Callable[[], None], repeats: int, warmup: int = 1) -> float:
     for _ in range(warmup):
         fn()
     times = []
     for _ in range(repeats):
+        _synchronize()  # the warm-up's (or previous call's) kernels are not this call's
         start = time.perf_counter()
         fn()
-        if torch.cuda.is_available():
-            torch.cuda.synchronize()
+        _synchronize()
         times.append(time.perf_counter() - start)
     return statistics.median(times)
 

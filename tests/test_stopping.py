@@ -157,6 +157,33 @@ def test_runner_passes_the_stop_on_to_its_runs(tmp_path, text_file):
         assert_stopped_at_a_checkpoint(run)
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="parent-death signal: Linux")
+def test_rows_of_a_killed_runner_checkpoint_and_stop(tmp_path, text_file):
+    overrides = ["data.corpus=file", f"data.path={text_file}", "data.level=char", *LONG]
+    process = start(
+        ["run", "ht-table1/t-l3", "--scale", "tiny", "--jobs", "2", "--out", str(tmp_path),
+         "--no-progress", *overrides]
+    )  # fmt: skip
+    run = tmp_path / "ht-table1" / "tiny" / "t-l3" / "seed1"
+    try:
+        deadline = time.monotonic() + 180
+        while not ((run / "metrics.jsonl").is_file() and train_losses(run)):
+            assert process.poll() is None and time.monotonic() < deadline
+            time.sleep(0.2)
+        process.kill()  # SIGKILL: the runner cannot pass anything on
+        process.wait(timeout=30)
+        log = run / "train.log"
+        while "stopped by SIGTERM" not in log.read_text():
+            assert time.monotonic() < deadline + 120, log.read_text()[-1500:]
+            time.sleep(0.2)
+        while (run / LOCK_FILE).exists():  # the row exits just after its last line
+            assert time.monotonic() < deadline + 150
+            time.sleep(0.2)
+    finally:
+        process.kill()
+    assert_stopped_at_a_checkpoint(run)
+
+
 def test_runner_in_this_process_stops_with_the_runner_wording(tmp_path, text_file, monkeypatch):
     from highway_transformer.experiments import run_experiments
 

@@ -25,7 +25,7 @@ from ..config import Config, build_config, parse_override, save_config
 from ..errors import ConfigError, HighwayError, TrainingInterrupted, unknown_choice
 from ..extras import import_extra
 from ..train import runfolder
-from ..train.stopping import StopRequests, interrupted
+from ..train.stopping import StopRequests, interrupted, stop_when_parent_dies
 from .param_match import match_parameters
 from .protocols import measure_protocol
 from .registry import Experiment, get_experiment, resolve_experiments
@@ -219,7 +219,10 @@ def _launch(spec: RunSpec, threads: int) -> subprocess.Popen[bytes]:
     command = _train_command(spec)
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
     with open(spec.run_dir / LOG_FILE, "ab") as handle:
-        return subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, env=env)
+        return subprocess.Popen(
+            command, stdout=handle, stderr=subprocess.STDOUT, env=env,
+            preexec_fn=stop_when_parent_dies(),
+        )  # fmt: skip
 
 
 Running = list[tuple[RunSpec, subprocess.Popen[bytes]]]

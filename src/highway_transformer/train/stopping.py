@@ -7,12 +7,18 @@ preemption), ``kill PID`` sends it, Ctrl-C sends SIGINT, a closed terminal or SS
 SIGHUP. The first such signal is only recorded; the trainer reads it at each step (with several
 processes, on the step's own all-reduce, so all stop at the same step). A second Ctrl-C
 interrupts at once (``KeyboardInterrupt``), losing the steps since the last checkpoint.
+A run started by ``highway run`` is also asked (SIGTERM, on Linux) when the runner itself dies,
+even by SIGKILL, so no row trains on unwatched.
 """
 
 from __future__ import annotations
 
+import ctypes
+import os
 import signal
+import sys
 import threading
+from collections.abc import Callable
 from types import FrameType, TracebackType
 from typing import Any
 
@@ -73,3 +79,24 @@ def interrupted(number: int, what: str, resume: str) -> TrainingInterrupted:
     return TrainingInterrupted(
         f"stopped by {signal_name(number)}: {what}; {resume}", signal_number=number
     )
+
+
+#: ``prctl`` option: the signal the kernel sends a process when its parent dies (Linux).
+PR_SET_PDEATHSIG = 1
+
+
+def stop_when_parent_dies() -> Callable[[], None] | None:
+    """A ``preexec_fn`` for a child process: the kernel sends the child SIGTERM when this
+    process dies, however it dies (a SIGKILL included), so the child checkpoints and stops.
+    ``None`` where the kernel offers no such request (not Linux)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    parent = os.getpid()
+    prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up before the fork
+
+    def request() -> None:
+        prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM))
+        if os.getppid() != parent:  # the parent died before the request took hold
+            os._exit(128 + signal.SIGTERM)
+
+    return request
