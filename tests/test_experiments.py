@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
+import os
 import random
+import socket
 from pathlib import Path
 
 import pytest
@@ -22,6 +26,7 @@ from highway_transformer.experiments import (
 )
 from highway_transformer.presets import PRESETS
 from highway_transformer.train.runfolder import read_metrics
+from highway_transformer.train.runlock import LOCK_FILE
 
 WORDS = ("the", "cat", "sat", "on", "a", "mat", "and", "dog", "ran", "far", "away", "home")
 
@@ -224,6 +229,11 @@ def test_runner_trains_skips_and_resumes(tmp_path: Path, corpus: Path) -> None:
     rows = ["ht-table1/t-l3", "ht-table1/t-l3+sigmoid"]
     overrides = [*file_overrides(corpus), "train.max_steps=8", "train.eval_interval=4"]
     messages: list[str] = []
+    assert (
+        plan_lines(rows, tmp_path, overrides)[-1]
+        == "0 finished, 0 to resume, 2 to start: 16 steps to train"
+    )
+    assert not tmp_path.joinpath("ht-table1").exists()  # a plan writes nothing
     dirs = run_experiments(rows, tmp_path, "tiny", overrides=overrides, log=messages.append)
     assert [d.name for d in dirs] == ["seed1", "seed1"]
     for d, row in zip(dirs, rows, strict=True):
@@ -253,12 +263,29 @@ def test_runner_trains_skips_and_resumes(tmp_path: Path, corpus: Path) -> None:
         run_experiments(tanh, tmp_path, "tiny", overrides=overrides, log=crash_at_step_8)
     run_dir = tmp_path / "ht-table1" / "tiny" / "t-l3+tanh" / "seed1"
     assert (run_dir / "checkpoint").is_dir() and not (run_dir / "results.json").exists()
+    lines = plan_lines([*rows, tanh], tmp_path, overrides)
+    assert lines[0] == f"ht-table1/t-l3 seed 1 ({dirs[0]}): finished"
+    assert lines[2] == f"{tanh} seed 1 ({run_dir}): resumes from its checkpoint at step 4 of 8"
+    assert lines[3] == "2 finished, 1 to resume, 0 to start: 4 steps to train"
+    (run_dir / LOCK_FILE).write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname()}))
+    assert f"training now: PID {os.getpid()} on " in plan_lines([tanh], tmp_path, overrides)[0]
+    (run_dir / LOCK_FILE).unlink()
+    with pytest.raises(ConfigError, match="was trained with overrides"):  # the run's own checks
+        plan_lines([tanh], tmp_path, [*overrides, "train.max_steps=9"])
     messages.clear()
     run_experiments(tanh, tmp_path, "tiny", overrides=overrides, log=messages.append)
     assert any("resumed from" in m and "step 4" in m for m in messages)
     assert json.loads((run_dir / "results.json").read_text())["steps"] == 8
     valid_steps = [r["step"] for r in read_metrics(run_dir) if r["split"] == "valid"]
     assert valid_steps == [4, 8]
+
+
+def plan_lines(rows: list[str], out: Path, overrides: list[str]) -> list[str]:
+    """``highway run ROWS --scale tiny --plan``'s output lines, through the CLI."""
+    args = _parse(["run", *rows, "--scale", "tiny", "--out", str(out), "--plan", *overrides])
+    with contextlib.redirect_stdout(io.StringIO()) as out_text:
+        assert args.func(args) == 0
+    return out_text.getvalue().splitlines()
 
 
 def test_parallel_jobs_as_processes(tmp_path: Path, corpus: Path) -> None:

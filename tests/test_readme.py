@@ -170,6 +170,7 @@ def test_experiments_block_runs(tmp_path, monkeypatch, capsys) -> None:
     ran = run_commands(section_commands("Reproducing the papers' tables"), TINY_TRAIN, capsys)
     assert ran[0] == "highway experiments"
     if HAS_PTB:
-        assert len(ran) == 4 and ran[-1].startswith("highway baselines")
+        assert len(ran) == 5 and ran[-1].startswith("highway baselines")
+        assert ran[2].endswith("--plan")
         index = (tmp_path / "reports/table1/index.md").read_text(encoding="utf-8")
         assert "## Lines to beat" in index and "| trigram |" in index

@@ -69,6 +69,11 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument(
+        "--plan",
+        action="store_true",
+        help="say what each run would do (finished, resumes at step S, starts); train nothing",
+    )
+    parser.add_argument(
         "--launcher",
         default="local",
         help="local (default) | slurm (one job a row, via submitit) | submitit-local",
@@ -96,10 +101,14 @@ def parse_run_targets(args: argparse.Namespace) -> argparse.Namespace:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from .experiments.runner import JobSettings, run_experiments
+    from .experiments.runner import JobSettings, describe_plan, plan_runs, run_experiments
 
     args = parse_run_targets(args)
     names, overrides = split_targets(args.targets)
+    if args.plan:
+        specs = plan_runs(names, args.out, args.scale, args.seeds, args.data_path, overrides)
+        print("\n".join(describe_plan(specs)))
+        return 0
     given = {"nproc": args.nproc, "timeout_min": args.time, "partition": args.partition}
     given = {k: v for k, v in given.items() if v is not None}
     job = JobSettings(**given) if given else None

@@ -181,6 +181,56 @@ def _check_same_config(spec: RunSpec) -> None:
         )
 
 
+def _check_existing(spec: RunSpec) -> None:
+    """A finished or interrupted run folder must hold this request's run."""
+    if spec.finished or spec.interrupted:
+        _check_same_overrides(spec)
+        _check_same_config(spec)
+
+
+@dataclass(frozen=True)
+class RunState:
+    """What ``highway run`` would do with a run: ``finished``, ``resume`` or ``start``."""
+
+    kind: str
+    words: str  # e.g. "resumes from its checkpoint at step 5,153 of 17,190"
+    steps_left: int
+
+
+def run_state(spec: RunSpec) -> RunState:
+    """The run's state, after the same checks ``highway run`` makes before it trains."""
+    from ..train.checkpoint import checkpoint_step
+    from ..train.runlock import holder
+
+    _check_existing(spec)
+    total = spec.config.train.max_steps
+    if spec.finished:
+        return RunState("finished", "finished", 0)
+    busy = holder(spec.run_dir)
+    now = f"; training now: {busy}" if busy else ""
+    if spec.interrupted:
+        step = checkpoint_step(spec.run_dir / "checkpoint")
+        words = f"resumes from its checkpoint at step {step:,} of {total:,}{now}"
+        return RunState("resume", words, total - step)
+    return RunState("start", f"starts, {total:,} steps{now}", total)
+
+
+def describe_plan(specs: list[RunSpec]) -> list[str]:
+    """One line per run (folder and state), then the totals: ``highway run --plan``."""
+    states = [run_state(spec) for spec in specs]
+    lines = [
+        f"{spec.experiment.name} seed {spec.seed} ({spec.run_dir}): {state.words}"
+        for spec, state in zip(specs, states, strict=True)
+    ]
+    count = {kind: sum(s.kind == kind for s in states) for kind in ("finished", "resume", "start")}
+    left = sum(s.steps_left for s in states)
+    lines.append(
+        f"{count['finished']} finished, {count['resume']} to resume, {count['start']} to start: "
+        f"{left:,} steps to train"
+    )
+    return lines
+
+
 def _prepare(spec: RunSpec) -> bool:
     """Write experiment.json; clear the leftovers of a run that died before its first
     checkpoint. Returns whether the run resumes."""
@@ -373,9 +423,7 @@ def run_experiments(
     specs = plan_runs(names_or_table, out_root, scale, seeds, data_path, overrides)
     todo = []
     for spec in specs:
-        if spec.finished or spec.interrupted:
-            _check_same_overrides(spec)
-            _check_same_config(spec)
+        _check_existing(spec)
         if spec.finished:
             write_experiment_file(spec)
             log(f"{spec.experiment.name} seed {spec.seed}: finished, skipped")

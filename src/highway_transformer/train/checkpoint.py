@@ -397,8 +397,8 @@ def load_weights(model: nn.Module, folder: str | Path) -> None:
         )
 
 
-def load_trainer_state(folder: str | Path) -> TrainerState:
-    folder = resolve(folder)
+def _read_trainer_info(folder: Path) -> dict[str, Any]:
+    """The checked JSON half of a checkpoint's trainer state (step, run, rng, ...)."""
     if not (folder / STATE_FILE).is_file():
         raise CheckpointError(
             f"{folder} holds weights only (no trainer state); it cannot be resumed"
@@ -412,6 +412,17 @@ def load_trainer_state(folder: str | Path) -> TrainerState:
     _check_schema(info["run"], RUN_SCHEMA, path, "run.")
     if info["step"] < 0:
         raise CheckpointError(f"{path}: step must be >= 0, got {info['step']}")
+    return info
+
+
+def checkpoint_step(folder: str | Path) -> int:
+    """The step a checkpoint resumes at, read without loading its tensors."""
+    return int(_read_trainer_info(resolve(folder))["step"])
+
+
+def load_trainer_state(folder: str | Path) -> TrainerState:
+    folder = resolve(folder)
+    info = _read_trainer_info(folder)
     tensor_path = verify(folder, TENSOR_FILE)
     try:
         tensors = load_file(str(tensor_path))

@@ -106,14 +106,30 @@ def _describe(owner: dict) -> str:
     return f"PID {owner.get('pid')} on {owner.get('host')} (started {when})"
 
 
+def _stale(owner: dict) -> bool:
+    """Whether the lock's owner is known to be gone (a process of this host that has ended)."""
+    pid, host = owner.get("pid"), owner.get("host")
+    return host == socket.gethostname() and isinstance(pid, int) and not _alive(pid)
+
+
+def holder(out: Path) -> str | None:
+    """Who trains in ``out`` now (``PID … on … (started …)``); None when no one does."""
+    lock = Path(out) / LOCK_FILE
+    if not lock.exists():
+        return None
+    owner = read_owner(lock)
+    if owner is None:
+        return f"the owner of {lock} (unreadable)"
+    return None if _stale(owner) else _describe(owner)
+
+
 def _take_over_if_stale(lock: Path, log: Callable[[str], None]) -> None:
     owner = read_owner(lock)
     if owner is None:
         raise RunFolderBusy(
             f"{lock} exists but cannot be read; if no training uses {lock.parent}, delete {lock}"
         )
-    pid, host = owner.get("pid"), owner.get("host")
-    if host != socket.gethostname() or not isinstance(pid, int) or _alive(pid):
+    if not _stale(owner):
         raise RunFolderBusy(
             f"{lock.parent} is in use by {_describe(owner)}; wait for it to finish or use "
             f"another --out (if that process is gone, delete {lock})"
