@@ -48,7 +48,7 @@ class RunSpec:
     scale: str
     run_dir: Path
     config: Config
-    overrides: tuple[str, ...] = ()  # the budget-changing overrides (all but data.path)
+    overrides: tuple[str, ...] = ()  # what the run computes (all but the PLACE_KEYS ones)
 
     @property
     def finished(self) -> bool:
@@ -100,7 +100,7 @@ def plan_runs(
     if seeds < 1:
         raise ConfigError(f"seeds must be >= 1, got {seeds}")
     overrides = list(overrides)
-    recorded = tuple(o for o in overrides if parse_override(o)[0] != "data.path")
+    recorded = tuple(o for o in overrides if parse_override(o)[0] not in PLACE_KEYS)
     specs = []
     experiments = resolve_experiments(names_or_table)
     for seed in range(1, seeds + 1):
