@@ -175,6 +175,8 @@ def test_figures_are_written(table1: Path, tmp_path: Path) -> None:
         assert (out / name).stat().st_size > 1000
     saved = json.loads((out / "report.json").read_text(encoding="utf-8"))
     assert saved["figures"] == report["figures"] and saved["table"] == "ht-table1"
+    index = (out / "index.md").read_text(encoding="utf-8")
+    assert "## Convergence (HT Figure 4 at this scale)" in index  # the paper's curves
 
 
 def test_table7_hours_beside_table5_runs(tmp_path: Path) -> None:

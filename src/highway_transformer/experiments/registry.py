@@ -81,6 +81,17 @@ TABLES: dict[str, tuple[str, str]] = {
 
 METRIC_OF = {table: metric for table, (_, metric) in TABLES.items()}
 
+#: Table -> the HT paper's figures of its training and validation curves, which a report's
+#: convergence figures reproduce (the RT paper draws no curves).
+PAPER_FIGURES: dict[str, str] = {
+    "ht-table1": "HT Figure 4",
+    "ht-table2": "HT Figure 5",
+    "ht-table3": "HT Figure 6",
+    "ht-table4": "HT Figure 7",
+    "ht-table5": "HT Figures 8 and 10",
+    "ht-table6": "HT Figures 9, 11 and 12",
+}
+
 # (row suffix, eval, test) of HT Tables 1-4; the first row is the baseline.
 _SMALL_TABLES: dict[str, tuple[str, str, list[tuple[str, float, float]]]] = {
     "ht-table1": ("t-l3", "bpc", [("", 1.541, 1.495), ("+sigmoid", 1.410, 1.371),

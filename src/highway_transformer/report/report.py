@@ -982,7 +982,8 @@ def index_markdown(report: dict[str, Any]) -> str:
         "",
         *statistics_markdown(report["paper_table"], m),
         "",
-        "## Convergence",
+        "## Convergence"
+        + (f" ({report['paper_figures']} at this scale)" if report.get("paper_figures") else ""),
         "",
         "Mean over seeds at each logged step; training loss is the running mean over each "
         "log interval (a last, shorter interval is left out).",
@@ -1099,7 +1100,7 @@ def write_report(
 
     ``baselines``: add the lines to beat (:func:`trivial_baselines`, reading the runs' data
     from ``data_path`` when given, else where the runs read it)."""
-    from ..experiments.registry import TABLES
+    from ..experiments.registry import PAPER_FIGURES, TABLES
     from ..experiments.scale import SCALES, describe_scale
 
     loaded = [load_run(path) for path in find_run_dirs(run_dirs)]
@@ -1130,6 +1131,7 @@ def write_report(
     report: dict[str, Any] = {
         "table": table,
         "table_description": description,
+        "paper_figures": PAPER_FIGURES.get(table, ""),
         "also_in": sorted({t for r in runs for t in r.experiment.get("also_in", [])}),
         "scale": scale,
         "scale_description": describe_scale(scale) if scale in SCALES else scale,
