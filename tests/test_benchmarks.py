@@ -44,3 +44,15 @@ def test_train_step_bench_times_the_trainer(capsys) -> None:
     step_bench.print_table({"a": [run], "b": [run]}, peak=1e9, args=args)
     table = capsys.readouterr().out
     assert "| a |" in table and "| b |" in table and "| 1.000 |" in table
+
+
+def test_attention_dropout_bench_times_the_same_attention() -> None:
+    import bench_attention_dropout as dropout_bench
+
+    q, k, v = torch.randn(3, 2, 2, 5, 4).unbind(0)
+    undropped = [fn(q, k, v) for fn in dropout_bench.variants(0.0).values()]
+    for out in undropped[1:]:
+        torch.testing.assert_close(out, undropped[0], atol=1e-6, rtol=0)
+    times = dropout_bench.measure((2, 2, 5, 4, 0.1), rounds=1, repeats=1)
+    assert all(times[name] > 0 for name in ("ours", "torch sdpa", "no dropout"))
+    assert times["ratio"] == times["range"][0] == times["range"][1]

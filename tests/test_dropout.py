@@ -1,10 +1,13 @@
-"""The CPU dropout: torch's distribution and scaling, identity in evaluation, seeded repeats."""
+"""The CPU dropout: torch's distribution and scaling, identity in evaluation, seeded repeats;
+attention-weight dropout on the CPU against a float64 oracle."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
+from highway_transformer.nn import attention
+from highway_transformer.nn import dropout as dropout_module
 from highway_transformer.nn.dropout import Dropout, keep_draw
 
 
@@ -59,3 +62,53 @@ def test_the_mask_follows_torchs_generator_state() -> None:
     after = keep_draw((1000,), 0.2)
     torch.set_rng_state(state)
     assert torch.equal(keep_draw((1000,), 0.2), after)
+
+
+# --------------------------------------------------------------------------- attention weights
+
+
+def reference_attention(q, k, v, allowed, keep, p: float, scale: float):
+    """softmax(scale·q kᵀ, masked) · keep / (1 − p) · v in float64: the oracle."""
+    q, k, v, keep = (t.double() for t in (q, k, v, keep))
+    scores = (q @ k.transpose(-1, -2) * scale).masked_fill(~allowed, float("-inf"))
+    return (scores.softmax(-1) * keep / (1 - p)) @ v
+
+
+@pytest.mark.parametrize("masking", ["causal", "mask", "none"])
+def test_attention_dropout_on_the_cpu_is_the_reference_maths(monkeypatch, masking) -> None:
+    torch.manual_seed(4)
+    b, h, lq, lk, d, p = 2, 3, 5, 5, 4, 0.3
+    q, k, v = (torch.randn(b, h, n, d, requires_grad=True) for n in (lq, lk, lk))
+    keep = (torch.rand(b, h, lq, lk) >= p).float()
+    monkeypatch.setattr(dropout_module, "keep_draw", lambda shape, p_, device=None: keep.clone())
+    causal = attention.causal_mask(lq, lk, q.device)
+    mask = {"causal": None, "mask": torch.rand(lq, lk) < 0.7, "none": None}[masking]
+    if mask is not None:
+        mask[:, 0] = True  # every query keeps a key
+    allowed = {"causal": causal, "mask": mask, "none": torch.ones(lq, lk, dtype=torch.bool)}
+    out = attention.attend(q, k, v, mask, masking == "causal", p, scale=0.7)
+    want = reference_attention(q, k, v, allowed[masking], keep, p, 0.7)
+    torch.testing.assert_close(out.double(), want, rtol=1e-5, atol=1e-6)
+    grads = torch.autograd.grad(out.pow(2).sum(), (q, k, v))
+    want_grads = torch.autograd.grad(want.pow(2).sum(), (q, k, v))
+    for got, expected in zip(grads, want_grads, strict=True):
+        torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)  # float32 leaves
+
+
+def test_attention_without_dropout_or_off_the_cpu_is_torchs_kernel() -> None:
+    q, k, v = torch.randn(3, 2, 2, 6, 4).unbind(0)
+    want = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+    assert torch.equal(attention.attend(q, k, v, None, True, 0.0), want)
+
+
+def test_attention_dropout_averages_to_the_undropped_weights() -> None:
+    torch.manual_seed(5)
+    q, k, v = torch.randn(3, 1, 2, 6, 4).unbind(0)
+    undropped = attention.attend(q, k, v, None, True, 0.0)
+    mean = torch.stack([attention.attend(q, k, v, None, True, 0.25) for _ in range(4000)]).mean(0)
+    torch.testing.assert_close(mean, undropped, rtol=0, atol=0.05)  # > 5 standard errors
+
+
+def test_attention_dropout_keeps_low_precision() -> None:
+    q, k, v = torch.randn(3, 1, 2, 6, 4, dtype=torch.bfloat16).unbind(0)
+    assert attention.attend(q, k, v, None, True, 0.1).dtype == torch.bfloat16

@@ -2,7 +2,12 @@
 
 ``head = softmax(Q Kᵀ / √d_head) V`` per head, heads concatenated and projected by ``Wo``.
 The product runs through :func:`torch.nn.functional.scaled_dot_product_attention`, which
-picks a fused kernel per device and handles masking safely in bf16/fp16.
+picks a fused kernel per device and handles masking safely in bf16/fp16. One exception:
+dropout on the attention weights on the CPU, where torch has no fused kernel and falls back
+to its reference maths, drawing the mask with ``bernoulli_`` (slow on the CPU) and checking
+its masks on every call; there the same maths is written out (:func:`attend`), the mask
+drawn as every other dropout mask here (:mod:`.dropout`): about 10% of an R-Transformer
+training step at the char-PTB size of HT Table 2.
 """
 
 from __future__ import annotations
@@ -12,8 +17,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .decoding import KVCache
+from .dropout import dropout
 
-__all__ = ["KVCache", "MultiHeadAttention", "causal_mask"]
+__all__ = ["KVCache", "MultiHeadAttention", "attend", "causal_mask"]
 
 
 def causal_mask(n_queries: int, n_keys: int, device: torch.device) -> Tensor:
@@ -21,6 +27,33 @@ def causal_mask(n_queries: int, n_keys: int, device: torch.device) -> Tensor:
     offset = n_keys - n_queries
     queries = torch.arange(n_queries, device=device)[:, None] + offset
     return torch.arange(n_keys, device=device)[None, :] <= queries
+
+
+def attend(  # noqa: PLR0913 - scaled_dot_product_attention's operands
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    mask: Tensor | None,
+    is_causal: bool,
+    dropout_p: float,
+    scale: float | None = None,
+) -> Tensor:
+    """``softmax(scale · q kᵀ + mask)`` (``scale`` default ``1/√d_head``; a boolean ``mask``
+    is True where a query may attend) with dropout ``dropout_p`` on the weights, times ``v``:
+    :func:`~torch.nn.functional.scaled_dot_product_attention` itself, except for dropout on
+    the CPU, where its maths is written out (see the module's note)."""
+    if dropout_p == 0.0 or q.device.type != "cpu":
+        return F.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale
+        )
+    scale = q.shape[-1] ** -0.5 if scale is None else scale
+    scores = torch.matmul(q, k.transpose(-1, -2)).mul_(scale)
+    if is_causal:
+        mask = causal_mask(q.shape[-2], k.shape[-2], q.device)
+    if mask is not None:  # every query keeps at least one key here: no row is all -inf
+        scores.masked_fill_(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1, dtype=torch.float32).to(v.dtype)
+    return torch.matmul(dropout(weights, dropout_p), v)
 
 
 class MultiHeadAttention(nn.Module):
@@ -62,12 +95,6 @@ class MultiHeadAttention(nn.Module):
                 is_causal = True
             elif length > 1:  # one new query may attend to every cached key: no mask
                 mask = causal_mask(length, k.shape[2], h.device)
-        out = F.scaled_dot_product_attention(
-            q,
-            k,
-            v,
-            attn_mask=mask,
-            dropout_p=self.dropout_attn if self.training else 0.0,
-            is_causal=is_causal,
-        )
+        dropout_p = self.dropout_attn if self.training else 0.0
+        out = attend(q, k, v, mask, is_causal, dropout_p)
         return self.out(out.transpose(1, 2).reshape(batch, length, self.n_heads * self.d_head))

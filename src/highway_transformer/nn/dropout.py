@@ -16,6 +16,7 @@ import math
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 #: The profiler label of a CPU mask draw (``benchmarks/bench_vs_xtransformers.py --profile``).
@@ -30,8 +31,17 @@ class Dropout(nn.Dropout):
             return x
         if x.device.type != "cpu" or self.p == 1.0 or self.inplace:
             return super().forward(x)
-        mask = keep_draw(x.shape, self.p).mul_(1.0 / (1.0 - self.p))
-        return x * mask.to(x.dtype)
+        return dropout(x, self.p)
+
+
+def dropout(x: Tensor, p: float) -> Tensor:
+    """Training-mode dropout of ``x`` (``0 <= p < 1``): :class:`Dropout`'s mask on the CPU,
+    :func:`torch.nn.functional.dropout` elsewhere."""
+    if p == 0.0:
+        return x
+    if x.device.type != "cpu":
+        return F.dropout(x, p)
+    return x * keep_draw(x.shape, p).mul_(1.0 / (1.0 - p)).to(x.dtype)
 
 
 def keep_draw(shape: tuple[int, ...], p: float, device: torch.device | None = None) -> Tensor:

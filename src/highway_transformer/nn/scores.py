@@ -35,7 +35,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..errors import ConfigError, DataError, unknown_choice
-from .attention import causal_mask
+from .attention import attend, causal_mask
+from .dropout import dropout
 
 SCORES = ("scaled_dot", "dot", "general", "additive", "content", "location")
 _ALIASES = {"scaled-dot": "scaled_dot", "cosine": "content", "concat": "additive"}
@@ -202,20 +203,16 @@ class ScoredAttention(nn.Module):
             # rows with no key at all attend everywhere (no NaN) and are zeroed below
             empty = ~mask.any(dim=-1, keepdim=True)
             mask = mask | empty
-        dropout = self.dropout_attn if self.training else 0.0
+        dropout_p = self.dropout_attn if self.training else 0.0
         if self.score in ("scaled_dot", "dot"):
             scale = None if self.score == "scaled_dot" else 1.0
-            out = F.scaled_dot_product_attention(
-                q, k, v, attn_mask=mask, dropout_p=dropout, scale=scale
-            )
+            out = attend(q, k, v, mask, False, dropout_p, scale)
         else:
             scores = self.scores(q, k)
             if mask is not None:
                 scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
             weights = scores.float().softmax(dim=-1).to(v.dtype)
-            if dropout > 0.0:
-                weights = F.dropout(weights, dropout)
-            out = weights @ v
+            out = dropout(weights, dropout_p) @ v
         if empty is not None:
             out = out.masked_fill(empty, 0.0)
         out = out.transpose(1, 2).reshape(batch, n_queries, self.n_heads * self.d_head)

@@ -20,10 +20,10 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..errors import ConfigError
+from .dropout import dropout
 
 
 def relative_buckets(length: int, clip: int, device: torch.device | None = None) -> Tensor:
@@ -105,7 +105,7 @@ class ShawAttention(nn.Module):
             scores.masked_fill_(future, torch.finfo(scores.dtype).min)
         alpha = torch.softmax(scores, dim=-1)
         if self.training and self.dropout_attn > 0.0:
-            alpha = F.dropout(alpha, p=self.dropout_attn)
+            alpha = dropout(alpha, self.dropout_attn)
 
         # z_i = Σ_j α_ij v_j + Σ_r w_ir a^V_r, w_ir = α summed over the bucket r of row i.
         weights = alpha.new_zeros(b, self.n_heads, length, 2 * self.clip + 1)

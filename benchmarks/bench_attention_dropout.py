@@ -1,0 +1,93 @@
+"""Dropout on the attention weights on the CPU: ours (``nn.attention.attend``) against torch's
+``scaled_dot_product_attention`` with ``dropout_p`` (what users would call), forward and
+backward of one layer's attention at the shapes of the presets that drop attention weights,
+interleaved over rounds; the same attention without dropout (torch's fused kernel) as the
+floor. Prints milliseconds per call (median of rounds) and torch's time over ours.
+
+    python benchmarks/bench_attention_dropout.py            # HT 2, HT 4 and RT 1 at the cpu scale
+    python benchmarks/bench_attention_dropout.py --threads 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import median_seconds, print_machine  # noqa: E402
+
+from highway_transformer.nn.attention import attend  # noqa: E402
+
+#: name -> (batch, heads, length, d_head, dropout): the attention of each preset's `cpu` scale.
+SHAPES = {
+    "ht-table2/rt-l3 (char)": (16, 8, 100, 16, 0.15),
+    "ht-table4/rt-l3 (word)": (16, 8, 20, 16, 0.35),
+    "rt-table1/rtransformer": (32, 2, 64, 16, 0.05),
+}
+
+
+def fwd_bwd(fn: Callable[..., torch.Tensor], q, k, v) -> Callable[[], None]:
+    def call() -> None:
+        fn(q, k, v).sum().backward()
+
+    return call
+
+
+def variants(p: float) -> dict[str, Callable[..., torch.Tensor]]:
+    return {
+        "ours": lambda q, k, v: attend(q, k, v, None, True, p),
+        "torch sdpa": lambda q, k, v: F.scaled_dot_product_attention(
+            q, k, v, dropout_p=p, is_causal=True
+        ),
+        "no dropout": lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+    }
+
+
+def measure(shape: tuple[int, int, int, int, float], rounds: int, repeats: int) -> dict:
+    batch, heads, length, d_head, p = shape
+    q, k, v = (torch.randn(batch, heads, length, d_head, requires_grad=True) for _ in range(3))
+    times: dict[str, list[float]] = {name: [] for name in variants(p)}
+    ratios = []
+    for _ in range(rounds):
+        now = {
+            name: median_seconds(fwd_bwd(fn, q, k, v), repeats) * 1e3
+            for name, fn in variants(p).items()
+        }
+        for name, ms in now.items():
+            times[name].append(ms)
+        ratios.append(now["torch sdpa"] / now["ours"])
+    return {name: statistics.median(ms) for name, ms in times.items()} | {
+        "ratio": statistics.median(ratios),
+        "range": (min(ratios), max(ratios)),
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    print_machine()
+    print(
+        "| attention (B, H, L, d_head, p) | ours ms | torch sdpa ms | no dropout ms | sdpa / ours |"
+    )
+    print("| --- | ---: | ---: | ---: | ---: |")
+    for name, shape in SHAPES.items():
+        r = measure(shape, args.rounds, args.repeats)
+        low, high = r["range"]
+        print(
+            f"| {name} {shape} | {r['ours']:.2f} | {r['torch sdpa']:.2f} | "
+            f"{r['no dropout']:.2f} | {r['ratio']:.2f}× ({low:.2f}–{high:.2f}) |"
+        )
+
+
+if __name__ == "__main__":
+    main()
