@@ -370,6 +370,32 @@ def test_rt_layer_norm_differs_from_torch_layer_norm() -> None:
     assert (rt(x) - plain(x)).abs().max() > 1e-3
 
 
+@pytest.mark.parametrize(("dtype", "tolerance"), [(torch.float64, 1e-12), (torch.float32, 1e-5)])
+def test_rt_layer_norm_backward_is_the_formulas(dtype: torch.dtype, tolerance: float) -> None:
+    """The hand-written backward against autograd through the RT code's formula."""
+    torch.manual_seed(1)
+    norm = build_norm("rt", 16).to(dtype)
+    torch.nn.init.normal_(norm.weight)
+    torch.nn.init.normal_(norm.bias)
+    x = (torch.randn(3, 5, 16, dtype=dtype) * 2 + 1).requires_grad_()
+    upstream = torch.randn(3, 5, 16, dtype=dtype)
+    params = (x, norm.weight, norm.bias)
+    ours = norm(x)
+    ref = ref_rt_layer_norm(x, norm.weight, norm.bias)
+    torch.testing.assert_close(ours, ref, atol=tolerance, rtol=0)
+    got = torch.autograd.grad(ours, params, upstream)
+    want = torch.autograd.grad(ref, params, upstream)
+    for a, b in zip(got, want, strict=True):
+        torch.testing.assert_close(a, b, atol=tolerance * 10, rtol=0)
+
+
+def test_rt_layer_norm_of_a_constant_row_has_a_finite_gradient() -> None:
+    norm = build_norm("rt", 8)
+    x = torch.full((2, 8), 3.0).requires_grad_()
+    norm(x).sum().backward()
+    assert torch.isfinite(x.grad).all()
+
+
 def test_rt_presets_use_the_rt_layer_norm() -> None:
     for name in PRESETS:
         model = get_preset(name).model

@@ -51,7 +51,10 @@ def attend(  # noqa: PLR0913 - scaled_dot_product_attention's operands
     if is_causal:
         mask = causal_mask(q.shape[-2], k.shape[-2], q.device)
     if mask is not None:  # every query keeps at least one key here: no row is all -inf
-        scores.masked_fill_(~mask, float("-inf"))
+        # added, not filled: a broadcast add passes the gradient through as it is, where
+        # masked_fill would take another pass over the scores' gradient
+        blocked = torch.zeros(mask.shape, dtype=scores.dtype, device=scores.device)
+        scores.add_(blocked.masked_fill_(~mask, float("-inf")))
     weights = torch.softmax(scores, dim=-1, dtype=torch.float32).to(v.dtype)
     return torch.matmul(dropout(weights, dropout_p), v)
 
