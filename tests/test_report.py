@@ -15,7 +15,7 @@ import yaml
 from highway_transformer.errors import ConfigError
 from highway_transformer.experiments import get_experiment, run_experiments
 from highway_transformer.report.gates import pca_embedding
-from highway_transformer.report.report import write_report
+from highway_transformer.report.report import DOWN, _fmt_change, write_report
 
 LN2 = math.log(2)
 STEPS = (10, 20, 30, 40)
@@ -151,7 +151,7 @@ def test_paper_direction_row_by_row(table1: Path, tmp_path: Path) -> None:
     assert "ht-table1/t-l3" not in rows
     index = (tmp_path / "report" / "index.md").read_text(encoding="utf-8")
     assert (
-        "1 of 2 gated rows reached the baseline's best validation loss in fewer steps than the "
+        "1 of 2 rows reached the baseline's best validation loss in fewer steps than the "
         "baseline (1 of 2 also in less training time); 1 of 2 ended with a lower validation "
         "bpc at equal steps; 1 of 2 changed in the direction the paper published." in index
     )
@@ -389,3 +389,10 @@ def test_results_readme_snippet_adds_gate_biases_to_older_runs(
     exec(compile(snippet, "results/README.md", "exec"), {"__name__": "snippet"})
     restored = json.loads((run / "results.json").read_text(encoding="utf-8"))["gate_biases"]
     assert restored == recorded
+
+
+def test_an_improvement_is_marked_by_the_metrics_direction() -> None:
+    """⇓ marks a fall of a loss-like metric and a rise of accuracy, never the reverse."""
+    assert _fmt_change(-1.5) == f"-1.50% {DOWN}" and _fmt_change(+1.5) == "+1.50%"
+    assert _fmt_change(+0.63, higher_better=True) == f"+0.63% {DOWN}"
+    assert _fmt_change(-0.12, higher_better=True) == "-0.12%"

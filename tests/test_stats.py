@@ -169,4 +169,4 @@ def test_direction_summary_does_not_count_the_param_matched_row(tmp_path) -> Non
     rows = {r["name"]: r for r in report["direction"]}
     assert rows["ht-table1/t-l3+param-matched"]["param_matched"] is True
     index = (tmp_path / "report" / "index.md").read_text(encoding="utf-8")
-    assert "1 of 1 gated rows reached the baseline's best validation loss" in index
+    assert "1 of 1 rows reached the baseline's best validation loss" in index

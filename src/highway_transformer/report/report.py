@@ -600,11 +600,11 @@ def direction_rows(
 
 
 def direction_summary(rows: list[dict[str, Any]], metric: str) -> str:
-    """One sentence counting the gated rows that follow the paper's claim (the
+    """One sentence counting the rows that follow the paper's claim (the
     parameter-matched plain row is in the table but not counted)."""
     rows = [r for r in rows if not r.get("param_matched")]
     if not rows:
-        return "No gated row ran beside its baseline, so the paper's direction cannot be checked."
+        return "No row ran beside its baseline, so the paper's direction cannot be checked."
     n = len(rows)
     faster = sum(bool(r["converges_faster"]) for r in rows)
     sooner = sum(bool(r["converges_sooner_in_time"]) for r in rows)
@@ -612,7 +612,7 @@ def direction_summary(rows: list[dict[str, Any]], metric: str) -> str:
     signed = [r for r in rows if r["same_sign_as_paper"] is not None]
     same = sum(bool(r["same_sign_as_paper"]) for r in signed)
     return (
-        f"{faster} of {n} gated rows reached the baseline's best validation loss in fewer steps "
+        f"{faster} of {n} rows reached the baseline's best validation loss in fewer steps "
         f"than the baseline ({sooner} of {n} also in less training time); {better} of {n} "
         f"ended with a {better_word(metric)} validation {metric} at equal steps; {same} of "
         f"{len(signed)} changed "
@@ -644,10 +644,10 @@ def direction_markdown(rows: list[dict[str, Any]], metric: str) -> list[str]:
             _yes_no(r["converges_faster"]),
             seconds,
             _yes_no(r["converges_sooner_in_time"]),
-            _fmt_change(r["eval_change_pct"]),
+            _fmt_change(r["eval_change_pct"], higher_is_better(metric)),
             _yes_no(r["better_at_equal_steps"]),
             f"{r['seeds_better']}/{r['seeds_paired']}",
-            _fmt_change(r["paper_eval_change_pct"]),
+            _fmt_change(r["paper_eval_change_pct"], higher_is_better(metric)),
             _yes_no(r["same_sign_as_paper"]),
         ]
         lines.append("| " + " | ".join(cells) + " |")
@@ -728,10 +728,13 @@ def _fmt_stats(s: dict[str, float] | None, digits: int) -> str:
     return f"{s['mean']:.{digits}f}"
 
 
-def _fmt_change(change: float | None) -> str:
+def _fmt_change(change: float | None, higher_better: bool = False) -> str:
+    """``+1.23%``, marked when it is an improvement (a fall, or a rise where higher is
+    better, as for accuracy)."""
     if change is None:
         return "—"
-    return f"{change:+.2f}%" + (f" {DOWN}" if change < 0 else "")
+    improved = change > 0 if higher_better else change < 0
+    return f"{change:+.2f}%" + (f" {DOWN}" if improved else "")
 
 
 def _mark(cell: str, improved: bool | None) -> str:
@@ -740,7 +743,7 @@ def _mark(cell: str, improved: bool | None) -> str:
 
 def paper_markdown(rows: list[dict[str, Any]], metric: str) -> list[str]:
     d = 4 if metric == "bpc" else 2
-    m = metric
+    m, up = metric, higher_is_better(metric)
     lines = [
         f"| model | seeds | params | eval loss | eval {m} | Δ eval | test loss | test {m} "
         f"| Δ test | paper eval {m} | paper test {m} | paper Δ eval | paper Δ test |",
@@ -755,14 +758,14 @@ def paper_markdown(rows: list[dict[str, Any]], metric: str) -> list[str]:
             "—" if r["parameters"] is None else f"{r['parameters']:,.0f}",
             _fmt_stats(r["eval_loss"], 4),
             _mark(_fmt_stats(r[f"eval_{m}"], d), r[f"eval_{m}_improved"]),
-            base or _fmt_change(r[f"eval_{m}_change_pct"]),
+            base or _fmt_change(r[f"eval_{m}_change_pct"], up),
             _fmt_stats(r["test_loss"], 4),
             _mark(_fmt_stats(r[f"test_{m}"], d), r[f"test_{m}_improved"]),
-            base or _fmt_change(r[f"test_{m}_change_pct"]),
+            base or _fmt_change(r[f"test_{m}_change_pct"], up),
             _fmt(pub.get(f"eval_{m}"), d),
             _fmt(pub.get(f"test_{m}"), d),
-            base or _fmt_change(r[f"published_eval_{m}_change_pct"]),
-            base or _fmt_change(r[f"published_test_{m}_change_pct"]),
+            base or _fmt_change(r[f"published_eval_{m}_change_pct"], up),
+            base or _fmt_change(r[f"published_test_{m}_change_pct"], up),
         ]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
