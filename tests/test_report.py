@@ -396,3 +396,61 @@ def test_an_improvement_is_marked_by_the_metrics_direction() -> None:
     assert _fmt_change(-1.5) == f"-1.50% {DOWN}" and _fmt_change(+1.5) == "+1.50%"
     assert _fmt_change(+0.63, higher_better=True) == f"+0.63% {DOWN}"
     assert _fmt_change(-0.12, higher_better=True) == "-0.12%"
+
+
+def _trained_on(run_dir: Path, *capabilities: str) -> None:
+    """Record in results.json that the run trained in one stretch per capability given."""
+    path = run_dir / "results.json"
+    results = json.loads(path.read_text(encoding="utf-8"))
+    results["stretches"] = [
+        {"from_step": 20 * i, "to_step": 20 * (i + 1), "seconds": 1.0, "host": f"h{i}",
+         "device": "cpu", "cpu_capability": cap, "threads": 1, "torch": "2.13.0"}
+        for i, cap in enumerate(capabilities)
+    ]  # fmt: skip
+    path.write_text(json.dumps(results), encoding="utf-8")
+
+
+def test_seconds_compare_only_runs_of_one_kind_of_machine(table1: Path, tmp_path: Path) -> None:
+    runs = sorted(p.parent for p in table1.rglob("results.json"))
+    for run_dir in runs:  # other hosts, the same kind of machine: time compares
+        _trained_on(run_dir, "AVX2")
+    report = write_report([table1], tmp_path / "same")
+    assert report["machines"]["time_comparable"] is True
+    assert len(report["machines"]["runs_by_machine"]) == 1
+    accel = {r["name"]: r for r in report["acceleration"]["valid"]["rows"]}
+    assert accel["ht-table1/t-l3+sigmoid"]["seconds_to_target"] == pytest.approx(82.5)
+    assert "not compared" not in (tmp_path / "same" / "index.md").read_text(encoding="utf-8")
+
+    # the σ seed-2 run resumed on an AVX512 CPU: seconds no longer compare across rows
+    sigmoid2 = next(p for p in runs if "sigmoid" in str(p) and p.name == "seed2")
+    _trained_on(sigmoid2, "AVX2", "AVX512")
+    report = write_report([table1], tmp_path / "mixed")
+    machines = report["machines"]
+    assert machines["time_comparable"] is False
+    avx512 = next(m for m in machines["runs_by_machine"] if "AVX512" in m)
+    assert machines["runs_by_machine"][avx512] == ["ht-table1/t-l3+sigmoid seed 2"]
+    accel = {r["name"]: r for r in report["acceleration"]["valid"]["rows"]}
+    assert accel["ht-table1/t-l3+sigmoid"]["steps_to_target"] == 30  # steps still compare
+    assert all(r["seconds_to_target"] is None for r in accel.values())
+    direction = {r["name"]: r for r in report["direction"]}
+    assert direction["ht-table1/t-l3+sigmoid"]["converges_sooner_in_time"] is None
+    assert direction["ht-table1/t-l3+sigmoid"]["converges_faster"] is True
+    times = {r["name"]: r for r in report["time"]}
+    assert times["ht-table1/t-l3+sigmoid"]["time_change_pct"] is None
+    assert times["ht-table1/t-l3"]["seconds_per_step"]["mean"] == pytest.approx(2.5)
+    index = (tmp_path / "mixed" / "index.md").read_text(encoding="utf-8")
+    assert "**Training time is not compared: the runs trained on 2 kinds of machine**" in index
+    assert "in fewer steps than the baseline (training time not compared);" in index
+    assert "| ht-table1/t-l3+sigmoid | 30 (40) | yes | — (—) | — |" in index
+
+
+def test_machine_signature_keeps_what_decides_speed() -> None:
+    from highway_transformer.report.machines import NOT_RECORDED, machine_signature, run_machines
+
+    a = {"device": "cpu", "cpu_capability": "AVX2", "threads": 1, "host": "a", "seconds": 3.0}
+    assert machine_signature(a) == machine_signature({**a, "host": "b", "seconds": 9.0})
+    assert machine_signature(a) != machine_signature({**a, "threads": 2})
+    assert machine_signature(a) == "cpu_capability AVX2, device cpu, threads 1"
+    assert machine_signature({"from_step": 0, "recorded": False}) == NOT_RECORDED
+    assert run_machines(None) == {NOT_RECORDED}
+    assert run_machines({"metadata": a}) == {machine_signature(a)}  # older runs: metadata

@@ -25,16 +25,31 @@ NATIVE_FLAGS = {
 
 
 @lru_cache(maxsize=1)
-def cpu_flags() -> frozenset[str]:
-    """The CPU feature flags of ``/proc/cpuinfo`` (empty where the file does not exist)."""
+def _cpuinfo() -> dict[str, str]:
+    """The first processor's fields of ``/proc/cpuinfo`` (empty where there is no such file)."""
     try:
         text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
     except OSError:
-        return frozenset()
+        return {}
+    fields: dict[str, str] = {}
     for line in text.splitlines():
-        if line.startswith(("flags", "Features")):
-            return frozenset(line.split(":", 1)[1].split())
-    return frozenset()
+        key, sep, value = line.partition(":")
+        if sep:
+            fields.setdefault(key.strip(), value.strip())
+    return fields
+
+
+def cpu_flags() -> frozenset[str]:
+    """The CPU feature flags of ``/proc/cpuinfo`` (empty where the file does not exist)."""
+    info = _cpuinfo()
+    return frozenset((info.get("flags") or info.get("Features") or "").split())
+
+
+def cpu_model() -> str:
+    """The CPU's model name (``AMD EPYC ...``): two CPUs of one instruction set can differ in
+    speed, so runs record it beside the capability."""
+    info = _cpuinfo()
+    return info.get("model name") or info.get("Model") or platform.processor() or "unknown"
 
 
 def cpu_native(precision: str) -> bool:
@@ -79,6 +94,7 @@ def describe(device: torch.device | str = "cpu") -> dict[str, object]:
     info: dict[str, object] = {
         "device": str(device),
         "cpu": platform.processor() or platform.machine(),
+        "cpu_model": cpu_model(),
         "cpu_capability": cpu_capability(),
         "cpu_bf16_native": cpu_native("bf16"),
         "cpu_fp16_native": cpu_native("fp16"),

@@ -50,6 +50,7 @@ from ..train import runfolder
 from .convergence import steps_to_reach
 from .figures import plot_convergence, plot_gate_heatmaps, plot_pca
 from .gates import bias_matrices, load_gate_biases, pca_embedding, split_name
+from .machines import machines_markdown, runs_by_machine, time_comparable
 from .stats import (
     FRACTIONS,
     fraction_target,
@@ -476,9 +477,10 @@ def fraction_rows(
 
 
 def acceleration_rows(
-    groups: dict[str, list[RunRecord]], split: str, baseline: str | None
+    groups: dict[str, list[RunRecord]], split: str, baseline: str | None, timed: bool = True
 ) -> dict[str, Any]:
-    """Steps / seconds to reach the baseline's best ``split`` loss, and ratio to its steps."""
+    """Steps / seconds to reach the baseline's best ``split`` loss, and ratio to its steps
+    (``timed=False``: no seconds, the runs trained on different machines)."""
     if baseline is None or baseline not in groups:
         return {"skipped": f"the baseline row {baseline} is not among the runs"}
     base_curve = [(s, v) for s, _, v in mean_curve(groups[baseline], split, "loss")]
@@ -490,7 +492,7 @@ def acceleration_rows(
     for name, runs in groups.items():
         points = mean_curve(runs, split, "loss")
         reached = steps_to_reach([(s, v) for s, _, v in points], target)
-        seconds = next((t for s, t, _ in points if s == reached), None)
+        seconds = next((t for s, t, _ in points if s == reached), None) if timed else None
         rows.append(
             {
                 "name": name,
@@ -506,8 +508,9 @@ def acceleration_rows(
             "rows": rows}  # fmt: skip
 
 
-def time_rows(groups: dict[str, list[RunRecord]]) -> list[dict[str, Any]]:
-    """Training time, seconds per step and parameters per row (HT Table 7 style)."""
+def time_rows(groups: dict[str, list[RunRecord]], timed: bool = True) -> list[dict[str, Any]]:
+    """Training time, seconds per step and parameters per row (HT Table 7 style); each
+    row's change to its baseline only when ``timed`` (the runs trained on one machine)."""
     rows = {}
     for name, runs in groups.items():
         done = [r.results for r in runs if r.results]
@@ -529,7 +532,7 @@ def time_rows(groups: dict[str, list[RunRecord]]) -> list[dict[str, Any]]:
         base = rows.get(row["baseline"])
         own = row["baseline"] == row["name"]
         row["time_change_pct"] = (
-            None if own or base is None
+            None if own or base is None or not timed
             else relative_change(_mean(row["train_seconds"]), _mean(base["train_seconds"]))
         )  # fmt: skip
         row["published_time_change_pct"] = (
@@ -607,13 +610,19 @@ def direction_summary(rows: list[dict[str, Any]], metric: str) -> str:
         return "No row ran beside its baseline, so the paper's direction cannot be checked."
     n = len(rows)
     faster = sum(bool(r["converges_faster"]) for r in rows)
-    sooner = sum(bool(r["converges_sooner_in_time"]) for r in rows)
+    timed = [r for r in rows if r["converges_sooner_in_time"] is not None]
+    sooner = sum(bool(r["converges_sooner_in_time"]) for r in timed)
+    in_time = (
+        f"{sooner} of {len(timed)} also in less training time"
+        if timed
+        else "training time not compared"
+    )
     better = sum(bool(r["better_at_equal_steps"]) for r in rows)
     signed = [r for r in rows if r["same_sign_as_paper"] is not None]
     same = sum(bool(r["same_sign_as_paper"]) for r in signed)
     return (
         f"{faster} of {n} rows reached the baseline's best validation loss in fewer steps "
-        f"than the baseline ({sooner} of {n} also in less training time); {better} of {n} "
+        f"than the baseline ({in_time}); {better} of {n} "
         f"ended with a {better_word(metric)} validation {metric} at equal steps; {same} of "
         f"{len(signed)} changed "
         "in the direction the paper published."
@@ -970,6 +979,7 @@ def index_markdown(report: dict[str, Any]) -> str:
         "published figures.",
         "",
         *in_progress_markdown(report.get("in_progress", [])),
+        *machines_markdown(report["machines"]["runs_by_machine"]),
         "## Results (paper format)",
         "",
         *protocols_markdown(report["paper_table"], m),
@@ -1128,8 +1138,10 @@ def write_report(
     figures = _convergence_figures(groups, metric, out, f"{description} ({scale})")
     gates = gate_analysis(groups, out)
     paper_table = paper_rows(groups, metric)
+    machines = runs_by_machine((f"{r.name} seed {r.seed}", r.results) for r in runs)
+    timed = time_comparable(machines)
     acceleration = {
-        split: acceleration_rows(groups, split, baseline) for split in ("valid", "train")
+        split: acceleration_rows(groups, split, baseline, timed) for split in ("valid", "train")
     }
     report: dict[str, Any] = {
         "table": table,
@@ -1154,7 +1166,8 @@ def write_report(
         "acceleration": acceleration,
         "fractions": fraction_rows(groups, baseline, FRACTIONS),
         "direction": direction_rows(groups, paper_table, acceleration["valid"], metric),
-        "time": time_rows(groups),
+        "time": time_rows(groups, timed),
+        "machines": {"time_comparable": timed, "runs_by_machine": machines},
         "gates": gates,
         "missing": [f"{r.name} seed {r.seed}: {p}" for r in runs for p in r.problems],
         "in_progress": in_progress,
