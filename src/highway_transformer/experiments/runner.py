@@ -26,6 +26,7 @@ from ..errors import ConfigError, HighwayError, TrainingInterrupted, unknown_cho
 from ..extras import import_extra
 from ..train import runfolder
 from ..train.stopping import StopRequests, interrupted, stop_when_parent_dies
+from . import estimate
 from .param_match import match_parameters
 from .protocols import measure_protocol
 from .registry import Experiment, get_experiment, resolve_experiments
@@ -215,8 +216,9 @@ def run_state(spec: RunSpec) -> RunState:
     return RunState("start", f"starts, {total:,} steps{now}", total)
 
 
-def describe_plan(specs: list[RunSpec]) -> list[str]:
-    """One line per run (folder and state), then the totals: ``highway run --plan``."""
+def describe_plan(specs: list[RunSpec], jobs: int = 1) -> list[str]:
+    """One line per run (folder and state), then the totals and the time they take here at
+    the rates the rows' own runs measured (``jobs`` at once): ``highway run --plan``."""
     states = [run_state(spec) for spec in specs]
     lines = [
         f"{spec.experiment.name} seed {spec.seed} ({spec.run_dir}): {state.words}"
@@ -228,7 +230,25 @@ def describe_plan(specs: list[RunSpec]) -> list[str]:
         f"{count['finished']} finished, {count['resume']} to resume, {count['start']} to start: "
         f"{left:,} steps to train"
     )
-    return lines
+    return [*lines, _estimate(specs, states, jobs)]
+
+
+def _estimate(specs: list[RunSpec], states: list[RunState], jobs: int) -> str:
+    """:func:`estimate.estimate_line` for a local run of ``specs`` with ``jobs`` at once
+    (one thread a run when several train at once, as :func:`_launch` sets)."""
+    import torch
+
+    first = specs[0].config.train
+    threads = first.threads or (1 if jobs > 1 else torch.get_num_threads())
+    here = estimate.machine_here(first.device, first.precision, threads)
+    rows: dict[str, list[Path]] = {}
+    steps_left: dict[str, int] = {}
+    for spec, state in zip(specs, states, strict=True):
+        row = spec.experiment.name
+        rows.setdefault(row, []).append(spec.run_dir)
+        steps_left[row] = steps_left.get(row, 0) + state.steps_left
+    rates = {row: estimate.seconds_per_step(dirs, here) for row, dirs in rows.items()}
+    return estimate.estimate_line(steps_left, rates, jobs, threads)
 
 
 def _prepare(spec: RunSpec) -> bool:

@@ -1,0 +1,94 @@
+"""How long the runs left of a plan take here, from what the table's own runs measured.
+
+Every run records each uninterrupted stretch of its training with the machine it ran on (in
+``results.json`` once finished, in its checkpoint before). A row's seconds per step on *this*
+kind of machine are the stretches of that row (any seed) that ran on one like it: same device,
+instruction set, threads, precision and torch. Rates measured elsewhere are not used (an AVX2
+and an AVX512 CPU differ 1.6x per step), so a row no stretch measured here has no estimate.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from ..hardware import run_metadata
+from ..report.machines import PLACE_AND_TIME
+from ..train import runfolder
+
+CHECKPOINT_STATE = Path("checkpoint") / "trainer.json"
+
+
+def _json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def recorded_stretches(run_dir: Path) -> list[dict[str, Any]]:
+    """The stretches a run folder records: its results', else its checkpoint's."""
+    stretches = _json(run_dir / runfolder.RESULTS_FILE).get("stretches")
+    if not isinstance(stretches, list):
+        stretches = _json(run_dir / CHECKPOINT_STATE).get("run", {}).get("stretches")
+    return [s for s in stretches or [] if isinstance(s, dict)]
+
+
+def machine_here(device: str, precision: str, threads: int) -> dict[str, Any]:
+    """What a run started now would record about where it trains."""
+    from ..train.trainer import resolve_device
+
+    return {**run_metadata(resolve_device(device), precision), "threads": threads}
+
+
+def ran_here(stretch: dict[str, Any], here: dict[str, Any]) -> bool:
+    """Whether a stretch ran on a machine like ``here``: every speed fact it records agrees
+    (stretches written before a fact was recorded are judged on the ones they hold)."""
+    if stretch.get("recorded") is False:
+        return False
+    facts = {k: v for k, v in stretch.items() if k not in PLACE_AND_TIME}
+    return bool(facts) and all(here.get(k) == v for k, v in facts.items())
+
+
+def seconds_per_step(run_dirs: Iterable[Path], here: dict[str, Any]) -> float | None:
+    """Mean seconds per step over the stretches of these runs that ran here (None: none did)."""
+    steps = seconds = 0.0
+    for run_dir in run_dirs:
+        for stretch in recorded_stretches(run_dir):
+            span = stretch.get("to_step", 0) - stretch.get("from_step", 0)
+            if ran_here(stretch, here) and span > 0 and stretch.get("seconds"):
+                steps += span
+                seconds += float(stretch["seconds"])
+    return seconds / steps if steps else None
+
+
+def _duration(seconds: float) -> str:
+    if seconds >= 3600:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 60:.0f} min" if seconds >= 60 else f"{seconds:.0f} s"
+
+
+def estimate_line(
+    steps_left: dict[str, int], rates: dict[str, float | None], jobs: int, threads: int
+) -> str:
+    """The plan's closing line: the time the steps left take at the rates measured here.
+
+    ``steps_left`` and ``rates`` are keyed by row; ``jobs`` runs train at once."""
+    todo = {row: steps for row, steps in steps_left.items() if steps > 0}
+    if not todo:
+        return "nothing left to train"
+    known = {row: steps * rates[row] for row, steps in todo.items() if rates.get(row)}
+    unknown = sorted(row for row in todo if row not in known)
+    where = f"{threads} thread{'s' if threads > 1 else ''} per run"
+    if not known:
+        return f"no rate measured on this kind of machine yet ({where}): no time estimate"
+    total = sum(known.values())
+    line = f"at the rates measured on this kind of machine ({where}): ≈ {_duration(total)} of training"
+    if jobs > 1:
+        line += f", ≈ {_duration(total / jobs)} with {jobs} at once"
+    if unknown:
+        line += f"; not yet measured here, so not counted: {', '.join(unknown)}"
+    return line
