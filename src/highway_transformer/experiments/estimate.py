@@ -86,7 +86,8 @@ def estimate_line(
     if not known:
         return f"no rate measured on this kind of machine yet ({where}): no time estimate"
     total = sum(known.values())
-    line = f"at the rates measured on this kind of machine ({where}): ≈ {_duration(total)} of training"
+    line = f"at the rates measured on this kind of machine ({where}): ≈ {_duration(total)}"
+    line += " of training"
     if jobs > 1:
         line += f", ≈ {_duration(total / jobs)} with {jobs} at once"
     if unknown:
