@@ -3,6 +3,8 @@ replacement."""
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 
 from highway_transformer.experiments import describe_scale, experiment_config, get_experiment
@@ -135,3 +137,35 @@ def test_table5_rows_measure_validation_the_papers_way(tmp_path) -> None:  # noq
     assert row["eval_bpc_paper_protocol"]["mean"] == pytest.approx(record["valid"]["bpc"])
     index = (tmp_path / "report" / "index.md").read_text(encoding="utf-8")
     assert "| ht-table5/l6-xl | " in index and "eval bpc, paper's protocol" in index
+
+    # measured once: a finished row is not measured again, and one whose best/ weights were
+    # dropped before it was measured says so (the report lists it as missing)
+    messages: list[str] = []
+    run_experiments("ht-table5/l6-xl", tmp_path / "runs", "tiny", overrides=overrides,
+                    log=messages.append)  # fmt: skip
+    assert messages == ["ht-table5/l6-xl seed 1: finished, skipped"]
+    (run_dir / "protocol_eval.json").unlink()
+    shutil.rmtree(run_dir / "best")
+    run_experiments("ht-table5/l6-xl", tmp_path / "runs", "tiny", overrides=overrides,
+                    log=messages.append)  # fmt: skip
+    assert "its best/ weights are gone" in messages[-1]
+    assert not (run_dir / "protocol_eval.json").exists()
+
+
+def test_table5_rows_trained_in_parallel_are_measured_too(tmp_path) -> None:  # noqa: ANN001
+    import json
+
+    from highway_transformer.experiments import run_experiments
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("abcdefgh \n" * 600, encoding="utf-8")
+    overrides = ["data.corpus=file", f"data.path={corpus}", "data.level=char",
+                 "train.max_steps=2", "train.eval_interval=2"]  # fmt: skip
+    messages: list[str] = []
+    rows = ["ht-table5/l6-xl", "ht-table5/l6-xl+sigmoid"]
+    dirs = run_experiments(rows, tmp_path / "runs", "tiny", jobs=2, overrides=overrides,
+                           log=messages.append)  # fmt: skip
+    for run_dir in dirs:
+        record = json.loads((run_dir / "protocol_eval.json").read_text(encoding="utf-8"))
+        assert record["valid"]["bpc"] > 0
+    assert sum("validation with the paper's protocol" in m for m in messages) == 2

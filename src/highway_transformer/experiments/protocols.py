@@ -36,19 +36,22 @@ def protocol_overrides(experiment: Experiment, scale: str) -> list[str]:
 
 
 def measure_protocol(
-    run_dir: str | Path, experiment: Experiment, scale: str
+    run_dir: str | Path, experiment: Experiment, scale: str, device: str = "auto"
 ) -> dict[str, Any] | None:
-    """Evaluate ``run_dir/best`` the paper's way once (kept in ``protocol_eval.json``); None for
-    rows whose paper states no separate protocol."""
+    """Evaluate ``run_dir/best`` the paper's way once (kept in ``protocol_eval.json``), on
+    ``device`` (``train.device``: where the run trained, a GPU when it had one); None for rows
+    whose paper states no separate protocol."""
     if not experiment.eval_overrides:
         return None
     path = Path(run_dir) / PROTOCOL_FILE
     if path.is_file():
         return json.loads(path.read_text(encoding="utf-8"))
     from ..train.evaluation import evaluate_checkpoint
+    from ..train.trainer import resolve_device
 
     overrides = protocol_overrides(experiment, scale)
-    metrics = evaluate_checkpoint(Path(run_dir) / "best", ["valid"], "cpu", overrides)["valid"]
+    best = Path(run_dir) / "best"
+    metrics = evaluate_checkpoint(best, ["valid"], resolve_device(device), overrides)["valid"]
     record = {"protocol": experiment.protocols.get(f"eval_{experiment.metric}", ""),
               "overrides": overrides, "valid": metrics}  # fmt: skip
     path.write_text(json.dumps(record, indent=2, ensure_ascii=False), encoding="utf-8")

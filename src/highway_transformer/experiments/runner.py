@@ -28,7 +28,7 @@ from ..train import runfolder
 from ..train.stopping import StopRequests, interrupted, stop_when_parent_dies
 from . import estimate
 from .param_match import match_parameters
-from .protocols import measure_protocol
+from .protocols import PROTOCOL_FILE, measure_protocol
 from .registry import Experiment, get_experiment, resolve_experiments
 from .scale import describe_scale, get_scale, scale_config
 
@@ -239,7 +239,7 @@ def _estimate(specs: list[RunSpec], states: list[RunState], jobs: int) -> str:
     import torch
 
     first = specs[0].config.train
-    threads = first.threads or (1 if jobs > 1 else torch.get_num_threads())
+    threads = first.threads or (threads_per_job(jobs) if jobs > 1 else torch.get_num_threads())
     here = estimate.machine_here(first.device, first.precision, threads)
     rows: dict[str, list[Path]] = {}
     steps_left: dict[str, int] = {}
@@ -302,12 +302,17 @@ def _names(specs: list[RunSpec]) -> str:
     return ", ".join(f"{s.experiment.name} seed {s.seed}" for s in specs)
 
 
+def threads_per_job(jobs: int) -> int:
+    """CPU threads each of ``jobs`` rows training at once gets (the cores shared out)."""
+    return max(1, (os.cpu_count() or 1) // jobs)
+
+
 def _run_parallel(specs: list[RunSpec], jobs: int, log: Callable[[str], None]) -> None:
     """Train ``specs``, ``jobs`` at a time. A stop signal is passed on to the running
     trainings, which checkpoint and stop; nothing new starts."""
-    threads = max(1, (os.cpu_count() or 1) // jobs)
+    threads = threads_per_job(jobs)
     pending, running, forwarded = list(specs), [], False
-    ended: dict[str, list[RunSpec]] = {"failed": [], "stopped": []}
+    ended: dict[str, list[RunSpec]] = {"failed": [], "stopped": [], "finished": []}
     with StopRequests() as stops:
         while pending or running:
             while pending and len(running) < jobs and not stops.requested:
@@ -319,6 +324,9 @@ def _run_parallel(specs: list[RunSpec], jobs: int, log: Callable[[str], None]) -
                 for _, process in running:
                     process.send_signal(signal.SIGTERM)
             running = _reap(running, stops.requested, ended, log)
+            for spec in ended["finished"]:  # measured while the other rows train on
+                _measure_protocol(spec, log, threads)
+            ended["finished"] = []
             time.sleep(0.2)
     if ended["failed"]:
         raise ExperimentFailed(
@@ -333,7 +341,7 @@ def _reap(
     running: Running, stopping: bool, ended: dict[str, list[RunSpec]], log: Callable[[str], None]
 ) -> Running:
     """The rows still running; the others filed under ``ended`` (a row ended by a signal while
-    stopping is ``stopped``, any other non-zero exit ``failed``)."""
+    stopping is ``stopped``, any other non-zero exit ``failed``, exit 0 ``finished``)."""
     still = []
     for spec, process in running:
         code = process.poll()
@@ -345,6 +353,8 @@ def _reap(
             ended["stopped"].append(spec)
         elif code != 0:
             ended["failed"].append(spec)
+        else:
+            ended["finished"].append(spec)
     return still
 
 
@@ -458,9 +468,32 @@ def run_experiments(
                 _run_inline(spec, log, progress)
             except TrainingInterrupted as stop:
                 raise _stopped(stop.signal_number, [spec]) from None
+            _measure_protocol(spec, log)
     elif todo:
         _run_parallel(todo, jobs, log)
-    for spec in specs:  # HT Table 5: validation measured the paper's way as well
-        if measure_protocol(spec.run_dir, spec.experiment, spec.scale) is not None:
-            log(f"{spec.experiment.name} seed {spec.seed}: validation with the paper's protocol")
+    for spec in specs:  # rows that finished before this command, if not measured yet
+        if spec.finished:
+            _measure_protocol(spec, log)
     return [spec.run_dir for spec in specs]
+
+
+def _measure_protocol(spec: RunSpec, log: Callable[[str], None], threads: int = 0) -> None:
+    """HT Table 5: a finished row's validation measured the paper's way as well, once, as soon
+    as it finishes (its ``best/`` weights may be dropped once it is measured), on the row's
+    device and, beside rows still training, ``threads`` CPU threads."""
+    if not spec.experiment.eval_overrides or (spec.run_dir / PROTOCOL_FILE).is_file():
+        return
+    name = f"{spec.experiment.name} seed {spec.seed}"
+    if not (spec.run_dir / runfolder.BEST_DIR).is_dir():
+        log(f"{name}: its best/ weights are gone, so its validation cannot be measured the "
+            "paper's way; the report lists it as missing")  # fmt: skip
+        return
+    import torch
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads or previous)
+    try:
+        measure_protocol(spec.run_dir, spec.experiment, spec.scale, spec.config.train.device)
+    finally:
+        torch.set_num_threads(previous)
+    log(f"{name}: validation with the paper's protocol")
