@@ -235,7 +235,8 @@ def describe_plan(specs: list[RunSpec], jobs: int = 1) -> list[str]:
 
 def _estimate(specs: list[RunSpec], states: list[RunState], jobs: int) -> str:
     """:func:`estimate.estimate_line` for a local run of ``specs`` with ``jobs`` at once
-    (one thread a run when several train at once, as :func:`_launch` sets)."""
+    (each with :func:`threads_per_job` threads when several train at once, as the runner
+    launches them)."""
     import torch
 
     first = specs[0].config.train
@@ -486,7 +487,7 @@ def _measure_protocol(spec: RunSpec, log: Callable[[str], None], threads: int = 
     name = f"{spec.experiment.name} seed {spec.seed}"
     if not (spec.run_dir / runfolder.BEST_DIR).is_dir():
         log(f"{name}: its best/ weights are gone, so its validation cannot be measured the "
-            "paper's way; the report lists it as missing")  # fmt: skip
+            "paper's way; the report's paper-protocol table leaves it out")  # fmt: skip
         return
     import torch
 
