@@ -17,6 +17,9 @@ speed relative to the first one (a gate's cost). Presets are interleaved over ``
     # a CPU-sized check (1 thread)
     python benchmarks/bench_train_step.py ht-table1/t-l3 ht-table1/t-l3+sigmoid \\
         --batch 16 --seq-len 200 --window 5 --threads 1
+    # precisions side by side (each against its own matmul peak): is bf16 faster on this CPU?
+    python benchmarks/bench_train_step.py ht-table1/t-l3+sigmoid --precision fp32 bf16 \\
+        --batch 16 --seq-len 100 --window 5 --threads 1 --rounds 4
 """
 
 from __future__ import annotations
@@ -68,6 +71,15 @@ def overrides(args: argparse.Namespace) -> list[str]:
     return settings + list(args.set)
 
 
+def child_argv(args: argparse.Namespace, preset: str, precision: str) -> list[str]:
+    """The command line of one variant's training child."""
+    argv = [preset, "--device", args.device, "--precision", precision, "--child"]
+    for name in ("batch", "seq_len", "window", "windows", "threads"):
+        argv += [f"--{name.replace('_', '-')}", str(getattr(args, name))]
+    argv += ["--compile"] * args.compile + ["--fused-optimizer"] * args.fused_optimizer
+    return argv + (["--set", *args.set] if args.set else [])
+
+
 def train_child(preset: str, args: argparse.Namespace) -> dict:
     """Train ``preset`` briefly; its steady tokens/s per window, FLOPs per token, memory."""
     config = build_config(get_preset(preset), overrides=overrides(args))
@@ -94,7 +106,7 @@ def train_child(preset: str, args: argparse.Namespace) -> dict:
 
 
 def run_child(preset: str, argv: list[str]) -> dict:
-    command = [sys.executable, __file__, preset, *argv, "--child"]
+    command = [sys.executable, __file__, *argv]
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode:
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
@@ -102,25 +114,33 @@ def run_child(preset: str, argv: list[str]) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def print_table(runs: dict[str, list[dict]], peak: float, args: argparse.Namespace) -> None:
+Variant = tuple[str, str]  # (preset, precision)
+
+
+def print_table(
+    runs: dict[Variant, list[dict]], peaks: dict[str, float], args: argparse.Namespace
+) -> None:
     first = next(iter(runs))
-    rates = {p: statistics.median(r for run in rs for r in run["rates"]) for p, rs in runs.items()}
+    rates = {v: statistics.median(r for run in rs for r in run["rates"]) for v, rs in runs.items()}
     some = runs[first][0]
+    matmul = ", ".join(f"{p} {peak / 1e12:.3f}" for p, peak in peaks.items())
     print(
-        f"batch {some['batch']}, {args.precision}, device {args.device}, compile {args.compile}, "
-        f"fused optimiser {args.fused_optimizer}; {args.device} {args.precision} matmul peak "
-        f"{peak / 1e12:.3f} TFLOP/s; median of {args.windows} windows of {args.window} steps "
-        f"x {args.rounds} rounds\n"
+        f"batch {some['batch']}, device {args.device}, compile {args.compile}, "
+        f"fused optimiser {args.fused_optimizer}; {args.device} matmul peak (TFLOP/s): {matmul}; "
+        f"median of {args.windows} windows of {args.window} steps x {args.rounds} rounds\n"
     )
-    print("| preset | params | tokens/s | vs first | MFU | peak MiB | train loss first → last |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | --- |")
-    for preset, rs in runs.items():
-        run = rs[-1]
-        mfu = rates[preset] * run["flops_per_token"] / peak
+    print(
+        "| preset | precision | params | tokens/s | vs first | MFU | peak MiB "
+        "| train loss first → last |"
+    )
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |")
+    for (preset, precision), rs in runs.items():
+        run, rate = rs[-1], rates[(preset, precision)]
+        mfu = rate * run["flops_per_token"] / peaks[precision]
         loss = f"{run['first_loss']:.3f} → {run['last_loss']:.3f}"
         print(
-            f"| {preset} | {run['parameters']:,} | {rates[preset]:,.0f} | "
-            f"{rates[preset] / rates[first]:.3f} | {mfu:.1%} | "
+            f"| {preset} | {precision} | {run['parameters']:,} | {rate:,.0f} | "
+            f"{rate / rates[first]:.3f} | {mfu:.1%} | "
             f"{max(r['peak_mib'] for r in rs):,.0f} | {loss} |"
         )
 
@@ -129,7 +149,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("presets", nargs="+", help="preset names; the first is the reference")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--precision", choices=PRECISIONS, default="fp32")
+    parser.add_argument(
+        "--precision", nargs="+", choices=PRECISIONS, default=["fp32"],
+        help="one or more, each preset trained in each (MFU against that precision's peak)",
+    )  # fmt: skip
     parser.add_argument("--compile", action="store_true", help="train.compile=true")
     parser.add_argument("--fused-optimizer", action="store_true")
     parser.add_argument("--batch", type=int, default=0, help="data.batch_size (0: preset's)")
@@ -144,17 +167,21 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.child:
+        args.precision = args.precision[0]
         print(json.dumps(train_child(args.presets[0], args)))
         return
     print_machine(args.device)
-    dtype = AUTOCAST_DTYPES.get(args.precision, torch.float32)  # what the products run in
-    peak = matmul_peak_flops(dtype, args.device)
-    argv = [a for a in sys.argv[1:] if a not in args.presets]
-    runs: dict[str, list[dict]] = {preset: [] for preset in args.presets}
+    peaks = {  # the products run in the autocast dtype
+        p: matmul_peak_flops(AUTOCAST_DTYPES.get(p, torch.float32), args.device)
+        for p in args.precision
+    }
+    variants = [(preset, p) for preset in args.presets for p in args.precision]
+    runs: dict[Variant, list[dict]] = {v: [] for v in variants}
     for _ in range(args.rounds):
-        for preset in args.presets:
-            runs[preset].append(run_child(preset, argv))
-    print_table(runs, peak, args)
+        for preset, precision in variants:
+            argv = child_argv(args, preset, precision)
+            runs[(preset, precision)].append(run_child(preset, argv))
+    print_table(runs, peaks, args)
 
 
 if __name__ == "__main__":

@@ -41,9 +41,14 @@ def test_train_step_bench_times_the_trainer(capsys) -> None:
     assert len(run["rates"]) == args.windows and min(run["rates"]) > 0
     assert run["flops_per_token"] > 0 and run["parameters"] > 0
     assert run["batch"] == "2 x 32"
-    step_bench.print_table({"a": [run], "b": [run]}, peak=1e9, args=args)
+    runs = {("a", "fp32"): [run], ("a", "bf16"): [run]}
+    step_bench.print_table(runs, peaks={"fp32": 1e9, "bf16": 2e9}, args=args)
     table = capsys.readouterr().out
-    assert "| a |" in table and "| b |" in table and "| 1.000 |" in table
+    assert "| a | fp32 |" in table and "| a | bf16 |" in table and "| 1.000 |" in table
+    args.threads, args.precision = 1, ["fp32", "bf16"]
+    argv = step_bench.child_argv(args, "a", "bf16")
+    assert argv[:5] == ["a", "--device", "cpu", "--precision", "bf16"]
+    assert argv[-5:] == ["--set", *args.set]
 
 
 def test_attention_dropout_bench_times_the_same_attention() -> None:
