@@ -427,8 +427,9 @@ def test_seconds_compare_only_runs_of_one_kind_of_machine(table1: Path, tmp_path
     report = write_report([table1], tmp_path / "mixed")
     machines = report["machines"]
     assert machines["time_comparable"] is False
-    avx512 = next(m for m in machines["runs_by_machine"] if "AVX512" in m)
-    assert machines["runs_by_machine"][avx512] == ["ht-table1/t-l3+sigmoid seed 2"]
+    by_machine = machines["runs_by_machine"]
+    assert by_machine["cpu_capability AVX512"] == ["ht-table1/t-l3+sigmoid seed 2"]
+    assert machines["common"] == "device cpu, threads 1, torch 2.13.0"
     accel = {r["name"]: r for r in report["acceleration"]["valid"]["rows"]}
     assert accel["ht-table1/t-l3+sigmoid"]["steps_to_target"] == 30  # steps still compare
     assert all(r["seconds_to_target"] is None for r in accel.values())
@@ -444,13 +445,26 @@ def test_seconds_compare_only_runs_of_one_kind_of_machine(table1: Path, tmp_path
     assert "| ht-table1/t-l3+sigmoid | 30 (40) | yes | — (—) | — |" in index
 
 
-def test_machine_signature_keeps_what_decides_speed() -> None:
-    from highway_transformer.report.machines import NOT_RECORDED, machine_signature, run_machines
+def test_machines_keep_what_decides_speed_and_name_what_differs() -> None:
+    from highway_transformer.report.machines import machine_of, run_machines, runs_by_machine
 
     a = {"device": "cpu", "cpu_capability": "AVX2", "threads": 1, "host": "a", "seconds": 3.0}
-    assert machine_signature(a) == machine_signature({**a, "host": "b", "seconds": 9.0})
-    assert machine_signature(a) != machine_signature({**a, "threads": 2})
-    assert machine_signature(a) == "cpu_capability AVX2, device cpu, threads 1"
-    assert machine_signature({"from_step": 0, "recorded": False}) == NOT_RECORDED
-    assert run_machines(None) == {NOT_RECORDED}
-    assert run_machines({"metadata": a}) == {machine_signature(a)}  # older runs: metadata
+    assert machine_of(a) == machine_of({**a, "host": "b", "seconds": 9.0})
+    assert machine_of(a) != machine_of({**a, "threads": 2})
+    assert machine_of(a) == (("cpu_capability", "AVX2"), ("device", "cpu"), ("threads", "1"))
+    assert machine_of({"from_step": 0, "recorded": False}) == ()
+    assert run_machines(None) == {()}
+    assert run_machines({"metadata": a}) == {machine_of(a)}  # older runs: metadata
+    two = {"stretches": [{**a, "from_step": 0}, {**a, "threads": 2, "from_step": 5}]}
+    machines = runs_by_machine([("x", {"metadata": a}), ("y", two), ("z", None)])
+    assert machines == {
+        "time_comparable": False,
+        "common": "",  # 'not recorded' shares nothing with the others
+        "runs_by_machine": {"not recorded": ["z"],
+                            "cpu_capability AVX2, device cpu, threads 1": ["x", "y"],
+                            "cpu_capability AVX2, device cpu, threads 2": ["y"]},
+    }  # fmt: skip
+    machines = runs_by_machine([("x", {"metadata": a}), ("y", two)])
+    assert machines["common"] == "cpu_capability AVX2, device cpu"
+    assert machines["runs_by_machine"] == {"threads 1": ["x", "y"], "threads 2": ["y"]}
+    assert runs_by_machine([("x", None), ("y", {})])["time_comparable"] is True

@@ -3,8 +3,9 @@
 CPUs differ: with AMX or AVX512-BF16, bf16 is native, and bf16 autocast is faster than fp32
 where the matrix products dominate (T-L3 at d 512 on an AVX512-BF16 CPU without AMX: 1.6x;
 at d 128 no faster, 1.0x); on an AVX2-only CPU torch emulates bf16 and a training step runs
-5-16x *slower* than fp32 (measured on the XL model and the LocalRNN). So reduced precision on a CPU is checked here, never assumed, and
-every benchmark figure is printed with :func:`describe`.
+5-16x *slower* than fp32 (measured on the XL model and the LocalRNN). So reduced precision on
+a CPU is checked here, never assumed, and every benchmark figure is printed with
+:func:`describe`.
 """
 
 from __future__ import annotations

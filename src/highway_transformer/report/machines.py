@@ -3,9 +3,10 @@
 A run records every uninterrupted stretch of its training with the machine it ran on
 (``results.json["stretches"]``, from :func:`highway_transformer.hardware.run_metadata`). A
 table trained over several sessions can mix machines (one row on an AVX2 CPU, the next on an
-AVX512 one, 1.6x faster per step), and then a row's seconds measure the machine as much as the
-model. The report compares training time (seconds to a target, Δ time, "less time") only when
-every stretch of every run it holds ran on one kind of machine.
+AVX512 one, 1.6x faster per step; a stretch with two threads beside other runs), and then a
+row's seconds measure the machine as much as the model. The report compares training time
+(seconds to a target, Δ time, "less time") only when every stretch of every run it holds ran
+on one kind of machine.
 """
 
 from __future__ import annotations
@@ -16,53 +17,71 @@ from typing import Any
 #: Stretch facts that say where or when a stretch ran, not how fast: not part of a machine.
 PLACE_AND_TIME = frozenset({"from_step", "to_step", "seconds", "host", "recorded"})
 NOT_RECORDED = "not recorded"
+#: Groups of more runs than this are counted, not named, in the report's warning.
+NAMED_RUNS = 4
+
+Machine = tuple[tuple[str, str], ...]  # (fact, value) pairs, sorted; () when not recorded
 
 
-def machine_signature(facts: dict[str, Any]) -> str:
-    """One line naming a machine by every fact that decides speed (device, CPU, instruction
-    set, threads, precision, torch), in a fixed order."""
+def machine_of(facts: dict[str, Any]) -> Machine:
+    """A machine as every fact that decides speed (device, CPU, instruction set, threads,
+    precision, torch), in a fixed order."""
     if facts.get("recorded") is False:
-        return NOT_RECORDED
-    items = sorted((key, value) for key, value in facts.items() if key not in PLACE_AND_TIME)
-    return ", ".join(f"{key} {value}" for key, value in items) or NOT_RECORDED
+        return ()
+    return tuple(sorted((k, str(v)) for k, v in facts.items() if k not in PLACE_AND_TIME))
 
 
-def run_machines(results: dict[str, Any] | None) -> set[str]:
+def run_machines(results: dict[str, Any] | None) -> set[Machine]:
     """The machines one run trained on: its stretches', else its metadata's (older runs)."""
     results = results or {}
     stretches = results.get("stretches")
     if isinstance(stretches, list) and stretches:
-        found = {machine_signature(s) for s in stretches if isinstance(s, dict)}
-        return found or {NOT_RECORDED}
+        found = {machine_of(s) for s in stretches if isinstance(s, dict)}
+        return found or {()}
     metadata = results.get("metadata")
-    return {machine_signature(metadata)} if isinstance(metadata, dict) else {NOT_RECORDED}
+    return {machine_of(metadata)} if isinstance(metadata, dict) else {()}
 
 
-def runs_by_machine(runs: Iterable[tuple[str, dict[str, Any] | None]]) -> dict[str, list[str]]:
-    """``{machine: [run label, ...]}`` for ``(label, results.json)`` pairs; a run resumed on
-    another machine is listed under each."""
-    machines: dict[str, list[str]] = {}
+def _describe(machine: Machine, keys: set[str]) -> str:
+    if not machine:
+        return NOT_RECORDED
+    return ", ".join(f"{k} {v}" for k, v in machine if k in keys) or NOT_RECORDED
+
+
+def runs_by_machine(runs: Iterable[tuple[str, dict[str, Any] | None]]) -> dict[str, Any]:
+    """Where ``(label, results.json)`` runs trained: ``{"time_comparable": bool, "common":
+    the facts all machines share, "runs_by_machine": {what differs: [label, ...]}}``. A run
+    resumed on another machine is listed under each; runs that recorded no machine all read
+    as one, as reports of older runs always did."""
+    groups: dict[Machine, list[str]] = {}
     for label, results in runs:
         for machine in sorted(run_machines(results)):
-            machines.setdefault(machine, []).append(label)
-    return machines
+            groups.setdefault(machine, []).append(label)
+    facts = [dict(m) for m in groups]
+    keys = set().union(*facts) if facts else set()
+    differ = {k for k in keys if len({f.get(k) for f in facts}) > 1}
+    common = [(k, v) for k, v in sorted(facts[0].items()) if k not in differ] if facts else []
+    return {
+        "time_comparable": len(groups) <= 1,
+        "common": ", ".join(f"{k} {v}" for k, v in common),
+        "runs_by_machine": {_describe(m, differ or keys): names for m, names in groups.items()},
+    }
 
 
-def time_comparable(machines: dict[str, list[str]]) -> bool:
-    """Whether the runs' seconds compare: all of them trained on one kind of machine (runs
-    that recorded none all read as one, as reports of older runs always did)."""
-    return len(machines) <= 1
-
-
-def machines_markdown(machines: dict[str, list[str]]) -> list[str]:
+def machines_markdown(machines: dict[str, Any]) -> list[str]:
     """The warning at the top of a report whose runs trained on several kinds of machine."""
-    if time_comparable(machines):
+    if machines["time_comparable"]:
         return []
-    kinds = "; ".join(f"*{machine}*: {', '.join(runs)}" for machine, runs in machines.items())
+    groups = machines["runs_by_machine"]
+    kinds = "; ".join(
+        f"*{machine}*: " + (", ".join(runs) if len(runs) <= NAMED_RUNS else f"{len(runs)} runs")
+        for machine, runs in groups.items()
+    )
     return [
-        f"**Training time is not compared: the runs trained on {len(machines)} kinds of "
-        f"machine** ({kinds}). Seconds would measure the machine as much as the model, so "
-        "the seconds-to-target, *less time* and Δ time columns are left empty, and the "
-        "convergence-vs-time figure mixes machines. Steps, losses and metrics are unaffected.",
+        f"**Training time is not compared: the runs trained on {len(groups)} kinds of machine** "
+        f"({kinds}; all: {machines['common'] or '—'}). Seconds would measure the machine as "
+        "much as the model, so the seconds-to-target, *less time* and Δ time columns are left "
+        "empty, and the convergence-vs-time figure mixes machines. Steps, losses and metrics "
+        "are unaffected.",
         "",
     ]

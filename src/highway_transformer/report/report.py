@@ -50,7 +50,7 @@ from ..train import runfolder
 from .convergence import steps_to_reach
 from .figures import plot_convergence, plot_gate_heatmaps, plot_pca
 from .gates import bias_matrices, load_gate_biases, pca_embedding, split_name
-from .machines import machines_markdown, runs_by_machine, time_comparable
+from .machines import machines_markdown, runs_by_machine
 from .stats import (
     FRACTIONS,
     fraction_target,
@@ -979,7 +979,7 @@ def index_markdown(report: dict[str, Any]) -> str:
         "published figures.",
         "",
         *in_progress_markdown(report.get("in_progress", [])),
-        *machines_markdown(report["machines"]["runs_by_machine"]),
+        *machines_markdown(report["machines"]),
         "## Results (paper format)",
         "",
         *protocols_markdown(report["paper_table"], m),
@@ -1139,7 +1139,7 @@ def write_report(
     gates = gate_analysis(groups, out)
     paper_table = paper_rows(groups, metric)
     machines = runs_by_machine((f"{r.name} seed {r.seed}", r.results) for r in runs)
-    timed = time_comparable(machines)
+    timed = machines["time_comparable"]
     acceleration = {
         split: acceleration_rows(groups, split, baseline, timed) for split in ("valid", "train")
     }
@@ -1167,7 +1167,7 @@ def write_report(
         "fractions": fraction_rows(groups, baseline, FRACTIONS),
         "direction": direction_rows(groups, paper_table, acceleration["valid"], metric),
         "time": time_rows(groups, timed),
-        "machines": {"time_comparable": timed, "runs_by_machine": machines},
+        "machines": machines,
         "gates": gates,
         "missing": [f"{r.name} seed {r.seed}: {p}" for r in runs for p in r.problems],
         "in_progress": in_progress,
