@@ -17,13 +17,9 @@ from highway_transformer.errors import CheckpointError, ConfigError, DataError, 
 from highway_transformer.folders import make_folder
 from highway_transformer.generate import check_sampling
 from highway_transformer.models.lm import build_model
-from highway_transformer.report.report import (
-    group_runs,
-    load_run,
-    mean_curve,
-    paper_rows,
-    write_report,
-)
+from highway_transformer.report.report import write_report
+from highway_transformer.report.runs import group_runs, load_run
+from highway_transformer.report.tables import mean_curve, paper_rows
 
 
 def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:

@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 
 from highway_transformer.config import Config, build_config
 from highway_transformer.errors import HighwayError
-from highway_transformer.report.report import group_runs, load_run, mean_curve, paper_rows
+from highway_transformer.report.runs import group_runs, load_run
+from highway_transformer.report.tables import mean_curve, paper_rows
 from highway_transformer.train import checkpoint as ckpt
 from highway_transformer.train.optim import build_optimizer
 from highway_transformer.train.trainer import train

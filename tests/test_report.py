@@ -15,7 +15,8 @@ import yaml
 from highway_transformer.errors import ConfigError
 from highway_transformer.experiments import get_experiment, run_experiments
 from highway_transformer.report.gates import pca_embedding
-from highway_transformer.report.report import DOWN, _fmt_change, write_report
+from highway_transformer.report.markdown import DOWN, _fmt_change
+from highway_transformer.report.report import write_report
 
 LN2 = math.log(2)
 STEPS = (10, 20, 30, 40)

@@ -117,7 +117,7 @@ def test_report_json_holds_per_seed_values_paired_intervals_and_metadata(tmp_pat
 
 
 def test_stretch_summary_names_where_a_resumed_run_trained() -> None:
-    from highway_transformer.report.report import stretch_summary
+    from highway_transformer.report.markdown import stretch_summary
 
     machine = {"device": "cpu", "cpu_capability": "AVX2", "threads": 1, "torch": "2.13.0"}
     assert stretch_summary(None) == "—"
@@ -133,7 +133,7 @@ def test_stretch_summary_names_where_a_resumed_run_trained() -> None:
 
 def test_report_labels_the_table5_protocols() -> None:
     from highway_transformer.experiments import get_experiment
-    from highway_transformer.report.report import protocols_markdown
+    from highway_transformer.report.markdown import protocols_markdown
 
     rows = [{"protocols": get_experiment("ht-table5/l6-xl").protocols}]
     text = "\n".join(protocols_markdown(rows))
@@ -143,7 +143,8 @@ def test_report_labels_the_table5_protocols() -> None:
 
 
 def test_curves_leave_out_a_last_partial_log_interval(tmp_path) -> None:  # noqa: ANN001
-    from highway_transformer.report.report import RunRecord, mean_curve
+    from highway_transformer.report.runs import RunRecord
+    from highway_transformer.report.tables import mean_curve
 
     records = [
         {"step": 10, "split": "train", "loss": 2.0},

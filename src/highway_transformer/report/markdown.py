@@ -1,0 +1,467 @@
+"""The report's ``index.md``: every table and note as Markdown, from ``report.json``'s values."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .machines import machines_markdown
+from .runs import METADATA_KEYS, number
+from .tables import PERCENT_METRICS, better_word, higher_is_better
+
+DOWN = "⇓"
+
+
+def uneven_seeds_note(rows: list[dict[str, Any]]) -> list[str]:
+    """Says so when rows ran different seeds (which changes what Δ compares)."""
+    seeds = {r["name"]: sorted(r["seeds"]) for r in rows}
+    if len({tuple(s) for s in seeds.values()}) <= 1:
+        return []
+    listed = "; ".join(f"{name} {', '.join(map(str, s))}" for name, s in seeds.items())
+    return [
+        f"**The rows ran different seeds** ({listed}): Δ in the results table compares each "
+        "row with its baseline on the seeds both ran; every other figure (means, curves, "
+        "times, steps) is over each row's own seeds.",
+        "",
+    ]
+
+
+def direction_summary(rows: list[dict[str, Any]], metric: str) -> str:
+    """One sentence counting the rows that follow the paper's claim (the
+    parameter-matched plain row is in the table but not counted)."""
+    rows = [r for r in rows if not r.get("param_matched")]
+    if not rows:
+        return "No row ran beside its baseline, so the paper's direction cannot be checked."
+    n = len(rows)
+    faster = sum(bool(r["converges_faster"]) for r in rows)
+    timed = [r for r in rows if r["converges_sooner_in_time"] is not None]
+    sooner = sum(bool(r["converges_sooner_in_time"]) for r in timed)
+    in_time = (
+        f"{sooner} of {len(timed)} also in less training time"
+        if timed
+        else "training time not compared"
+    )
+    better = sum(bool(r["better_at_equal_steps"]) for r in rows)
+    signed = [r for r in rows if r["same_sign_as_paper"] is not None]
+    same = sum(bool(r["same_sign_as_paper"]) for r in signed)
+    return (
+        f"{faster} of {n} rows reached the baseline's best validation loss in fewer steps "
+        f"than the baseline ({in_time}); {better} of {n} "
+        f"ended with a {better_word(metric)} validation {metric} at equal steps; {same} of "
+        f"{len(signed)} changed "
+        "in the direction the paper published."
+    )
+
+
+def _yes_no(value: bool | None) -> str:
+    return "—" if value is None else ("yes" if value else "no")
+
+
+def direction_markdown(rows: list[dict[str, Any]], metric: str) -> list[str]:
+    word = better_word(metric)
+    lines = [
+        direction_summary(rows, metric),
+        "",
+        f"| model | steps to baseline's best (baseline) | fewer steps | seconds (baseline) "
+        f"| less time | Δ eval {metric} | {word} at equal steps | seeds {word} (paired) "
+        "| paper Δ eval | same direction as paper |",
+        "| --- | ---: | :---: | ---: | :---: | ---: | :---: | ---: | ---: | :---: |",
+    ]
+    for r in rows:
+        reached = r["steps_to_baseline_best"]
+        steps = f"{'not reached' if reached is None else reached} ({r['baseline_steps']})"
+        seconds = f"{_fmt(r['seconds_to_baseline_best'], 1)} ({_fmt(r['baseline_seconds'], 1)})"
+        cells = [
+            r["name"],
+            steps,
+            _yes_no(r["converges_faster"]),
+            seconds,
+            _yes_no(r["converges_sooner_in_time"]),
+            _fmt_change(r["eval_change_pct"], higher_is_better(metric)),
+            _yes_no(r["better_at_equal_steps"]),
+            f"{r['seeds_better']}/{r['seeds_paired']}",
+            _fmt_change(r["paper_eval_change_pct"], higher_is_better(metric)),
+            _yes_no(r["same_sign_as_paper"]),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def _fmt(value: float | None, digits: int = 4) -> str:
+    return "—" if value is None else f"{value:.{digits}f}"
+
+
+def _fmt_stats(s: dict[str, float] | None, digits: int) -> str:
+    if s is None:
+        return "—"
+    if s["n"] > 1:
+        return f"{s['mean']:.{digits}f} ± {s['std']:.{digits}f}"
+    return f"{s['mean']:.{digits}f}"
+
+
+def _fmt_change(change: float | None, higher_better: bool = False) -> str:
+    """``+1.23%``, marked when it is an improvement (a fall, or a rise where higher is
+    better, as for accuracy)."""
+    if change is None:
+        return "—"
+    improved = change > 0 if higher_better else change < 0
+    return f"{change:+.2f}%" + (f" {DOWN}" if improved else "")
+
+
+def _mark(cell: str, improved: bool | None) -> str:
+    return f"{cell} {DOWN}" if improved else cell
+
+
+def paper_markdown(rows: list[dict[str, Any]], metric: str) -> list[str]:
+    d = 4 if metric == "bpc" else 2
+    m, up = metric, higher_is_better(metric)
+    lines = [
+        f"| model | seeds | params | eval loss | eval {m} | Δ eval | test loss | test {m} "
+        f"| Δ test | paper eval {m} | paper test {m} | paper Δ eval | paper Δ test |",
+        "| --- " + "| ---: " * 12 + "|",
+    ]
+    for r in rows:
+        pub = r["published"]
+        base = "baseline" if r["is_baseline"] else None
+        cells = [
+            r["name"],
+            str(len(r["seeds"])),
+            "—" if r["parameters"] is None else f"{r['parameters']:,.0f}",
+            _fmt_stats(r["eval_loss"], 4),
+            _mark(_fmt_stats(r[f"eval_{m}"], d), r[f"eval_{m}_improved"]),
+            base or _fmt_change(r[f"eval_{m}_change_pct"], up),
+            _fmt_stats(r["test_loss"], 4),
+            _mark(_fmt_stats(r[f"test_{m}"], d), r[f"test_{m}_improved"]),
+            base or _fmt_change(r[f"test_{m}_change_pct"], up),
+            _fmt(pub.get(f"eval_{m}"), d),
+            _fmt(pub.get(f"test_{m}"), d),
+            base or _fmt_change(r[f"published_eval_{m}_change_pct"], up),
+            base or _fmt_change(r[f"published_test_{m}_change_pct"], up),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def _fmt_interval(paired: dict[str, Any] | None, digits: int) -> str:
+    if paired is None:
+        return "—"
+    text = f"{paired['mean']:+.{digits}f}"
+    if paired["interval"] is not None:
+        lo, hi = paired["interval"]
+        text += f" [{lo:+.{digits}f}, {hi:+.{digits}f}] {paired['verdict']}"
+    return text
+
+
+def statistics_markdown(rows: list[dict[str, Any]], metric: str) -> list[str]:
+    """Per-seed values, mean ± std and the paired difference to the baseline per row."""
+    d = 4 if metric == "bpc" else 2
+    lines = [
+        f"| model | seeds | eval {metric} per seed | eval {metric} mean ± std "
+        f"| Δ eval vs baseline, paired [95% t-interval] | test {metric} per seed "
+        f"| Δ test vs baseline, paired [95% t-interval] |",
+        "| --- | ---: | --- | ---: | --- | --- | --- |",
+    ]
+    for r in rows:
+        per_seed = r["per_seed"]
+
+        def values(key: str, per_seed: dict[str, Any] = per_seed) -> str:
+            return ", ".join(
+                f"s{seed} {_fmt(v.get(key), d)}" for seed, v in sorted(per_seed.items())
+            )
+
+        base = "baseline" if r["is_baseline"] else None
+        lines.append(
+            "| " + " | ".join([
+                r["name"], str(len(r["seeds"])), values(f"eval_{metric}"),
+                _fmt_stats(r[f"eval_{metric}"], d),
+                base or _fmt_interval(r[f"eval_{metric}_paired"], d),
+                values(f"test_{metric}"),
+                base or _fmt_interval(r[f"test_{metric}_paired"], d),
+            ]) + " |"
+        )  # fmt: skip
+    return lines
+
+
+def fractions_markdown(table: dict[str, Any]) -> list[str]:
+    if "skipped" in table:
+        return [f"*skipped — {table['skipped']}.*"]
+    fractions = table["fractions"]
+    targets = ", ".join(f"{f:.0%}: {table['targets'][str(f)]:.4f}" for f in fractions)
+    plateau = (
+        "has plateaued (under 2% of its improvement came in its last 20% of steps)"
+        if table["baseline_plateaued"]
+        else "has **not** plateaued (2% or more of its improvement came in its last 20% of "
+        "steps): steps to fractions near 100% restate its last steps"
+    )
+    lines = [
+        f"Targets (validation loss covering that fraction of the baseline's improvement from "
+        f"its first to its best logged value): {targets}. The baseline {plateau}.",
+        "",
+        "| model | " + " | ".join(f"steps to {f:.0%} (ratio)" for f in fractions) + " |",
+        "| --- " + "| ---: " * len(fractions) + "|",
+    ]
+    for r in table["rows"]:
+        cells = [
+            "not reached" if r["steps"][str(f)] is None
+            else f"{r['steps'][str(f)]} ({_fmt(r['ratio'][str(f)], 3)})"
+            for f in fractions
+        ]  # fmt: skip
+        lines.append(f"| {r['name']} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def runs_markdown(runs: list[dict[str, Any]]) -> list[str]:
+    lines = [
+        "| run | seed | threads | device | precision | torch | wall seconds | stretches |",
+        "| --- | ---: | ---: | --- | --- | --- | ---: | --- |",
+    ]
+    for run in runs:
+        m = run["metadata"]
+        cells = [run["name"], str(run["seed"])]
+        cells += ["—" if m.get(k) is None else str(m[k]) for k in METADATA_KEYS]
+        cells.append(_fmt(m.get("train_seconds"), 1))
+        cells.append(stretch_summary(m.get("stretches")))
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def _machine(stretch: dict[str, Any]) -> str:
+    if stretch.get("recorded") is False:
+        return "not recorded"
+    return (
+        f"{stretch.get('device')} {stretch.get('cpu_capability')}, "
+        f"{stretch.get('threads')} threads, torch {stretch.get('torch')}"
+    )
+
+
+def stretch_summary(stretches: list[dict[str, Any]] | None) -> str:
+    """How many uninterrupted stretches a run trained in and, when it was resumed, where
+    each ran (steps and machine): a run resumed elsewhere is not bit-exact."""
+    if not stretches:
+        return "—"
+    if len(stretches) == 1:
+        return "1"
+    parts = [f"{x['from_step']}–{x['to_step']}: {_machine(x)}" for x in stretches]
+    return f"{len(stretches)} ({'; '.join(parts)})"
+
+
+def protocols_markdown(rows: list[dict[str, Any]], metric: str = "bpc") -> list[str]:
+    """How the published columns were measured, where the table says (HT Table 5), and our
+    validation measured the same way where the runs hold it."""
+    labels = {k: v for r in rows for k, v in r["protocols"].items()}
+    if not labels:
+        return []
+    lines = ["Published columns and how they were measured:", ""]
+    lines += [f"- *paper {key.replace('_', ' ')}*: {label}" for key, label in labels.items()]
+    key = f"eval_{metric}_paper_protocol"
+    measured = [r for r in rows if r.get(key)]
+    if measured:
+        lines += ["", f"Our validation measured the paper's eval way (scaled; best checkpoint, "
+                  f"whole split) beside the published eval column; the *eval {metric}* of the "
+                  "table below uses the test protocol's settings.", "",
+                  f"| model | eval {metric}, paper's protocol | paper eval {metric} |",
+                  "| --- | ---: | ---: |"]  # fmt: skip
+        for r in measured:
+            paper = _fmt(r["published"].get(f"eval_{metric}"))
+            lines.append(f"| {r['name']} | {_fmt_stats(r[key], 4)} | {paper} |")
+    return [*lines, ""]
+
+
+def acceleration_markdown(table: dict[str, Any], split: str) -> list[str]:
+    what = "validation" if split == "valid" else "training"
+    if "skipped" in table:
+        return [f"*{what} loss: skipped — {table['skipped']}.*"]
+    lines = [
+        f"Target: the baseline ({table['baseline']}) best {what} loss "
+        f"{table['target_loss']:.4f}, first reached at step {table['baseline_steps']}.",
+        "",
+        f"| model | best {what} loss | steps to target | seconds to target | ratio to baseline |",
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]
+    for r in table["rows"]:
+        steps = "not reached" if r["steps_to_target"] is None else str(r["steps_to_target"])
+        ratio = _fmt(r["ratio_to_baseline_steps"], 3)
+        lines.append(
+            f"| {r['name']} | {_fmt(r['best_loss'])} | {steps} | "
+            f"{_fmt(r['seconds_to_target'], 1)} | {ratio} |"
+        )
+    return lines
+
+
+def time_markdown(rows: list[dict[str, Any]]) -> list[str]:
+    lines = [
+        "| model | params | steps | train seconds | hours | s/step | Δ time "
+        "| paper hours | paper Δ time |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for r in rows:
+        own = r["baseline"] == r["name"]
+        cells = [
+            r["name"],
+            "—" if r["parameters"] is None else f"{r['parameters']:,.0f}",
+            "—" if r["steps"] is None else f"{r['steps']:.0f}",
+            _fmt_stats(r["train_seconds"], 1),
+            _fmt(r["train_hours"], 3),
+            _fmt_stats(r["seconds_per_step"], 4),
+            "baseline" if own else _fmt_change(r["time_change_pct"]),
+            _fmt(r["published_train_hours"], 2),
+            "baseline" if own else _fmt_change(r["published_time_change_pct"]),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def _image_lines(names: list[str], alt: str) -> list[str]:
+    png = [n for n in names if n.endswith(".png")]
+    svg = [n for n in names if n.endswith(".svg")]
+    out = [f"![{alt}]({n})" for n in png]
+    if svg:
+        out.append("(" + ", ".join(f"[{n}]({n})" for n in svg) + ")")
+    return out
+
+
+def index_markdown(report: dict[str, Any]) -> str:
+    m = report["metric"]
+    lines = [
+        f"# {report['table_description']} — scale `{report['scale']}`",
+        "",
+        f"Scale: {report['scale_description']}.",
+        "",
+        *(
+            [f"Overrides on top of the scale: `{' '.join(report['overrides'])}`.", ""]
+            if report["overrides"]
+            else []
+        ),
+        *other_data_note(report["overrides"]),
+        f"{len(report['runs'])} run(s) of {len(report['paper_table'])} row(s). *eval* is the "
+        "validation split; Δ is the relative change to the row's baseline "
+        f"({'positive' if higher_is_better(m) else 'negative'} is better for {m}; {DOWN} marks "
+        f"an improvement{'; in percent' if m in PERCENT_METRICS else ''}); values are mean ± "
+        "sample standard deviation over seeds where there are several; *paper* columns are the "
+        "published figures.",
+        "",
+        *in_progress_markdown(report.get("in_progress", [])),
+        *machines_markdown(report["machines"]),
+        "## Results (paper format)",
+        "",
+        *protocols_markdown(report["paper_table"], m),
+        *uneven_seeds_note(report["paper_table"]),
+        *paper_markdown(report["paper_table"], m),
+        "",
+        *baselines_markdown(report.get("baselines"), m),
+        "## Seeds and paired differences",
+        "",
+        "Δ is row minus baseline, seed by seed (rows share their seeds), then averaged; the "
+        "interval is the 95% Student-t interval of that mean (*lower* / *higher*: it excludes "
+        "0; *unresolved*: it does not). One seed gives no interval.",
+        "",
+        *statistics_markdown(report["paper_table"], m),
+        "",
+        "## Convergence"
+        + (f" ({report['paper_figures']} at this scale)" if report.get("paper_figures") else ""),
+        "",
+        "Mean over seeds at each logged step; training loss is the running mean over each "
+        "log interval (a last, shorter interval is left out).",
+        "",
+        *_image_lines(report["figures"]["convergence_steps"], "convergence vs steps"),
+        "",
+        *_image_lines(report["figures"]["convergence_time"], "convergence vs time"),
+        "",
+        "## Does the paper's direction hold at this scale?",
+        "",
+        *direction_markdown(report["direction"], m),
+        "",
+        "## Convergence acceleration",
+        "",
+        *acceleration_markdown(report["acceleration"]["valid"], "valid"),
+        "",
+        *acceleration_markdown(report["acceleration"]["train"], "train"),
+        "",
+        "### Steps to a fraction of the baseline's improvement (validation)",
+        "",
+        *fractions_markdown(report["fractions"]),
+        "",
+        "## Time cost and parameters (HT Table 7 style)",
+        "",
+        *time_markdown(report["time"]),
+        "",
+        *_gates_markdown(report["gates"]),
+        "",
+        "## Runs",
+        "",
+        "Where each run trained (thread count decides bit-exactness: 1- and 2-thread runs "
+        "differ from about the 8th digit).",
+        "",
+        *runs_markdown(report["runs"]),
+        "",
+        "## Missing or incomplete",
+        "",
+        *([f"- {item}" for item in report["missing"]] or ["Nothing is missing."]),
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def other_data_note(overrides: list[str]) -> list[str]:
+    """A warning when the runs read other data than the paper's (a ``data.corpus`` or
+    ``task.dataset`` override): the published columns are then not comparable in value."""
+    changed = [o for o in overrides if o.split("=", 1)[0] in ("data.corpus", "task.dataset")]
+    if not changed:
+        return []
+    return [
+        f"**These runs read other data than the paper's** (`{' '.join(changed)}`): the *paper* "
+        "columns are the published figures on the paper's data, so compare directions and "
+        "relative changes (Δ), not values.",
+        "",
+    ]
+
+
+def in_progress_markdown(in_progress: list[dict[str, Any]]) -> list[str]:
+    """The runs still training, which no number or figure of the report includes."""
+    if not in_progress:
+        return []
+    runs = "; ".join(
+        f"{r['name']} seed {r['seed']} (step {r['step']:,} of {r['max_steps']:,})"
+        for r in in_progress
+    )
+    return [
+        f"**Still training, left out of every number and figure below:** {runs}. "
+        "Resume them with `highway run` and write the report again.",
+        "",
+    ]
+
+
+def _gates_markdown(gates: dict[str, Any]) -> list[str]:
+    lines = ["## Gate biases b1 (HT Figures 13-14)", ""]
+    for name, files in gates["heatmaps"].items():
+        lines += [f"### {name}", "", *_image_lines(files, f"{name} gate biases"), ""]
+    pca = gates["pca"]
+    if "skipped" in pca:
+        lines.append(f"*PCA skipped: {pca['skipped']}.*")
+    else:
+        lines += ["### PCA of the per-layer, per-sublayer bias vectors", ""]
+        lines += _image_lines(pca["figure"], "PCA of gate biases")
+    return lines
+
+
+def baselines_markdown(baselines: dict[str, Any] | None, metric: str) -> list[str]:
+    """The "Lines to beat" section: every trivial model's valid and test figure."""
+    if baselines is None:
+        return []
+    lines = ["## Lines to beat", ""]
+    if "not_computed" in baselines:
+        return [*lines, f"Trivial baselines not computed: {baselines['not_computed']}", ""]
+    lines += [
+        "Trivial models estimated on the training split of the runs' data (`highway "
+        "baselines`): a model that has learned more than they hold is "
+        f"{'above' if higher_is_better(metric) else 'below'} them.",
+        "",
+        f"| trivial model | eval {metric} | test {metric} |",
+        "| --- | ---: | ---: |",
+    ]
+    factor = 100 if metric in PERCENT_METRICS else 1
+    digits = 4 if metric == "bpc" else 2  # as the results table prints them
+    for model, by_split in baselines["models"].items():
+        values = [number(by_split.get(split, {}).get(metric)) for split in ("valid", "test")]
+        cells = [_fmt(None if v is None else v * factor, digits) for v in values]
+        lines.append(f"| {model} | {cells[0]} | {cells[1]} |")
+    return [*lines, ""]
