@@ -143,8 +143,9 @@ def test_training_in_each_precision(precision: str, text_file: Path, tmp_path: P
 def test_interrupted_and_resumed_equals_uninterrupted(
     text_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Within the device's own reproducibility: atomics in some backward kernels add in
-    any order, so equal to ~1e-6 rather than bit for bit."""
+    """Within the device's own reproducibility: atomics in some backward kernels (the
+    embedding's on CUDA) add in any order, so close rather than bit for bit (the CPU's
+    bit-for-bit resume is tested in test_trainer)."""
     config = tiny_lm_config(text_file, **{"train.device": str(DEVICE)})
     one, two = tmp_path / "one", tmp_path / "two"
     a = train(config, one)
@@ -154,7 +155,7 @@ def test_interrupted_and_resumed_equals_uninterrupted(
             train(config, two)
     b = train(config, two, resume=True)
     for split in ("valid", "test"):
-        assert b[split]["loss"] == pytest.approx(a[split]["loss"], rel=1e-5)
+        assert b[split]["loss"] == pytest.approx(a[split]["loss"], rel=1e-4)
 
 
 @pytest.mark.parametrize(
