@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..hardware import run_metadata
-from ..report.machines import PLACE_AND_TIME
+from ..report.machines import machine_of
 from ..train import runfolder
 
 CHECKPOINT_STATE = Path("checkpoint") / "trainer.json"
@@ -47,10 +47,8 @@ def machine_here(device: str, precision: str, threads: int) -> dict[str, Any]:
 def ran_here(stretch: dict[str, Any], here: dict[str, Any]) -> bool:
     """Whether a stretch ran on a machine like ``here``: every speed fact it records agrees
     (stretches written before a fact was recorded are judged on the ones they hold)."""
-    if stretch.get("recorded") is False:
-        return False
-    facts = {k: v for k, v in stretch.items() if k not in PLACE_AND_TIME}
-    return bool(facts) and all(here.get(k) == v for k, v in facts.items())
+    facts, mine = machine_of(stretch), dict(machine_of(here))
+    return bool(facts) and all(mine.get(k) == v for k, v in facts)
 
 
 def seconds_per_step(run_dirs: Iterable[Path], here: dict[str, Any]) -> float | None:
