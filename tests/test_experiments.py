@@ -232,6 +232,8 @@ def test_runner_trains_skips_and_resumes(tmp_path: Path, corpus: Path) -> None:
     plan = plan_lines(rows, tmp_path, overrides)
     assert plan[-2] == "0 finished, 0 to resume, 2 to start: 16 steps to train"
     assert plan[-1].endswith("no time estimate")  # nothing has trained here yet
+    slurm = plan_lines([*rows, "--launcher", "slurm"], tmp_path, overrides)
+    assert slurm[-1] == "submitted with --launcher slurm: no time estimate from here"
     assert not tmp_path.joinpath("ht-table1").exists()  # a plan writes nothing
     dirs = run_experiments(rows, tmp_path, "tiny", overrides=overrides, log=messages.append)
     assert [d.name for d in dirs] == ["seed1", "seed1"]

@@ -107,7 +107,7 @@ def _run(args: argparse.Namespace) -> int:
     names, overrides = split_targets(args.targets)
     if args.plan:
         specs = plan_runs(names, args.out, args.scale, args.seeds, args.data_path, overrides)
-        print("\n".join(describe_plan(specs, args.jobs)))
+        print("\n".join(describe_plan(specs, args.jobs, args.launcher)))
         return 0
     given = {"nproc": args.nproc, "timeout_min": args.time, "partition": args.partition}
     given = {k: v for k, v in given.items() if v is not None}

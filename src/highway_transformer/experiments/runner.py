@@ -216,9 +216,10 @@ def run_state(spec: RunSpec) -> RunState:
     return RunState("start", f"starts, {total:,} steps{now}", total)
 
 
-def describe_plan(specs: list[RunSpec], jobs: int = 1) -> list[str]:
-    """One line per run (folder and state), then the totals and the time they take here at
-    the rates the rows' own runs measured (``jobs`` at once): ``highway run --plan``."""
+def describe_plan(specs: list[RunSpec], jobs: int = 1, launcher: str = "local") -> list[str]:
+    """One line per run (folder and state), then the totals and, for a local run, the time
+    they take here at the rates the rows' own runs measured (``jobs`` at once): ``highway run
+    --plan``."""
     states = [run_state(spec) for spec in specs]
     lines = [
         f"{spec.experiment.name} seed {spec.seed} ({spec.run_dir}): {state.words}"
@@ -230,6 +231,8 @@ def describe_plan(specs: list[RunSpec], jobs: int = 1) -> list[str]:
         f"{count['finished']} finished, {count['resume']} to resume, {count['start']} to start: "
         f"{left:,} steps to train"
     )
+    if launcher != "local":
+        return [*lines, f"submitted with --launcher {launcher}: no time estimate from here"]
     return [*lines, _estimate(specs, states, jobs)]
 
 
