@@ -107,6 +107,10 @@ def test_cpu_adamw_replaces_every_rows_optimiser(row: str) -> None:
 
 def test_cpu_scales_state_their_deviations() -> None:
     assert "sgd learning rate x2" in describe_scale("cpu")
+    assert (
+        "50 evaluations of <= 50,000 tokens (anneal-when-stalled rules count these, not "
+        "epochs)" in describe_scale("cpu")
+    )
     assert "adam learning rate x4" in describe_scale("cpu")
     text = describe_scale("cpu-adamw")
     assert "adamw lr 0.001" in text and "not the papers' optimiser" in text

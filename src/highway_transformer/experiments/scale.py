@@ -26,6 +26,11 @@ of the HT Table 5 analogue runs 2,000 steps, about 50 min, instead of 8,000.)
 * **steps** multiplies ``max_steps`` and ``warmup_steps`` (at least 100 steps at ``small``,
   8 at ``tiny``); ``small`` evaluates 20 times per run, ``tiny`` 4 times, on at most 50,000 /
   1,000 validation tokens each time; the final valid/test evaluation uses the capped splits.
+* **annealing** rules (anneal when validation stalls) count validations, which the
+  published scripts run once per epoch and a scale ``evaluations`` times per run: their
+  "after N, against the last N" is compressed with the run like every step schedule, but
+  spans ``N / evaluations`` of it (``cpu``: 10% for N = 5, against 5% of 100 epochs
+  published; docs/fidelity.md).
 * **depth** (``n_layers``) is kept at every scale: Tables 5-6 gate particular layers
   (``L1-3``, ``L3-6``, ``L1-12``) and Table 6's finding is about depth, so shrinking it would
   merge or break rows. Optimiser, learning rate, schedule, clipping, dropout, initialisation
@@ -316,7 +321,8 @@ def describe_scale(scale: str | Scale) -> str:
     floor = f" (no narrower than d_model {s.min_d_model})" if s.min_d_model else ""
     return (
         f"{s.name}: width x{s.width:g}{floor}, heads x{s.heads:g}, lengths x{s.length:g}, "
-        f"steps x{s.steps:g} (min {s.min_steps}), {s.evaluations} evaluations{periodic}, "
+        f"steps x{s.steps:g} (min {s.min_steps}), {s.evaluations} evaluations{periodic} "
+        "(anneal-when-stalled rules count these, not epochs), "
         f"batch {s.batch_size or 'as published'}, {train} train / {final} valid-test tokens, "
         f"depth as published, {optimiser}{note}, fp32"
     )
