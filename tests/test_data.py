@@ -83,6 +83,10 @@ def test_window_bounds() -> None:
     assert window_bounds(9, 4, 1) == [(0, 4, 0), (3, 7, 1), (5, 9, 2)]  # ragged tail
     assert window_bounds(8, 4, 0) == [(0, 4, 0), (4, 8, 0)]
     assert window_bounds(3, 8, 2) == [(0, 3, 0)]
+    # with memory (XL) the ragged last window is shorter instead of reaching back
+    assert window_bounds(9, 4, 0, memory=True) == [(0, 4, 0), (4, 8, 0), (8, 9, 0)]
+    assert window_bounds(9, 4, 1, memory=True) == [(0, 4, 0), (3, 7, 1), (6, 9, 1)]
+    assert window_bounds(10, 4, 1, memory=True) == window_bounds(10, 4, 1)  # no ragged tail
     bounds = window_bounds(400, 400 // 2, 80)
     assert bounds[0] == (0, 200, 0)  # the first window counts all its positions
     assert all(loss_start == 80 for _, _, loss_start in bounds[1:-1])
@@ -91,11 +95,13 @@ def test_window_bounds() -> None:
             window_bounds(10, 4, context)
 
 
-def test_window_bounds_tile_the_positions() -> None:
-    for length, seq_len, context in [(37, 6, 2), (100, 10, 9), (5, 5, 0)]:
+@pytest.mark.parametrize("memory", [False, True])
+def test_window_bounds_tile_the_positions(memory: bool) -> None:
+    for length, seq_len, context in [(37, 6, 2), (100, 10, 9), (5, 5, 0), (23, 4, 0)]:
         counted = []
-        for start, end, loss_start in window_bounds(length, seq_len, context):
+        for start, end, loss_start in window_bounds(length, seq_len, context, memory):
             assert end - start <= seq_len
+            assert not memory or loss_start <= context  # never history the memory holds
             counted.extend(range(start + loss_start, end))
         assert counted == list(range(length))
 

@@ -50,6 +50,14 @@ def test_table5_ablations_carry_their_eval_column_and_protocols() -> None:
     memory = config.model.memory
     assert config.data.eval_seq_len == 128
     assert (memory.eval_mem_len, memory.eval_clamp_len, memory.eval_same_length) == (896, -1, False)
+    # the parameter-matched control is validated the paper's way too, like its baseline
+    matched, plain = (
+        get_experiment("ht-table5/l6-xl+param-matched"),
+        get_experiment("ht-table5/l6-xl"),
+    )
+    assert matched.eval_overrides == plain.eval_overrides != ()
+    assert matched.protocols == plain.protocols and matched.published == {}
+    assert get_experiment("ht-table1/t-l3+param-matched").eval_overrides == ()
 
 
 @pytest.mark.parametrize("table", ["ht-table1", "ht-table3"])

@@ -87,7 +87,8 @@ def evaluate(
     model.eval()
     total, count, memory = 0.0, 0, None
     try:
-        for window in windows(inputs, targets, seq_len, context) if len(inputs) else ():
+        stream = windows(inputs, targets, seq_len, context, model.uses_memory)
+        for window in stream if len(inputs) else ():
             x = window.inputs.to(device)
             y = window.targets[:, window.loss_start :].to(device)
             with autocast_context(device, precision):

@@ -60,11 +60,17 @@ def eval_rows(ids: Tensor, batch_size: int) -> tuple[Tensor, Tensor]:
     return inputs.view(rows, n), targets.view(rows, n)
 
 
-def window_bounds(length: int, seq_len: int, context: int) -> list[tuple[int, int, int]]:
+def window_bounds(
+    length: int, seq_len: int, context: int, memory: bool = False
+) -> list[tuple[int, int, int]]:
     """``(start, end, loss_start)`` of each window over ``length`` positions.
 
     The first window counts all its positions; each later one ends ``seq_len - context``
-    further on and counts only the positions not counted before.
+    further on and counts only the positions not counted before. A ragged last window
+    reaches back a full ``seq_len`` for history; with ``memory`` (a Transformer-XL model,
+    whose history is the previous segments' memory) it is shorter instead, starting
+    ``context`` before the previous end as every other window does, as the XL data
+    iterator does: reaching back would put tokens in the memory and the segment at once.
     """
     if not 0 <= context < seq_len:
         raise DataError(f"context={context} must be in [0, seq_len={seq_len})")
@@ -74,16 +80,20 @@ def window_bounds(length: int, seq_len: int, context: int) -> list[tuple[int, in
     bounds.append((0, end, 0))
     while end < length:
         new_end = min(end + stride, length)
-        start = max(0, new_end - seq_len)
+        start = end - context if memory else max(0, new_end - seq_len)
         bounds.append((start, new_end, end - start))
         end = new_end
     return bounds
 
 
-def windows(inputs: Tensor, targets: Tensor, seq_len: int, context: int) -> Iterator[Window]:
-    """Iterate the windows of a ``[B, N]`` layout in stream order, as ``int64`` ids.
+def windows(
+    inputs: Tensor, targets: Tensor, seq_len: int, context: int, memory: bool = False
+) -> Iterator[Window]:
+    """Iterate the windows of a ``[B, N]`` layout in stream order, as ``int64`` ids
+    (``memory``: as :func:`window_bounds`).
 
     Only a window is converted: a memory-mapped ``uint16`` corpus stays on disk.
     """
-    for i, (start, end, loss_start) in enumerate(window_bounds(inputs.shape[1], seq_len, context)):
+    bounds = window_bounds(inputs.shape[1], seq_len, context, memory)
+    for i, (start, end, loss_start) in enumerate(bounds):
         yield Window(inputs[:, start:end].long(), targets[:, start:end].long(), loss_start, i)

@@ -33,8 +33,9 @@ of the HT Table 5 analogue runs 2,000 steps, about 50 min, instead of 8,000.)
   published; docs/fidelity.md).
 * **depth** (``n_layers``) is kept at every scale: Tables 5-6 gate particular layers
   (``L1-3``, ``L3-6``, ``L1-12``) and Table 6's finding is about depth, so shrinking it would
-  merge or break rows. Optimiser, learning rate, schedule, clipping, dropout, initialisation
-  and seed are kept as published.
+  merge or break rows. Optimiser, schedule shape, clipping, dropout, initialisation and seed
+  are kept as published; the learning rate too, except where a scale's ``lr_factors`` say
+  (below).
 
 Every row of a table shares its base hyper-parameters and differs only in the gate, so the
 same rule gives every row the same budget, data and seed.

@@ -24,6 +24,7 @@ from ..data.corpora import Corpus, load_corpus
 from ..data.vocab import Vocabulary
 from ..errors import CheckpointError, ConfigError
 from ..evaluate import evaluate
+from ..models.builders import uses_memory
 from ..models.lm import LanguageModel, build_model
 from ..resources import check_resources
 from ..train.distributed import World
@@ -65,7 +66,8 @@ class LMTask(Task):
         if t.pin_memory:  # page-locked rows: host-to-device copies overlap with compute
             self.inputs, self.targets = self.inputs.pin_memory(), self.targets.pin_memory()
         self.micro_rows = data.batch_size // self.world.size
-        self.bounds = window_bounds(self.inputs.shape[1], data.seq_len, data.context)
+        memory = uses_memory(self.config.model)
+        self.bounds = window_bounds(self.inputs.shape[1], data.seq_len, data.context, memory)
         # per micro-batch, per layer [rows, M, D]
         self.memory: list[list[Tensor] | None] = [None] * t.accumulate
 
