@@ -14,7 +14,6 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ..hardware import run_metadata
 from ..report.machines import machine_of
 from ..train import runfolder
 
@@ -39,6 +38,7 @@ def recorded_stretches(run_dir: Path) -> list[dict[str, Any]]:
 
 def machine_here(device: str, precision: str, threads: int) -> dict[str, Any]:
     """What a run started now would record about where it trains."""
+    from ..hardware import run_metadata  # torch: only when a plan is priced
     from ..train.trainer import resolve_device
 
     return {**run_metadata(resolve_device(device), precision), "threads": threads}
