@@ -120,7 +120,7 @@ def skipped(line: str) -> bool:
         return True
     if any(p in line and not present for p, (_, present) in REAL_DATA.items()):
         return True
-    if line.split()[1] in ("eval", "generate", "compare", "report"):
+    if line.split()[1] in ("eval", "generate", "compare", "report", "prune"):
         needed = [a for a in shlex.split(line) if a.startswith("runs/")]
         return not all(Path(a).is_dir() for a in needed)  # its training line was skipped
     return False
@@ -170,7 +170,7 @@ def test_experiments_block_runs(tmp_path, monkeypatch, capsys) -> None:
     ran = run_commands(section_commands("Reproducing the papers' tables"), TINY_TRAIN, capsys)
     assert ran[0] == "highway experiments"
     if HAS_PTB:
-        assert len(ran) == 5 and ran[-1].startswith("highway baselines")
+        assert len(ran) == 6 and ran[-1].startswith("highway baselines")
         assert ran[2].endswith("--plan")
         index = (tmp_path / "reports/table1/index.md").read_text(encoding="utf-8")
         assert "## Lines to beat" in index and "| trigram |" in index

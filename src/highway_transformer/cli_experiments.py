@@ -1,9 +1,10 @@
-"""``highway experiments | run | report``: the papers' tables as named, resumable runs.
+"""``highway experiments | run | report | prune``: the papers' tables as named, resumable runs.
 
 highway experiments ht-table1
 highway run ht-table1 --scale small --seeds 3 --jobs 2 --data-path data/ptb --out runs
 highway run ht-table5/l6-xl ht-table5/l6-xl+tanh --scale tiny train.max_steps=50
 highway report runs/ht-table1/small --out reports/ht-table1-small
+highway prune runs/ht-table1/small          # finished runs' weights, once nothing needs them
 """
 
 from __future__ import annotations
@@ -146,8 +147,17 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _prune(args: argparse.Namespace) -> int:
+    from .experiments.prune import prune
+    from .report.runs import find_run_dirs
+
+    prune(find_run_dirs(args.run_dirs), dry_run=args.dry_run)
+    return 0
+
+
 def add_commands(subparsers: Any) -> None:
-    """Add ``experiments``, ``run`` and ``report`` to the ``highway`` sub-command parsers."""
+    """Add ``experiments``, ``run``, ``report`` and ``prune`` to the ``highway`` sub-command
+    parsers."""
     p = subparsers.add_parser("experiments", help="list the papers' table rows and figures")
     p.add_argument("table", nargs="?", help="only this table (e.g. ht-table5)")
     p.set_defaults(func=_experiments)
@@ -174,3 +184,10 @@ def add_commands(subparsers: Any) -> None:
     )
     p.add_argument("--data-path", help="with --baselines: where the runs' data lives now")
     p.set_defaults(func=_report)
+
+    p = subparsers.add_parser(
+        "prune", help="drop the weights of finished runs that no longer need them"
+    )
+    p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run folders or their roots")
+    p.add_argument("--dry-run", action="store_true", help="say what would go; remove nothing")
+    p.set_defaults(func=_prune)
