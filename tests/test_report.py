@@ -444,6 +444,10 @@ def test_seconds_compare_only_runs_of_one_kind_of_machine(table1: Path, tmp_path
     assert "**Training time is not compared: the runs trained on 2 kinds of machine**" in index
     assert "in fewer steps than the baseline (training time not compared);" in index
     assert "| ht-table1/t-l3+sigmoid | 30 (40) | yes | — (—) | — |" in index
+    assert report["figures"]["convergence_time"] == [] and "convergence vs time" not in index
+    assert (tmp_path / "same" / "convergence_time.png").is_file()
+    report = write_report([table1], tmp_path / "same")  # rewritten untimed: no stale figure
+    assert not list((tmp_path / "same").glob("convergence_time.*"))
 
 
 def test_machines_keep_what_decides_speed_and_name_what_differs() -> None:

@@ -6,7 +6,8 @@ table at one scale and writes:
 
 * ``convergence_steps.{png,svg}`` and ``convergence_time.{png,svg}``: training and
   validation loss and bpc/perplexity against steps and training seconds, one line per row
-  (the mean over seeds at each logged step);
+  (the mean over seeds at each logged step; no time figure when the runs trained on several
+  kinds of machine, :mod:`.machines`);
 * the paper-format table (eval = validation split), improvements over the row's baseline
   marked ⇓ with the relative change, the published figures and their change side by side,
   mean ± sample standard deviation over seeds;
@@ -123,8 +124,10 @@ def _pca(points: list[tuple[str, str, int, np.ndarray]], out_dir: Path) -> dict[
 
 
 def _convergence_figures(
-    groups: dict[str, list[RunRecord]], metric: str, out_dir: Path, title: str
+    groups: dict[str, list[RunRecord]], metric: str, out_dir: Path, title: str, timed: bool
 ) -> dict[str, list[str]]:
+    """Curves against steps and, when the runs' seconds compare (``timed``), against
+    training seconds; an untimed report drops a time figure left by an earlier one."""
     curves = {
         str(runs[0].experiment.get("row", name)): {
             split: {key: mean_curve(runs, split, key) for key in ("loss", metric)}
@@ -135,6 +138,11 @@ def _convergence_figures(
     figures = {}
     for axis in ("step", "time"):
         stem = out_dir / f"convergence_{'steps' if axis == 'step' else 'time'}"
+        if axis == "time" and not timed:
+            for stale in out_dir.glob(f"{stem.name}.*"):
+                stale.unlink()
+            figures[stem.name] = []
+            continue
         paths = plot_convergence(curves, metric, axis, stem, title)
         figures[stem.name] = [p.name for p in paths]
     return figures
@@ -172,11 +180,11 @@ def write_report(
     metric = str(runs[0].experiment.get("metric", "bpc"))
     baseline = runs[0].experiment.get("baseline")
     description = TABLES.get(table, (table, metric))[0]
-    figures = _convergence_figures(groups, metric, out, f"{description} ({scale})")
-    gates = gate_analysis(groups, out)
-    paper_table = paper_rows(groups, metric)
     machines = runs_by_machine((f"{r.name} seed {r.seed}", r.results) for r in runs)
     timed = machines["time_comparable"]
+    figures = _convergence_figures(groups, metric, out, f"{description} ({scale})", timed)
+    gates = gate_analysis(groups, out)
+    paper_table = paper_rows(groups, metric)
     acceleration = {
         split: acceleration_rows(groups, split, baseline, timed) for split in ("valid", "train")
     }
