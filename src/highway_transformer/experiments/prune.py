@@ -24,8 +24,8 @@ from pathlib import Path
 from ..train import runfolder
 from .protocols import PROTOCOL_FILE
 from .registry import EXPERIMENTS
+from .runner import EXPERIMENT_FILE
 
-EXPERIMENT_FILE = "experiment.json"
 WEIGHTS = (runfolder.BEST_DIR, runfolder.CHECKPOINT_DIR, "checkpoint.old")
 
 
