@@ -182,7 +182,10 @@ def add_commands(subparsers: Any) -> None:
         help="add the lines to beat: trivial models of the runs' data (loads the data as the "
         "runs did, downloading it where they did)",
     )
-    p.add_argument("--data-path", help="with --baselines: where the runs' data lives now")
+    p.add_argument(
+        "--data-path", "--data-dir", dest="data_path",
+        help="with --baselines: where the runs' data lives now",
+    )  # fmt: skip
     p.set_defaults(func=_report)
 
     p = subparsers.add_parser(
