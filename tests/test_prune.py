@@ -57,6 +57,17 @@ def test_only_finished_runs_that_need_nothing_lose_their_weights(tmp_path: Path)
     assert lines[-1] == "2 of 4 run(s) pruned: freed 0.0 MiB"
 
 
+def test_a_run_in_use_keeps_its_weights(tmp_path: Path) -> None:
+    import os
+    import socket
+
+    run = _with_weights(make_run(tmp_path, "ht-table1/t-l3", [2.0, 1.5, 1.2, 1.1], 1.6, 1.5, 9))
+    owner = {"pid": os.getpid(), "host": socket.gethostname(), "started": 0}
+    (run / "run.lock").write_text(json.dumps(owner), encoding="utf-8")
+    (decision,) = prune([run], log=lambda line: None)
+    assert decision.keep_reason.startswith("in use by PID") and (run / "checkpoint").is_dir()
+
+
 def test_cli_prunes_a_table_root(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     run = _with_weights(make_run(tmp_path, "ht-table1/t-l3", [2.0, 1.5, 1.2, 1.1], 1.6, 1.5, 9))
     assert main(["prune", str(tmp_path / "ht-table1"), "--dry-run"]) == 0

@@ -8,7 +8,8 @@ for HT Table 5 rows, ``protocol_eval.json``. The weights (``best/``, ``checkpoin
 * the run finished (``results.json``; an interrupted run needs its checkpoint to resume);
 * ``results.json`` holds the gate biases of its best weights (older runs did not record them:
   results/README.md adds them from ``best/`` first);
-* a row validated the paper's way as well (HT Table 5) has measured it.
+* a row validated the paper's way as well (HT Table 5) has measured it;
+* no process holds the folder's run lock (a finished run resumed to train further).
 
 Anything else is kept, with the reason.
 """
@@ -51,9 +52,14 @@ def _row_needs_protocol(run_dir: Path) -> bool:
 
 def decide(run_dir: Path) -> PruneDecision:
     """Whether ``run_dir``'s weights may go, and which they are."""
+    from ..train.runlock import holder
+
     weights = tuple(run_dir / name for name in WEIGHTS if (run_dir / name).exists())
     results = runfolder.read_results(run_dir)
-    if results is None:
+    busy = holder(run_dir)
+    if busy:  # e.g. a finished run resumed to train further
+        reason = f"in use by {busy}"
+    elif results is None:
         reason = "not finished (no results.json): its checkpoint resumes it"
     elif not isinstance(results.get("gate_biases"), dict):
         reason = "results.json records no gate biases: add them from best/ first"
