@@ -473,3 +473,12 @@ def test_machines_keep_what_decides_speed_and_name_what_differs() -> None:
     assert machines["common"] == "cpu_capability AVX2, device cpu"
     assert machines["runs_by_machine"] == {"threads 1": ["x", "y"], "threads 2": ["y"]}
     assert runs_by_machine([("x", None), ("y", {})])["time_comparable"] is True
+    # a stretch recorded before cpu_model was is the same kind as one that records it
+    newer = {"metadata": {**a, "cpu_model": "AMD EPYC"}}
+    machines = runs_by_machine([("x", {"metadata": a}), ("y", newer)])
+    assert machines["time_comparable"] is True
+    assert machines["runs_by_machine"] == {
+        "cpu_capability AVX2, cpu_model AMD EPYC, device cpu, threads 1": ["y", "x"]
+    }
+    other = {"metadata": {**a, "cpu_capability": "AVX512", "cpu_model": "AMD EPYC"}}
+    assert runs_by_machine([("x", {"metadata": a}), ("z", other)])["time_comparable"] is False

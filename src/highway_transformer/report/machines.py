@@ -48,6 +48,23 @@ def _describe(machine: Machine, keys: set[str]) -> str:
     return ", ".join(f"{k} {v}" for k, v in machine if k in keys) or NOT_RECORDED
 
 
+def _merge_partial(groups: dict[Machine, list[str]]) -> dict[Machine, list[str]]:
+    """A machine recorded before a fact was (no ``cpu_model``, say) joins the one machine
+    that records that fact and agrees on every other: the same kind, less said of it."""
+    merged = dict(groups)
+    for machine in sorted(groups, key=len):
+        known = dict(machine)
+        fuller = [
+            other for other in merged
+            if machine and len(other) > len(machine)
+            and all(dict(other).get(k) == v for k, v in known.items())
+        ]  # fmt: skip
+        if len(fuller) == 1:
+            labels = merged.pop(machine)
+            merged[fuller[0]] += [label for label in labels if label not in merged[fuller[0]]]
+    return merged
+
+
 def runs_by_machine(runs: Iterable[tuple[str, dict[str, Any] | None]]) -> dict[str, Any]:
     """Where ``(label, results.json)`` runs trained: ``{"time_comparable": bool, "common":
     the facts all machines share, "runs_by_machine": {what differs: [label, ...]}}``. A run
@@ -57,6 +74,7 @@ def runs_by_machine(runs: Iterable[tuple[str, dict[str, Any] | None]]) -> dict[s
     for label, results in runs:
         for machine in sorted(run_machines(results)):
             groups.setdefault(machine, []).append(label)
+    groups = _merge_partial(groups)
     facts = [dict(m) for m in groups]
     keys = set().union(*facts) if facts else set()
     differ = {k for k in keys if len({f.get(k) for f in facts}) > 1}
