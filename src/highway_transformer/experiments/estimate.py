@@ -20,19 +20,23 @@ from ..train import runfolder
 CHECKPOINT_STATE = Path("checkpoint") / "trainer.json"
 
 
-def _json(path: Path) -> dict[str, Any]:
+def _checkpoint_run_state(run_dir: Path) -> dict[str, Any]:
+    """The trainer's run record in ``checkpoint/trainer.json`` (unverified: only read for an
+    estimate, without the tensors), or {}."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads((run_dir / CHECKPOINT_STATE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
-    return data if isinstance(data, dict) else {}
+    run = data.get("run") if isinstance(data, dict) else None
+    return run if isinstance(run, dict) else {}
 
 
 def recorded_stretches(run_dir: Path) -> list[dict[str, Any]]:
     """The stretches a run folder records: its results', else its checkpoint's."""
-    stretches = _json(run_dir / runfolder.RESULTS_FILE).get("stretches")
+    results = runfolder.read_results(run_dir)
+    stretches = results.get("stretches") if isinstance(results, dict) else None
     if not isinstance(stretches, list):
-        stretches = _json(run_dir / CHECKPOINT_STATE).get("run", {}).get("stretches")
+        stretches = _checkpoint_run_state(run_dir).get("stretches")
     return [s for s in stretches or [] if isinstance(s, dict)]
 
 
