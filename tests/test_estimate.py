@@ -30,6 +30,23 @@ def test_a_stretch_ran_here_when_every_speed_fact_it_records_agrees() -> None:
     assert not ran_here({"from_step": 0, "to_step": 10, "seconds": 1.0}, here)  # no facts
 
 
+def write_checkpoint_state(folder: Path, stretches: list[dict]) -> None:
+    """The JSON half of a checkpoint, as the trainer writes it (no manifest: read unchecked)."""
+    run = {"elapsed": 1.0, "items": 1, "best_valid": 1.0, "best_step": 1, "stretches": stretches}
+    parts = ("task", "optimizer", "schedule", "scaler", "rng")
+    state = {"step": 100, "run": run, **{part: {} for part in parts}}
+    (folder / "config.json").write_text("{}")
+    (folder / "trainer.json").write_text(json.dumps(state))
+
+
+def test_a_checkpoint_that_is_not_a_valid_trainer_state_gives_no_rate(tmp_path: Path) -> None:
+    (tmp_path / "checkpoint").mkdir()
+    write_checkpoint_state(tmp_path / "checkpoint", [stretch(0, 100, 40.0, AVX512)])
+    assert len(recorded_stretches(tmp_path)) == 1
+    (tmp_path / "checkpoint" / "trainer.json").write_text('{"run": {"stretches": []}}')
+    assert recorded_stretches(tmp_path) == []  # damaged or half-written: skipped, no error
+
+
 def test_seconds_per_step_reads_results_then_checkpoints(tmp_path: Path) -> None:
     done, going, empty = tmp_path / "done", tmp_path / "going", tmp_path / "empty"
     (going / "checkpoint").mkdir(parents=True)
@@ -39,8 +56,7 @@ def test_seconds_per_step_reads_results_then_checkpoints(tmp_path: Path) -> None
     stretches = [stretch(0, 100, 50.0, AVX2), stretch(100, 400, 60.0, AVX512)]
     (done / "results.json").write_text(json.dumps({"stretches": stretches}))
     # in progress: 100 steps in 40 s here, in its checkpoint
-    state = {"run": {"stretches": [stretch(0, 100, 40.0, AVX512)]}}
-    (going / "checkpoint" / "trainer.json").write_text(json.dumps(state))
+    write_checkpoint_state(going / "checkpoint", [stretch(0, 100, 40.0, AVX512)])
     assert len(recorded_stretches(done)) == 2 and recorded_stretches(empty) == []
     assert seconds_per_step([done, going, empty], AVX512) == (60.0 + 40.0) / (300 + 100)
     assert seconds_per_step([done], AVX2) == 0.5

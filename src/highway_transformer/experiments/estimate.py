@@ -9,7 +9,6 @@ and an AVX512 CPU differ 1.6x per step), so a row no stretch measured here has n
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -17,18 +16,16 @@ from typing import Any
 from ..report.machines import machine_of
 from ..train import runfolder
 
-CHECKPOINT_STATE = Path("checkpoint") / "trainer.json"
 
+def _checkpoint_run_record(run_dir: Path) -> dict[str, Any]:
+    """The run record of the run's checkpoint, checked as a resume checks it; {} when there is
+    none or it cannot be trusted (a run writing it right now: the estimate skips it)."""
+    from ..train.checkpoint import CheckpointError, checkpoint_run_record  # torch: lazily
 
-def _checkpoint_run_state(run_dir: Path) -> dict[str, Any]:
-    """The trainer's run record in ``checkpoint/trainer.json`` (unverified: only read for an
-    estimate, without the tensors), or {}."""
     try:
-        data = json.loads((run_dir / CHECKPOINT_STATE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        return checkpoint_run_record(run_dir / "checkpoint")
+    except CheckpointError:
         return {}
-    run = data.get("run") if isinstance(data, dict) else None
-    return run if isinstance(run, dict) else {}
 
 
 def recorded_stretches(run_dir: Path) -> list[dict[str, Any]]:
@@ -36,7 +33,7 @@ def recorded_stretches(run_dir: Path) -> list[dict[str, Any]]:
     results = runfolder.read_results(run_dir)
     stretches = results.get("stretches") if isinstance(results, dict) else None
     if not isinstance(stretches, list):
-        stretches = _checkpoint_run_state(run_dir).get("stretches")
+        stretches = _checkpoint_run_record(run_dir).get("stretches")
     return [s for s in stretches or [] if isinstance(s, dict)]
 
 

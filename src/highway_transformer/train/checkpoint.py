@@ -420,6 +420,11 @@ def checkpoint_step(folder: str | Path) -> int:
     return int(_read_trainer_info(resolve(folder))["step"])
 
 
+def checkpoint_run_record(folder: str | Path) -> dict[str, Any]:
+    """The checked run record of a checkpoint (elapsed, best, stretches...), without its tensors."""
+    return dict(_read_trainer_info(resolve(folder))["run"])
+
+
 def load_trainer_state(folder: str | Path) -> TrainerState:
     folder = resolve(folder)
     info = _read_trainer_info(folder)
