@@ -440,6 +440,9 @@ def test_seconds_compare_only_runs_of_one_kind_of_machine(table1: Path, tmp_path
     times = {r["name"]: r for r in report["time"]}
     assert times["ht-table1/t-l3+sigmoid"]["time_change_pct"] is None
     assert times["ht-table1/t-l3"]["seconds_per_step"]["mean"] == pytest.approx(2.5)
+    # a row whose own seeds trained on two kinds of machine has no mean seconds at all
+    assert times["ht-table1/t-l3+sigmoid"]["seconds_per_step"] is None
+    assert times["ht-table1/t-l3+sigmoid"]["train_hours"] is None
     index = (tmp_path / "mixed" / "index.md").read_text(encoding="utf-8")
     assert "**Training time is not compared: the runs trained on 2 kinds of machine**" in index
     assert "in fewer steps than the baseline (training time not compared);" in index

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from .convergence import steps_to_reach
+from .machines import runs_by_machine
 from .runs import RunRecord
 from .stats import (
     fraction_target,
@@ -227,12 +228,15 @@ def acceleration_rows(
 
 
 def time_rows(groups: dict[str, list[RunRecord]], timed: bool = True) -> list[dict[str, Any]]:
-    """Training time, seconds per step and parameters per row (HT Table 7 style); each
-    row's change to its baseline only when ``timed`` (the runs trained on one machine)."""
+    """Training time, seconds per step and parameters per row (HT Table 7 style); a row's
+    seconds only when its own runs trained on one kind of machine (a mean over an AVX2 and an
+    AVX512 run measures neither), its change to its baseline only when ``timed`` (all did)."""
     rows = {}
     for name, runs in groups.items():
         done = [r.results for r in runs if r.results]
-        seconds = summary(r.get("train_seconds") for r in done)
+        one_kind = runs_by_machine(("", r) for r in done)["time_comparable"]
+        timed_runs = done if one_kind else []
+        seconds = summary(r.get("train_seconds") for r in timed_runs)
         exp = runs[0].experiment
         rows[name] = {
             "name": name,
@@ -242,7 +246,7 @@ def time_rows(groups: dict[str, list[RunRecord]], timed: bool = True) -> list[di
             "train_seconds": seconds,
             "train_hours": None if seconds is None else seconds["mean"] / 3600,
             "seconds_per_step": summary(
-                r["train_seconds"] / r["steps"] for r in done if r.get("steps")
+                r["train_seconds"] / r["steps"] for r in timed_runs if r.get("steps")
             ),
             "published_train_hours": exp.get("published", {}).get("train_hours"),
         }
