@@ -99,7 +99,7 @@ def machines_markdown(machines: dict[str, Any]) -> list[str]:
         f"**Training time is not compared: the runs trained on {len(groups)} kinds of machine** "
         f"({kinds}; all: {machines['common'] or '—'}). Seconds would measure the machine as "
         "much as the model, so the seconds-to-target, *less time* and Δ time columns are left "
-        "empty and no convergence-vs-time figure is drawn. Steps, losses and metrics are "
-        "unaffected.",
+        "empty, a row whose own runs trained on several has no mean seconds, and no "
+        "convergence-vs-time figure is drawn. Steps, losses and metrics are unaffected.",
         "",
     ]
