@@ -86,6 +86,11 @@ def runs_by_machine(runs: Iterable[tuple[str, dict[str, Any] | None]]) -> dict[s
     }
 
 
+def one_kind_of_machine(results: Iterable[dict[str, Any] | None]) -> bool:
+    """Whether these runs (``results.json`` each) all trained on one kind of machine."""
+    return bool(runs_by_machine(("", r) for r in results)["time_comparable"])
+
+
 def machines_markdown(machines: dict[str, Any]) -> list[str]:
     """The warning at the top of a report whose runs trained on several kinds of machine."""
     if machines["time_comparable"]:

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from .convergence import steps_to_reach
-from .machines import runs_by_machine
+from .machines import one_kind_of_machine
 from .runs import RunRecord
 from .stats import (
     fraction_target,
@@ -234,8 +234,7 @@ def time_rows(groups: dict[str, list[RunRecord]], timed: bool = True) -> list[di
     rows = {}
     for name, runs in groups.items():
         done = [r.results for r in runs if r.results]
-        one_kind = runs_by_machine(("", r) for r in done)["time_comparable"]
-        timed_runs = done if one_kind else []
+        timed_runs = done if one_kind_of_machine(done) else []
         seconds = summary(r.get("train_seconds") for r in timed_runs)
         exp = runs[0].experiment
         rows[name] = {
