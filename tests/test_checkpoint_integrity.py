@@ -204,7 +204,7 @@ def test_disk_full_during_a_save_keeps_the_previous_checkpoint(
     def full(*args, **kwargs):
         raise error
 
-    monkeypatch.setattr(ckpt, "save_model", full)
+    monkeypatch.setattr(ckpt, "save_weights", full)
     with pytest.raises(CheckpointError, match="disk is full.*intact"):
         ckpt.save_checkpoint(run / "checkpoint", model, config, vocab)
     assert snapshot(run / "checkpoint") == before

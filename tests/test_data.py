@@ -311,6 +311,18 @@ def test_ptb_token_counts(corpus: str, sizes: tuple[int, int, int], n_symbols: i
 
 
 @pytest.mark.skipif(
+    not (PTB / "ptb.char.train.txt").is_file(), reason=f"Penn Treebank files not present at {PTB}"
+)
+def test_a_folder_of_the_char_files_alone_serves_char_ptb(tmp_path: Path) -> None:
+    for split in ("train", "valid", "test"):
+        (tmp_path / f"ptb.char.{split}.txt").symlink_to(PTB / f"ptb.char.{split}.txt")
+    loaded = load_corpus(DataConfig(corpus="ptb-char", path=str(tmp_path)))
+    assert loaded.valid.numel() == 396_412
+    with pytest.raises(DataError, match=r"expected ptb\.train\.txt and its valid/test twins"):
+        load_corpus(DataConfig(corpus="ptb-word", path=str(tmp_path)))
+
+
+@pytest.mark.skipif(
     not (PTB / "ptb.train.txt").is_file(), reason=f"Penn Treebank files not present at {PTB}"
 )
 def test_ptb_char_rt_is_the_r_transformer_codes_character_stream() -> None:

@@ -173,3 +173,16 @@ def test_table5_rows_trained_in_parallel_are_measured_too(tmp_path) -> None:  # 
         record = json.loads((run_dir / "protocol_eval.json").read_text(encoding="utf-8"))
         assert record["valid"]["bpc"] > 0
     assert sum("validation with the paper's protocol" in m for m in messages) == 2
+    # each measured in a job slot of its own, not in the runner while slots wait
+    assert sum("(validation the paper's way): started" in m for m in messages) == 2
+
+    # a row that finished before this command, unmeasured, is measured as a job too
+    (dirs[1] / "protocol_eval.json").unlink()
+    messages.clear()
+    run_experiments(rows, tmp_path / "runs", "tiny", jobs=2, overrides=overrides,
+                    log=messages.append)  # fmt: skip
+    assert messages[-2:] == [
+        "ht-table5/l6-xl+sigmoid seed 1 (validation the paper's way): exit status 0",
+        "ht-table5/l6-xl+sigmoid seed 1: validation with the paper's protocol",
+    ]
+    assert (dirs[1] / "protocol_eval.json").is_file()

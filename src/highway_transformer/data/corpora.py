@@ -229,15 +229,16 @@ def _pydoc(config: DataConfig, vocab: Vocabulary | None) -> Corpus:
     return Corpus("pydoc", vocab, *(encode_chars(parts[s], vocab) for s in SPLITS))
 
 
-def ptb_folder(config: DataConfig, download: bool) -> Path:
+def ptb_folder(config: DataConfig, download: bool, needed: str = "ptb.train.txt") -> Path:
+    """The PTB folder, holding ``needed`` (a character corpus needs only the char files)."""
     folder = Path(config.path) if config.path else cache_dir() / "ptb"
-    if not (folder / "ptb.train.txt").is_file():
+    if not (folder / needed).is_file():
         if download and not config.path:
             download_ptb(folder)
         else:
             raise DataError(
-                f"Penn Treebank not found in {folder} (expected ptb.train.txt, ptb.char.train.txt"
-                f" ...); put Mikolov's files there (simple-examples/data from {PTB_URL}) or run"
+                f"Penn Treebank not found in {folder} (expected {needed} and its valid/test"
+                f" twins); put Mikolov's files there (simple-examples/data from {PTB_URL}) or run"
                 " `highway download ptb`, and pass data.path=FOLDER"
             )
     return folder
@@ -272,8 +273,8 @@ def _ptb_text(folder: Path, name: str) -> str:
 
 
 def _ptb(config: DataConfig, vocab: Vocabulary | None, download: bool, char: bool) -> Corpus:
-    folder = ptb_folder(config, download)
     prefix = "ptb.char." if char else "ptb."
+    folder = ptb_folder(config, download, f"{prefix}train.txt")
     tokens = {s: line_tokens(_ptb_text(folder, f"{prefix}{s}.txt")) for s in SPLITS}
     if vocab is None:
         vocab = Vocabulary.build(

@@ -9,11 +9,13 @@ its best checkpoint is evaluated once more on the full validation split with the
 from __future__ import annotations
 
 import json
+import os
+import sys
 from pathlib import Path
 from typing import Any
 
 from ..config import build_config
-from .registry import Experiment
+from .registry import Experiment, get_experiment
 from .scale import scale_config
 
 PROTOCOL_FILE = "protocol_eval.json"
@@ -54,5 +56,24 @@ def measure_protocol(
     metrics = evaluate_checkpoint(best, ["valid"], resolve_device(device), overrides)["valid"]
     record = {"protocol": experiment.protocols.get(f"eval_{experiment.metric}", ""),
               "overrides": overrides, "valid": metrics}  # fmt: skip
-    path.write_text(json.dumps(record, indent=2, ensure_ascii=False), encoding="utf-8")
+    tmp = path.with_name(path.name + ".tmp")  # a run stopped mid-write leaves no half a file
+    tmp.write_text(json.dumps(record, indent=2, ensure_ascii=False), encoding="utf-8")
+    os.replace(tmp, path)
     return record
+
+
+def protocol_command(run_dir: Path, experiment: Experiment, scale: str, device: str) -> list[str]:
+    """The process ``highway run --jobs N`` starts to measure a finished row, in a job slot
+    of its own, so the runner goes on starting rows meanwhile."""
+    module = "highway_transformer.experiments.protocols"
+    return [sys.executable, "-m", module, str(run_dir), experiment.name, scale, device]
+
+
+def main(argv: list[str]) -> None:
+    """``python -m highway_transformer.experiments.protocols RUN_DIR ROW SCALE DEVICE``."""
+    run_dir, row, scale, device = argv
+    measure_protocol(run_dir, get_experiment(row), scale, device)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -28,7 +28,7 @@ from ..train import runfolder
 from ..train.stopping import StopRequests, interrupted, stop_when_parent_dies
 from . import estimate
 from .param_match import match_parameters
-from .protocols import PROTOCOL_FILE, measure_protocol
+from .protocols import PROTOCOL_FILE, measure_protocol, protocol_command
 from .registry import Experiment, get_experiment, resolve_experiments
 from .scale import describe_scale, get_scale, scale_config
 
@@ -289,17 +289,39 @@ def _train_command(spec: RunSpec, nproc: int = 0) -> list[str]:
     return command
 
 
-def _launch(spec: RunSpec, threads: int) -> subprocess.Popen[bytes]:
-    command = _train_command(spec)
+#: What a job slot of ``highway run --jobs N`` does for a row: train it, or (HT Table 5)
+#: measure its finished best weights the paper's way.
+TRAIN, PROTOCOL = "train", "protocol"
+
+
+@dataclass(frozen=True)
+class Job:
+    spec: RunSpec
+    kind: str = TRAIN
+
+    @property
+    def name(self) -> str:
+        what = "" if self.kind == TRAIN else " (validation the paper's way)"
+        return f"{self.spec.experiment.name} seed {self.spec.seed}{what}"
+
+    def command(self) -> list[str]:
+        if self.kind == TRAIN:
+            return _train_command(self.spec)
+        s = self.spec
+        return protocol_command(s.run_dir, s.experiment, s.scale, s.config.train.device)
+
+
+def _launch(job: Job, threads: int) -> subprocess.Popen[bytes]:
+    command = job.command()
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
-    with open(spec.run_dir / LOG_FILE, "ab") as handle:
+    with open(job.spec.run_dir / LOG_FILE, "ab") as handle:
         return subprocess.Popen(
             command, stdout=handle, stderr=subprocess.STDOUT, env=env,
             preexec_fn=stop_when_parent_dies(),
         )  # fmt: skip
 
 
-Running = list[tuple[RunSpec, subprocess.Popen[bytes]]]
+Running = list[tuple[Job, subprocess.Popen[bytes]]]
 
 
 def _names(specs: list[RunSpec]) -> str:
@@ -311,54 +333,62 @@ def threads_per_job(jobs: int) -> int:
     return max(1, (os.cpu_count() or 1) // jobs)
 
 
-def _run_parallel(specs: list[RunSpec], jobs: int, log: Callable[[str], None]) -> None:
-    """Train ``specs``, ``jobs`` at a time. A stop signal is passed on to the running
-    trainings, which checkpoint and stop; nothing new starts."""
+def _run_parallel(jobs_todo: list[Job], jobs: int, log: Callable[[str], None]) -> None:
+    """Run ``jobs_todo``, ``jobs`` at a time; a row that finishes training and needs its
+    validation measured the paper's way gets that as the next job, so no slot waits on it.
+    A stop signal is passed on to the running jobs, which checkpoint and stop; nothing new
+    starts."""
     threads = threads_per_job(jobs)
-    pending, running, forwarded = list(specs), [], False
-    ended: dict[str, list[RunSpec]] = {"failed": [], "stopped": [], "finished": []}
+    pending, running, forwarded = list(jobs_todo), [], False
+    ended: dict[str, list[Job]] = {"failed": [], "stopped": [], "finished": []}
     with StopRequests() as stops:
         while pending or running:
             while pending and len(running) < jobs and not stops.requested:
-                spec = pending.pop(0)
-                log(f"{spec.experiment.name} seed {spec.seed}: started ({spec.run_dir / LOG_FILE})")
-                running.append((spec, _launch(spec, threads)))
+                job = pending.pop(0)
+                log(f"{job.name}: started ({job.spec.run_dir / LOG_FILE})")
+                running.append((job, _launch(job, threads)))
             if stops.requested and not forwarded:
                 pending, forwarded = [], True  # each running row checkpoints and exits
                 for _, process in running:
                     process.send_signal(signal.SIGTERM)
             running = _reap(running, stops.requested, ended, log)
-            for spec in ended["finished"]:  # measured while the other rows train on
-                _measure_protocol(spec, log, threads)
+            for job in ended["finished"]:
+                if job.kind == PROTOCOL:
+                    log(f"{job.spec.experiment.name} seed {job.spec.seed}: validation with "
+                        "the paper's protocol")  # fmt: skip
+                elif _needs_protocol(job.spec, log):
+                    pending.insert(0, Job(job.spec, PROTOCOL))
             ended["finished"] = []
             time.sleep(0.2)
     if ended["failed"]:
+        failed = ", ".join(job.name for job in ended["failed"])
         raise ExperimentFailed(
-            f"{len(ended['failed'])} run(s) failed: {_names(ended['failed'])}; see train.log in "
-            "their run folders"
+            f"{len(ended['failed'])} run(s) failed: {failed}; see train.log in their run folders"
         )
     if stops.signal_number is not None:
-        raise _stopped(stops.signal_number, [s for s in specs if s in ended["stopped"]])
+        stopped = {id(job.spec) for job in ended["stopped"]}
+        in_order = list({id(j.spec): j.spec for j in jobs_todo if id(j.spec) in stopped}.values())
+        raise _stopped(stops.signal_number, in_order)
 
 
 def _reap(
-    running: Running, stopping: bool, ended: dict[str, list[RunSpec]], log: Callable[[str], None]
+    running: Running, stopping: bool, ended: dict[str, list[Job]], log: Callable[[str], None]
 ) -> Running:
-    """The rows still running; the others filed under ``ended`` (a row ended by a signal while
+    """The jobs still running; the others filed under ``ended`` (a job ended by a signal while
     stopping is ``stopped``, any other non-zero exit ``failed``, exit 0 ``finished``)."""
     still = []
-    for spec, process in running:
+    for job, process in running:
         code = process.poll()
         if code is None:
-            still.append((spec, process))
+            still.append((job, process))
             continue
-        log(f"{spec.experiment.name} seed {spec.seed}: exit status {code}")
+        log(f"{job.name}: exit status {code}")
         if stopping and (code < 0 or code > 128):
-            ended["stopped"].append(spec)
+            ended["stopped"].append(job)
         elif code != 0:
-            ended["failed"].append(spec)
+            ended["failed"].append(job)
         else:
-            ended["finished"].append(spec)
+            ended["finished"].append(job)
     return still
 
 
@@ -466,38 +496,40 @@ def run_experiments(
     if launcher != "local":
         if todo:
             _run_submitted(todo, launcher, Path(out_root) / "jobs", job or JobSettings(), log)
+        _measure_finished(specs, log)
     elif jobs == 1:
+        _measure_finished(specs, log)  # rows that finished before this command
         for spec in todo:
             try:
                 _run_inline(spec, log, progress)
             except TrainingInterrupted as stop:
                 raise _stopped(stop.signal_number, [spec]) from None
-            _measure_protocol(spec, log)
-    elif todo:
-        _run_parallel(todo, jobs, log)
-    for spec in specs:  # rows that finished before this command, if not measured yet
-        if spec.finished:
-            _measure_protocol(spec, log)
+            _measure_finished([spec], log)
+    else:
+        measure = [Job(s, PROTOCOL) for s in specs if s.finished and _needs_protocol(s, log)]
+        if measure or todo:
+            _run_parallel(measure + [Job(s) for s in todo], jobs, log)
     return [spec.run_dir for spec in specs]
 
 
-def _measure_protocol(spec: RunSpec, log: Callable[[str], None], threads: int = 0) -> None:
-    """HT Table 5: a finished row's validation measured the paper's way as well, once, as soon
-    as it finishes (its ``best/`` weights may be dropped once it is measured), on the row's
-    device and, beside rows still training, ``threads`` CPU threads."""
+def _needs_protocol(spec: RunSpec, log: Callable[[str], None]) -> bool:
+    """HT Table 5: whether a finished row's validation is still to be measured the paper's
+    way (once, as soon as it finishes: its ``best/`` weights may be dropped after that);
+    a row whose weights are gone says so instead."""
     if not spec.experiment.eval_overrides or (spec.run_dir / PROTOCOL_FILE).is_file():
-        return
-    name = f"{spec.experiment.name} seed {spec.seed}"
+        return False
     if not (spec.run_dir / runfolder.BEST_DIR).is_dir():
-        log(f"{name}: its best/ weights are gone, so its validation cannot be measured the "
-            "paper's way; the report's paper-protocol table leaves it out")  # fmt: skip
-        return
-    import torch
+        log(f"{spec.experiment.name} seed {spec.seed}: its best/ weights are gone, so its "
+            "validation cannot be measured the paper's way; the report's paper-protocol "
+            "table leaves it out")  # fmt: skip
+        return False
+    return True
 
-    previous = torch.get_num_threads()
-    torch.set_num_threads(threads or previous)
-    try:
-        measure_protocol(spec.run_dir, spec.experiment, spec.scale, spec.config.train.device)
-    finally:
-        torch.set_num_threads(previous)
-    log(f"{name}: validation with the paper's protocol")
+
+def _measure_finished(specs: list[RunSpec], log: Callable[[str], None]) -> None:
+    """Measure the finished rows that need it in this process (``--jobs 1``, submitted
+    rows), each on its own device."""
+    for spec in specs:
+        if spec.finished and _needs_protocol(spec, log):
+            measure_protocol(spec.run_dir, spec.experiment, spec.scale, spec.config.train.device)
+            log(f"{spec.experiment.name} seed {spec.seed}: validation with the paper's protocol")

@@ -18,10 +18,10 @@ from typing import Any, TypeVar
 
 import torch
 from safetensors import SafetensorError
-from safetensors.torch import load_model, save_model
 
 from ..config import ModelConfig, from_dict
 from ..errors import CheckpointError, ConfigError, HighwayError
+from .weights_file import load_weights_file, save_weights
 
 MODEL_FILE = "model.safetensors"
 CONFIG_FILE = "config.json"
@@ -44,7 +44,7 @@ class PretrainedMixin:
         """Write ``model.safetensors`` + ``config.json`` (+ ``vocab.json``) into ``folder``."""
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
-        save_model(self, str(folder / MODEL_FILE))  # type: ignore[arg-type]
+        save_weights(self, folder / MODEL_FILE)  # type: ignore[arg-type]
         record = {
             "architecture": type(self).__name__,
             "model": asdict(self.config),
@@ -135,7 +135,7 @@ def _read_record(folder: Path) -> dict[str, Any]:
 
 def _load_weights(model: Any, path: Path) -> None:
     try:
-        missing, unexpected = load_model(model, str(path), strict=False)
+        missing, unexpected = load_weights_file(model, path)
     except (OSError, SafetensorError, RuntimeError) as exc:
         raise CheckpointError(f"cannot load weights {path}: {_one_line(exc)}") from None
     if missing or unexpected:

@@ -37,6 +37,12 @@ def sinusoid(
     return out
 
 
+def encoding_dtype(like: Tensor) -> torch.dtype:
+    """float64 for a float64 model (its CPU and GPU results then agree to ~1e-15), else
+    float32: reduced-precision models get fp32 encodings rounded once to their dtype."""
+    return torch.float64 if like.dtype == torch.float64 else torch.float32
+
+
 class SinusoidalPositionalEncoding(nn.Module):
     """Adds ``PE(start .. start+L-1)`` to ``[B, L, D]`` embeddings (HT eq. 4: X = E + PE)."""
 
@@ -46,4 +52,4 @@ class SinusoidalPositionalEncoding(nn.Module):
 
     def forward(self, x: Tensor, start: int = 0) -> Tensor:
         positions = torch.arange(start, start + x.shape[1], device=x.device)
-        return x + sinusoid(positions, self.d_model).to(x.dtype)
+        return x + sinusoid(positions, self.d_model, dtype=encoding_dtype(x)).to(x.dtype)

@@ -33,7 +33,7 @@ from torch import Tensor, nn
 from ..errors import ConfigError
 from .decoding import DistanceTable, KVCache
 from .dropout import Dropout
-from .positional import sinusoid
+from .positional import encoding_dtype, sinusoid
 from .relative_core import relative_attention
 
 
@@ -105,7 +105,7 @@ class RelativeInputs:
 def distance_rows(lo: int, hi: int, d_model: int, clamp_len: int, like: Tensor) -> Tensor:
     """``R`` for the distances ``hi-1 … lo``, ``[hi-lo, D]``, laid out ``[sin | cos]`` as in
     the reference code; distances beyond ``clamp_len`` use its encoding when ``clamp_len > 0``."""
-    dtype = torch.float64 if like.dtype == torch.float64 else torch.float32
+    dtype = encoding_dtype(like)
     pos = torch.arange(hi - 1, lo - 1, -1, device=like.device, dtype=dtype)
     if clamp_len > 0:
         pos = pos.clamp(max=clamp_len)

@@ -35,12 +35,13 @@ from typing import Any
 import numpy as np
 import torch
 from safetensors import SafetensorError
-from safetensors.torch import load_file, load_model, save_file, save_model
+from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
 from ..config import Config, first_line, from_dict, read_text, validate
 from ..data.vocab import Vocabulary
 from ..errors import CheckpointError, HighwayError, TrainingDiverged
+from ..models.weights_file import load_weights_file, save_weights
 
 MODEL_FILE = "model.safetensors"
 CONFIG_FILE = "config.json"
@@ -316,7 +317,7 @@ def save_checkpoint(
     check_finite_state(model, trainer, valid_loss)
 
     def write(tmp: Path) -> None:
-        save_model(model, str(tmp / MODEL_FILE))
+        save_weights(model, tmp / MODEL_FILE)
         (tmp / CONFIG_FILE).write_text(config.to_json(), encoding="utf-8")
         if vocab is not None:
             vocab.save(tmp / VOCAB_FILE)
@@ -385,7 +386,7 @@ def read_vocab(folder: str | Path) -> Vocabulary:
 def load_weights(model: nn.Module, folder: str | Path) -> None:
     path = verify(resolve(folder), MODEL_FILE)
     try:
-        missing, unexpected = load_model(model, str(path), strict=False)
+        missing, unexpected = load_weights_file(model, path)
     except (OSError, SafetensorError) as exc:
         raise CheckpointError(f"cannot read weights {path}: {exc}") from None
     except RuntimeError as exc:
