@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import build_config
-from .registry import Experiment, get_experiment
+from .registry import Experiment
 from .scale import scale_config
 
 PROTOCOL_FILE = "protocol_eval.json"
@@ -65,15 +65,5 @@ def measure_protocol(
 def protocol_command(run_dir: Path, experiment: Experiment, scale: str, device: str) -> list[str]:
     """The process ``highway run --jobs N`` starts to measure a finished row, in a job slot
     of its own, so the runner goes on starting rows meanwhile."""
-    module = "highway_transformer.experiments.protocols"
+    module = "highway_transformer.experiments.protocol_job"
     return [sys.executable, "-m", module, str(run_dir), experiment.name, scale, device]
-
-
-def main(argv: list[str]) -> None:
-    """``python -m highway_transformer.experiments.protocols RUN_DIR ROW SCALE DEVICE``."""
-    run_dir, row, scale, device = argv
-    measure_protocol(run_dir, get_experiment(row), scale, device)
-
-
-if __name__ == "__main__":
-    main(sys.argv[1:])
