@@ -354,8 +354,7 @@ def _run_parallel(jobs_todo: list[Job], jobs: int, log: Callable[[str], None]) -
             running = _reap(running, stops.requested, ended, log)
             for job in ended["finished"]:
                 if job.kind == PROTOCOL:
-                    log(f"{job.spec.experiment.name} seed {job.spec.seed}: validation with "
-                        "the paper's protocol")  # fmt: skip
+                    log(_measured(job.spec))
                 elif _needs_protocol(job.spec, log):
                     pending.insert(0, Job(job.spec, PROTOCOL))
             ended["finished"] = []
@@ -532,4 +531,8 @@ def _measure_finished(specs: list[RunSpec], log: Callable[[str], None]) -> None:
     for spec in specs:
         if spec.finished and _needs_protocol(spec, log):
             measure_protocol(spec.run_dir, spec.experiment, spec.scale, spec.config.train.device)
-            log(f"{spec.experiment.name} seed {spec.seed}: validation with the paper's protocol")
+            log(_measured(spec))
+
+
+def _measured(spec: RunSpec) -> str:
+    return f"{spec.experiment.name} seed {spec.seed}: validation with the paper's protocol"
