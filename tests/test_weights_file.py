@@ -4,11 +4,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import torch
 from safetensors.torch import load_file, save_model
 from torch import nn
 
-from highway_transformer.models.weights_file import load_weights_file, save_weights, tied_names
+from highway_transformer.errors import CheckpointError
+from highway_transformer.models.weights_file import (
+    load_weights_checked,
+    load_weights_file,
+    save_weights,
+    tied_names,
+)
 
 
 class PackedAndTied(nn.Module):
@@ -62,3 +69,23 @@ def test_missing_and_unexpected_names_are_reported(tmp_path: Path) -> None:
     save_weights(nn.Linear(2, 2, bias=False), tmp_path / "w.safetensors")
     missing, unexpected = load_weights_file(nn.Linear(2, 2), tmp_path / "w.safetensors")
     assert (missing, unexpected) == (["bias"], [])
+
+
+def test_checked_loading_accepts_only_an_exact_fit(tmp_path: Path) -> None:
+    """One loader serves checkpoints and from_pretrained: each way a file can be wrong is one
+    CheckpointError line, and a fitting file loads."""
+    model = nn.Linear(3, 2)
+    save_weights(model, tmp_path / "fits.safetensors")
+    load_weights_checked(nn.Linear(3, 2), tmp_path / "fits.safetensors")
+    (tmp_path / "garbage.safetensors").write_bytes(b"not a safetensors file")
+    cases = {
+        "garbage.safetensors": "cannot read weights",
+        "fits.safetensors": "do not fit the model: ",  # loaded into another shape
+    }
+    for name, message in cases.items():
+        with pytest.raises(CheckpointError, match=message) as caught:
+            load_weights_checked(nn.Linear(4, 2), tmp_path / name)
+        assert "\n" not in str(caught.value)
+    other_names = r"missing \['0.bias', '0.weight'\], unexpected \['bias'"
+    with pytest.raises(CheckpointError, match=other_names):
+        load_weights_checked(nn.ModuleDict({"0": model}), tmp_path / "fits.safetensors")

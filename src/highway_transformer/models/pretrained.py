@@ -17,11 +17,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import torch
-from safetensors import SafetensorError
 
 from ..config import ModelConfig, from_dict
 from ..errors import CheckpointError, ConfigError, HighwayError
-from .weights_file import load_weights_file, save_weights
+from .weights_file import load_weights_checked, save_weights
 
 MODEL_FILE = "model.safetensors"
 CONFIG_FILE = "config.json"
@@ -81,7 +80,7 @@ class PretrainedMixin:
                 model = cls(config, **record.get("init", {}))  # type: ignore[call-arg]
             except (HighwayError, TypeError, KeyError) as exc:
                 raise CheckpointError(f"{folder / CONFIG_FILE} does not fit: {exc}") from None
-        _load_weights(model, folder / MODEL_FILE)
+        load_weights_checked(model, folder / MODEL_FILE)
         return model.to(device).eval()  # type: ignore[attr-defined,return-value]
 
     @classmethod
@@ -131,20 +130,3 @@ def _read_record(folder: Path) -> dict[str, Any]:
         ) from None
     except (OSError, json.JSONDecodeError) as exc:
         raise CheckpointError(f"cannot read {folder / CONFIG_FILE}: {exc}") from None
-
-
-def _load_weights(model: Any, path: Path) -> None:
-    try:
-        missing, unexpected = load_weights_file(model, path)
-    except (OSError, SafetensorError, RuntimeError) as exc:
-        raise CheckpointError(f"cannot load weights {path}: {_one_line(exc)}") from None
-    if missing or unexpected:
-        raise CheckpointError(
-            f"weights in {path} do not fit the model (missing {sorted(missing)[:3]}, "
-            f"unexpected {sorted(unexpected)[:3]})"
-        )
-
-
-def _one_line(exc: Exception) -> str:
-    """torch's message on one line, shortened."""
-    return " ".join(str(exc).split())[:200]

@@ -12,8 +12,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
+
+from ..errors import CheckpointError
 
 
 def _owns_storage(tensor: Tensor) -> bool:
@@ -57,3 +60,24 @@ def load_weights_file(model: nn.Module, path: str | Path) -> tuple[list[str], li
         if filled.intersection(names):
             missing = [name for name in missing if name not in names]
     return list(missing), list(unexpected)
+
+
+def load_weights_checked(model: nn.Module, path: Path) -> None:
+    """``load_weights_file`` that accepts only a file filling the model exactly; anything else
+    (unreadable, other shapes, other names) is a one-line ``CheckpointError``."""
+    try:
+        missing, unexpected = load_weights_file(model, path)
+    except (OSError, SafetensorError) as exc:
+        raise CheckpointError(f"cannot read weights {path}: {_one_line(exc)}") from None
+    except RuntimeError as exc:
+        raise CheckpointError(f"weights in {path} do not fit the model: {_one_line(exc)}") from None
+    if missing or unexpected:
+        raise CheckpointError(
+            f"weights in {path} do not fit the model (missing {sorted(missing)[:3]}, "
+            f"unexpected {sorted(unexpected)[:3]})"
+        )
+
+
+def _one_line(exc: Exception) -> str:
+    """torch's message on one line, shortened."""
+    return " ".join(str(exc).split())[:200]

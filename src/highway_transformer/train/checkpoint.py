@@ -41,7 +41,7 @@ from torch import Tensor, nn
 from ..config import Config, first_line, from_dict, read_text, validate
 from ..data.vocab import Vocabulary
 from ..errors import CheckpointError, HighwayError, TrainingDiverged
-from ..models.weights_file import load_weights_file, save_weights
+from ..models.weights_file import load_weights_checked, save_weights
 
 MODEL_FILE = "model.safetensors"
 CONFIG_FILE = "config.json"
@@ -384,18 +384,7 @@ def read_vocab(folder: str | Path) -> Vocabulary:
 
 
 def load_weights(model: nn.Module, folder: str | Path) -> None:
-    path = verify(resolve(folder), MODEL_FILE)
-    try:
-        missing, unexpected = load_weights_file(model, path)
-    except (OSError, SafetensorError) as exc:
-        raise CheckpointError(f"cannot read weights {path}: {exc}") from None
-    except RuntimeError as exc:
-        raise CheckpointError(f"weights in {path} do not fit the model: {_one_line(exc)}") from None
-    if missing or unexpected:
-        raise CheckpointError(
-            f"weights in {path} do not fit the model (missing {sorted(missing)[:3]}, "
-            f"unexpected {sorted(unexpected)[:3]})"
-        )
+    load_weights_checked(model, verify(resolve(folder), MODEL_FILE))
 
 
 def _read_trainer_info(folder: Path) -> dict[str, Any]:
@@ -469,8 +458,3 @@ def load_pretrained(
     model = build_task_model(config)
     load_weights(model, folder)
     return model.to(device).eval(), config, vocab
-
-
-def _one_line(exc: Exception) -> str:
-    """torch's message on one line, shortened."""
-    return " ".join(str(exc).split())[:200]
