@@ -6,6 +6,7 @@ import pytest
 
 from highway_transformer.config import build_config
 from highway_transformer.experiments import get_experiment, table_experiments
+from highway_transformer.experiments.registry import CONTRASTS
 
 # HT Table 6 as printed: row -> (eval bpc, test bpc).
 TABLE6 = {
@@ -131,3 +132,19 @@ def test_rt_paper_rows_initialise_and_read_data_as_the_rt_code() -> None:
     # The HT rows keep the HT appendix's U(-a, a) on every weight and Mikolov's char files.
     ht = get_preset("ht-table2/rt-l3")
     assert (ht.model.init, ht.model.init_embedding, ht.data.corpus) == ("uniform", "", "ptb-char")
+
+
+def test_row_against_row_claims_name_rows_of_their_table() -> None:
+    """Every registered claim compares two rows of its own table, neither its baseline."""
+    for table, contrasts in CONTRASTS.items():
+        rows = {e.name: e for e in table_experiments(table)}
+        for c in contrasts:
+            assert c.row in rows and c.other in rows, c
+            assert not rows[c.row].is_baseline and not rows[c.other].is_baseline, c
+    claims = {(c.row, c.other) for c in CONTRASTS["ht-table5"]}
+    assert ("ht-table5/l6-xl+tanh-l1-3", "ht-table5/l6-xl+tanh-l3-6") in claims
+    assert ("ht-table5/l6-xl+sigmoid", "ht-table5/l6-xl+sigmoid-l1-6-noffn") in claims
+    # the gated rows against the parameter-matched plain row, in every table that has one
+    assert ("ht-table2/rt-l3+tanh", "ht-table2/rt-l3+param-matched") in set(
+        (c.row, c.other) for c in CONTRASTS["ht-table2"]
+    )

@@ -192,6 +192,33 @@ def test_table7_hours_beside_table5_runs(tmp_path: Path) -> None:
     assert report["also_in"] == ["ht-table7"]
 
 
+def test_row_against_row_claims_are_paired_by_seed(tmp_path: Path) -> None:
+    """HT Table 5's "gate the lower layers": L1-3 minus L3-6, seed by seed, against values
+    worked by hand; a claim whose rows did not both run is left out."""
+    root = tmp_path / "runs"
+    curve = [2.0, 1.5, 1.2, 1.1]
+    for seed, (low, high) in enumerate([(1.30, 1.20), (1.24, 1.22), (1.27, 1.24)], start=1):
+        make_run(root, "ht-table5/l6-xl", curve, 1.40, 1.35, 100.0, seed=seed)
+        make_run(root, "ht-table5/l6-xl+tanh-l1-3", curve, low, low - 0.04, 100.0, seed=seed)
+        make_run(root, "ht-table5/l6-xl+tanh-l3-6", curve, high, high - 0.04, 100.0, seed=seed)
+    report = write_report([root], tmp_path / "report")
+    (claim,) = report["contrasts"]  # the σ and \FFN claims lack a row here
+    assert claim["row"] == "ht-table5/l6-xl+tanh-l1-3"
+    assert claim["other"] == "ht-table5/l6-xl+tanh-l3-6"
+    paired = claim["eval_bpc_paired"]
+    diffs = [0.10, 0.02, 0.03]
+    assert list(paired["per_seed"].values()) == pytest.approx(diffs)
+    mean, sem = 0.05, math.sqrt(((0.05**2) + 0.03**2 + 0.02**2) / 2) / math.sqrt(3)
+    half = 4.302652729911275 * sem  # Student t, 2 degrees of freedom, 97.5%
+    assert paired["mean"] == pytest.approx(mean)
+    assert paired["interval"] == pytest.approx([mean - half, mean + half])
+    assert paired["verdict"] == "unresolved"
+    assert claim["published_eval_bpc_difference"] == pytest.approx(1.249 - 1.277)
+    index = (tmp_path / "report" / "index.md").read_text(encoding="utf-8")
+    assert "| tanh: gate the lower layers (L1-3 below L3-6) | ht-table5/l6-xl+tanh-l1-3 |" in index
+    assert "s1 +0.1000, s2 +0.0200, s3 +0.0300" in index
+
+
 def test_missing_and_truncated_metrics_are_listed(table1: Path, tmp_path: Path) -> None:
     tanh = table1 / "ht-table1" / "small" / "t-l3+tanh" / "seed1"
     (tanh / "metrics.jsonl").unlink()

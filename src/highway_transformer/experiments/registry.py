@@ -269,6 +269,46 @@ def _build() -> dict[str, Experiment]:
 EXPERIMENTS: dict[str, Experiment] = _build()
 
 
+@dataclass(frozen=True)
+class Contrast:
+    """A claim that sets one row against another row rather than the baseline: the report
+    gives ``row - other`` seed by seed with its interval, beside the published difference."""
+
+    claim: str
+    row: str
+    other: str
+
+
+def _contrasts() -> dict[str, tuple[Contrast, ...]]:
+    out: dict[str, list[Contrast]] = {}
+    # Every gated row of a table with a parameter-matched plain row: the gate, or its
+    # parameters? (Our question, not the papers'.)
+    for table, base in _PARAM_MATCHED.items():
+        matched = f"{table}/{base}+param-matched"
+        gated = [e for e in EXPERIMENTS.values()
+                 if e.table == table and e.baseline != e.name and e.name != matched]  # fmt: skip
+        out[table] = [
+            Contrast(f"{gate}: the gate, not its parameters", e.name, matched)
+            for e in gated
+            if "-l" not in (gate := e.row.partition("+")[2])  # layer ablations: fewer parameters
+        ]
+    # HT Table 5's findings about where to gate (HT section 4.2): the lower layers, and the
+    # FFN sublayers too.
+    for act in ("tanh", "sigmoid"):
+        row = f"ht-table5/l6-xl+{act}"
+        out["ht-table5"] += [
+            Contrast(f"{act}: gate the lower layers (L1-3 below L3-6)", f"{row}-l1-3",
+                     f"{row}-l3-6"),
+            Contrast(f"{act}: gate the FFN sublayers too (L1-6 below L1-6 \\FFN)", row,
+                     f"{row}-l1-6-noffn"),
+        ]  # fmt: skip
+    return {table: tuple(contrasts) for table, contrasts in out.items()}
+
+
+#: Table -> the claims comparing two of its rows (neither the baseline); the report reads it.
+CONTRASTS: dict[str, tuple[Contrast, ...]] = _contrasts()
+
+
 def list_experiments() -> list[Experiment]:
     """Every registered row, table by table."""
     return list(EXPERIMENTS.values())

@@ -181,6 +181,38 @@ def statistics_markdown(rows: list[dict[str, Any]], metric: str) -> list[str]:
     return lines
 
 
+def contrasts_markdown(contrasts: list[dict[str, Any]], metric: str) -> list[str]:
+    """The claims that set one row against another, paired by seed (empty: no section)."""
+    if not contrasts:
+        return []
+    d = 4 if metric == "bpc" else 2
+    lines = [
+        "## Row against row",
+        "",
+        "Claims that compare two rows other than the baseline: Δ is *row − other*, seed by "
+        "seed, then averaged, with its 95% Student-t interval (*lower*: the row is below the "
+        "other on that interval); *paper Δ* is the same difference of the published figures.",
+        "",
+        f"| claim | row | other | Δ eval {metric} per seed | Δ eval, paired [95% t-interval] "
+        f"| Δ test, paired [95% t-interval] | paper Δ eval | paper Δ test |",
+        "| --- | --- | --- | --- | --- | --- | ---: | ---: |",
+    ]
+    for c in contrasts:
+        paired = c[f"eval_{metric}_paired"]
+        per_seed = "—" if paired is None else ", ".join(
+            f"s{seed} {value:+.{d}f}" for seed, value in sorted(paired["per_seed"].items())
+        )  # fmt: skip
+        published = [c[f"published_{s}_{metric}_difference"] for s in ("eval", "test")]
+        lines.append(
+            "| " + " | ".join([
+                c["claim"], c["row"], c["other"], per_seed,
+                _fmt_interval(paired, d), _fmt_interval(c[f"test_{metric}_paired"], d),
+                *("—" if v is None else f"{v:+.{d}f}" for v in published),
+            ]) + " |"
+        )  # fmt: skip
+    return [*lines, ""]
+
+
 def fractions_markdown(table: dict[str, Any]) -> list[str]:
     if "skipped" in table:
         return [f"*skipped — {table['skipped']}.*"]
@@ -356,6 +388,7 @@ def index_markdown(report: dict[str, Any]) -> str:
         "",
         *statistics_markdown(report["paper_table"], m),
         "",
+        *contrasts_markdown(report.get("contrasts", []), m),
         "## Convergence"
         + (f" ({report['paper_figures']} at this scale)" if report.get("paper_figures") else ""),
         "",

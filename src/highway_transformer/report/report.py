@@ -11,6 +11,9 @@ table at one scale and writes:
 * the paper-format table (eval = validation split), improvements over the row's baseline
   marked ⇓ with the relative change, the published figures and their change side by side,
   mean ± sample standard deviation over seeds;
+* the claims that set one row against another rather than the baseline (the registry's
+  ``CONTRASTS``: HT Table 5's where-to-gate findings, gated vs parameter-matched plain),
+  *row − other* paired by seed with a 95% t-interval, beside the published difference;
 * the convergence-acceleration table: steps and seconds each row needs to reach the
   baseline's best (mean-curve) validation and training loss, and the ratio to the steps the
   baseline itself needed;
@@ -59,6 +62,7 @@ from .runs import (
 from .stats import FRACTIONS
 from .tables import (
     acceleration_rows,
+    contrast_rows,
     direction_rows,
     fraction_rows,
     mean_curve,
@@ -158,7 +162,7 @@ def write_report(
 
     ``baselines``: add the lines to beat (:func:`trivial_baselines`, reading the runs' data
     from ``data_path`` when given, else where the runs read it)."""
-    from ..experiments.registry import PAPER_FIGURES, TABLES
+    from ..experiments.registry import CONTRASTS, PAPER_FIGURES, TABLES
     from ..experiments.scale import SCALES, describe_scale
 
     loaded = [load_run(path) for path in find_run_dirs(run_dirs)]
@@ -208,6 +212,7 @@ def write_report(
             for r in runs
         ],
         "paper_table": paper_table,
+        "contrasts": contrast_rows(paper_table, CONTRASTS.get(table, ()), metric),
         "acceleration": acceleration,
         "fractions": fraction_rows(groups, baseline, FRACTIONS),
         "direction": direction_rows(groups, paper_table, acceleration["valid"], metric),

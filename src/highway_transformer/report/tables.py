@@ -4,7 +4,8 @@ time per row and the paper's direction, from the runs grouped by row."""
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -19,6 +20,9 @@ from .stats import (
     steps_to_fraction,
     summary,
 )
+
+if TYPE_CHECKING:  # report.py imports the registry late, inside write_report
+    from ..experiments.registry import Contrast
 
 
 def relative_change(value: float | None, base: float | None) -> float | None:
@@ -124,6 +128,31 @@ def paper_rows(groups: dict[str, list[RunRecord]], metric: str) -> list[dict[str
             paper = None if row["is_baseline"] else row["published"].get(key)
             row[f"published_{key}_change_pct"] = relative_change(paper, paper_base)
     return list(rows.values())
+
+
+def contrast_rows(
+    rows: list[dict[str, Any]], contrasts: Iterable[Contrast], metric: str
+) -> list[dict[str, Any]]:
+    """Each registered claim that sets a row against another row (not the baseline): ``row -
+    other`` paired by seed on eval and test, with the published difference where both rows
+    have one. A claim whose rows did not both run is left out."""
+    by_name = {r["name"]: r for r in rows}
+    out = []
+    for contrast in contrasts:
+        row, other = by_name.get(contrast.row), by_name.get(contrast.other)
+        if row is None or other is None:
+            continue
+        entry: dict[str, Any] = {"claim": contrast.claim, "row": row["name"],
+                                 "other": other["name"]}  # fmt: skip
+        for split in ("eval", "test"):
+            key = f"{split}_{metric}"
+            entry[f"{key}_paired"] = paired_difference(_by_seed(row, key), _by_seed(other, key))
+            mine, theirs = row["published"].get(key), other["published"].get(key)
+            entry[f"published_{key}_difference"] = (
+                None if mine is None or theirs is None else mine - theirs
+            )
+        out.append(entry)
+    return out
 
 
 def _per_seed(runs: list[RunRecord], metric: str) -> dict[str, dict[str, float | None]]:
