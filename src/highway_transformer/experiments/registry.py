@@ -281,17 +281,16 @@ class Contrast:
 
 def _contrasts() -> dict[str, tuple[Contrast, ...]]:
     out: dict[str, list[Contrast]] = {}
-    # Every gated row of a table with a parameter-matched plain row: the gate, or its
-    # parameters? (Our question, not the papers'.)
-    for table, base in _PARAM_MATCHED.items():
-        matched = f"{table}/{base}+param-matched"
-        gated = [e for e in EXPERIMENTS.values()
-                 if e.table == table and e.baseline != e.name and e.name != matched]  # fmt: skip
-        out[table] = [
-            Contrast(f"{gate}: the gate, not its parameters", e.name, matched)
-            for e in gated
-            if "-l" not in (gate := e.row.partition("+")[2])  # layer ablations: fewer parameters
-        ]
+    # Every row gated on all layers, against its table's parameter-matched plain row: the gate,
+    # or its parameters? (Our question, not the papers'.) Layer ablations ("+tanh-l1-3") have
+    # fewer parameters, so they are left out.
+    for matched in (e for e in EXPERIMENTS.values() if e.match_params_of):
+        out[matched.table] = [
+            Contrast(f"{gate}: the gate, not its parameters", e.name, matched.name)
+            for e in EXPERIMENTS.values()
+            if e.table == matched.table and not e.is_baseline and e is not matched
+            and "-l" not in (gate := e.row.partition("+")[2])
+        ]  # fmt: skip
     # HT Table 5's findings about where to gate (HT section 4.2): the lower layers, and the
     # FFN sublayers too.
     for act in ("tanh", "sigmoid"):

@@ -388,7 +388,7 @@ def index_markdown(report: dict[str, Any]) -> str:
         "",
         *statistics_markdown(report["paper_table"], m),
         "",
-        *contrasts_markdown(report.get("contrasts", []), m),
+        *contrasts_markdown(report["contrasts"], m),
         "## Convergence"
         + (f" ({report['paper_figures']} at this scale)" if report.get("paper_figures") else ""),
         "",
