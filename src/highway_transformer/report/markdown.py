@@ -90,6 +90,14 @@ def _fmt(value: float | None, digits: int = 4) -> str:
     return "—" if value is None else f"{value:.{digits}f}"
 
 
+def _seed_values(values: dict[str, float | None], digits: int, sign: bool = False) -> str:
+    """``s1 1.2345, s2 1.2400``: one value a seed, in seed order (``sign``: ``+0.0100``)."""
+    return ", ".join(
+        f"s{seed} " + ("—" if v is None else f"{v:{'+' if sign else ''}.{digits}f}")
+        for seed, v in sorted(values.items())
+    )
+
+
 def _fmt_stats(s: dict[str, float] | None, digits: int) -> str:
     if s is None:
         return "—"
@@ -161,12 +169,9 @@ def statistics_markdown(rows: list[dict[str, Any]], metric: str) -> list[str]:
         "| --- | ---: | --- | ---: | --- | --- | --- |",
     ]
     for r in rows:
-        per_seed = r["per_seed"]
 
-        def values(key: str, per_seed: dict[str, Any] = per_seed) -> str:
-            return ", ".join(
-                f"s{seed} {_fmt(v.get(key), d)}" for seed, v in sorted(per_seed.items())
-            )
+        def values(key: str, r: dict[str, Any] = r) -> str:
+            return _seed_values({s: v.get(key) for s, v in r["per_seed"].items()}, d)
 
         base = "baseline" if r["is_baseline"] else None
         lines.append(
@@ -199,9 +204,7 @@ def contrasts_markdown(contrasts: list[dict[str, Any]], metric: str) -> list[str
     ]
     for c in contrasts:
         paired = c[f"eval_{metric}_paired"]
-        per_seed = "—" if paired is None else ", ".join(
-            f"s{seed} {value:+.{d}f}" for seed, value in sorted(paired["per_seed"].items())
-        )  # fmt: skip
+        per_seed = "—" if paired is None else _seed_values(paired["per_seed"], d, sign=True)
         published = [c[f"published_{s}_{metric}_difference"] for s in ("eval", "test")]
         lines.append(
             "| " + " | ".join([
