@@ -148,3 +148,8 @@ def test_row_against_row_claims_name_rows_of_their_table() -> None:
     assert ("ht-table2/rt-l3+tanh", "ht-table2/rt-l3+param-matched") in set(
         (c.row, c.other) for c in CONTRASTS["ht-table2"]
     )
+    # ... only rows gated on every layer: an ablation has fewer parameters than the match
+    matched = "ht-table5/l6-xl+param-matched"
+    assert ("ht-table5/l6-xl+highway", matched) in claims
+    assert ("ht-table5/l6-xl+tanh-l1-3", matched) not in claims
+    assert ("ht-table5/l6-xl+sigmoid-l1-6-noffn", matched) not in claims

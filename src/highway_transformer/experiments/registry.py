@@ -282,14 +282,15 @@ class Contrast:
 def _contrasts() -> dict[str, tuple[Contrast, ...]]:
     out: dict[str, list[Contrast]] = {}
     # Every row gated on all layers, against its table's parameter-matched plain row: the gate,
-    # or its parameters? (Our question, not the papers'.) Layer ablations ("+tanh-l1-3") have
-    # fewer parameters, so they are left out.
+    # or its parameters? (Our question, not the papers'.) Layer ablations ("+tanh-l1-3",
+    # "\FFN") have fewer parameters, so they are left out: read from each row's config.
     for matched in (e for e in EXPERIMENTS.values() if e.match_params_of):
         out[matched.table] = [
-            Contrast(f"{gate}: the gate, not its parameters", e.name, matched.name)
+            Contrast(f"{e.row.partition('+')[2]}: the gate, not its parameters", e.name,
+                     matched.name)
             for e in EXPERIMENTS.values()
             if e.table == matched.table and not e.is_baseline and e is not matched
-            and "-l" not in (gate := e.row.partition("+")[2])
+            and e.config().model.gate.layers == "all"
         ]  # fmt: skip
     # HT Table 5's findings about where to gate (HT section 4.2): the lower layers, and the
     # FFN sublayers too.
