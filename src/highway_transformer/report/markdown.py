@@ -168,18 +168,18 @@ def statistics_markdown(rows: list[dict[str, Any]], metric: str) -> list[str]:
         f"| Δ test vs baseline, paired [95% t-interval] |",
         "| --- | ---: | --- | ---: | --- | --- | --- |",
     ]
+
+    def values(r: dict[str, Any], key: str) -> str:
+        return _seed_values({s: v.get(key) for s, v in r["per_seed"].items()}, d)
+
     for r in rows:
-
-        def values(key: str, r: dict[str, Any] = r) -> str:
-            return _seed_values({s: v.get(key) for s, v in r["per_seed"].items()}, d)
-
         base = "baseline" if r["is_baseline"] else None
         lines.append(
             "| " + " | ".join([
-                r["name"], str(len(r["seeds"])), values(f"eval_{metric}"),
+                r["name"], str(len(r["seeds"])), values(r, f"eval_{metric}"),
                 _fmt_stats(r[f"eval_{metric}"], d),
                 base or _fmt_interval(r[f"eval_{metric}_paired"], d),
-                values(f"test_{metric}"),
+                values(r, f"test_{metric}"),
                 base or _fmt_interval(r[f"test_{metric}_paired"], d),
             ]) + " |"
         )  # fmt: skip
