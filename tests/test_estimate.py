@@ -7,6 +7,7 @@ from pathlib import Path
 
 from highway_transformer.experiments.estimate import (
     estimate_line,
+    finish_time,
     machine_here,
     ran_here,
     recorded_stretches,
@@ -64,18 +65,25 @@ def test_seconds_per_step_reads_results_then_checkpoints(tmp_path: Path) -> None
 
 
 def test_estimate_line_counts_measured_rows_and_names_the_others() -> None:
-    left = {"plain": 1000, "sdu": 2000, "tanh": 500, "done": 0}
+    left = [("plain", 1000), ("sdu", 2000), ("tanh", 500), ("done", 0)]
     rates = {"plain": 0.18, "sdu": 0.9, "tanh": None, "done": 1.0}
-    # 1000 * 0.18 + 2000 * 0.9 = 1980 s = 33 min; at 2 at once 990 s = 16.5 min
+    # 1000 * 0.18 + 2000 * 0.9 = 1980 s = 33 min; at 2 at once the sdu run alone takes 30 min
     assert estimate_line(left, rates, 2, 1) == (
         "at the rates measured on this kind of machine (1 thread per run): ≈ 33 min of "
-        "training, ≈ 16 min with 2 at once; not yet measured here, so not counted: tanh"
+        "training, ≈ 30 min with 2 at once; not yet measured here, so not counted: tanh"
     )
-    assert estimate_line({"a": 36_000}, {"a": 1.0}, 1, 2) == (
+    assert estimate_line([("a", 36_000)], {"a": 1.0}, 1, 2) == (
         "at the rates measured on this kind of machine (2 threads per run): ≈ 10.0 h of training"
     )
-    assert estimate_line({"a": 10}, {"a": None}, 1, 1).endswith("no time estimate")
-    assert estimate_line({"a": 0}, {"a": None}, 1, 1) == "nothing left to train"
+    assert estimate_line([("a", 10)], {"a": None}, 1, 1).endswith("no time estimate")
+    assert estimate_line([("a", 0)], {"a": None}, 1, 1) == "nothing left to train"
+
+
+def test_finish_time_schedules_runs_in_order_on_free_slots() -> None:
+    assert finish_time([10.0, 10.0, 30.0], 2) == 40.0  # the third waits for a free slot
+    assert finish_time([30.0, 10.0, 10.0], 2) == 30.0  # the short ones share the other slot
+    assert finish_time([17.0, 38.0], 2) == 38.0  # not (17 + 38) / 2
+    assert finish_time([5.0, 5.0, 5.0], 1) == 15.0 and finish_time([4.0], 3) == 4.0
 
 
 def test_machine_here_is_what_a_run_records() -> None:

@@ -24,6 +24,7 @@ from highway_transformer.experiments import (
     scale_config,
     table_experiments,
 )
+from highway_transformer.experiments.runner import launch_order
 from highway_transformer.presets import PRESETS
 from highway_transformer.train.runfolder import read_metrics
 from highway_transformer.train.runlock import LOCK_FILE
@@ -269,6 +270,10 @@ def test_runner_trains_skips_and_resumes(tmp_path: Path, corpus: Path) -> None:
     assert lines[0] == f"ht-table1/t-l3 seed 1 ({dirs[0]}): finished"
     assert lines[2] == f"{tanh} seed 1 ({run_dir}): resumes from its checkpoint at step 4 of 8"
     assert lines[3] == "2 finished, 1 to resume, 0 to start: 4 steps to train"
+    fresh = "ht-table1/t-l3+param-matched"
+    specs = plan_runs([fresh, *rows, tanh], tmp_path, "tiny", overrides=overrides)
+    # the interrupted run resumes before a run listed ahead of it starts afresh
+    assert [s.experiment.name for s in launch_order(specs)] == [tanh, fresh]
     # the tanh run's first 4 steps trained here: its rate prices the 4 left
     assert lines[4].startswith("at the rates measured on this kind of machine (")
     assert "of training" in lines[4] and "not counted" not in lines[4]

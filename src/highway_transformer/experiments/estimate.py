@@ -9,6 +9,7 @@ and an AVX512 CPU differ 1.6x per step), so a row no stretch measured here has n
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -70,25 +71,35 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 60:.0f} min" if seconds >= 60 else f"{seconds:.0f} s"
 
 
+def finish_time(durations: list[float], jobs: int) -> float:
+    """When the last of ``durations`` ends if they start in this order, each as soon as one
+    of ``jobs`` slots is free (as the runner launches them)."""
+    slots = [0.0] * max(jobs, 1)
+    for seconds in durations:
+        start = heapq.heappop(slots)
+        heapq.heappush(slots, start + seconds)
+    return max(slots)
+
+
 def estimate_line(
-    steps_left: dict[str, int], rates: dict[str, float | None], jobs: int, threads: int
+    runs: list[tuple[str, int]], rates: dict[str, float | None], jobs: int, threads: int
 ) -> str:
     """The plan's closing line: the time the steps left take at the rates measured here.
 
-    ``steps_left`` and ``rates`` are keyed by row; ``jobs`` runs train at once."""
-    todo = {row: steps for row, steps in steps_left.items() if steps > 0}
+    ``runs`` are (row, steps left) in the order the runner starts them; ``rates`` are keyed
+    by row; ``jobs`` runs train at once (one long run left alone is not shortened by them)."""
+    todo = [(row, steps) for row, steps in runs if steps > 0]
     if not todo:
         return "nothing left to train"
-    known = {row: steps * rates[row] for row, steps in todo.items() if rates.get(row)}
-    unknown = sorted(row for row in todo if row not in known)
+    known = [steps * rates[row] for row, steps in todo if rates.get(row)]
+    unknown = sorted({row for row, _ in todo if not rates.get(row)})
     where = f"{threads} thread{'s' if threads > 1 else ''} per run"
     if not known:
         return f"no rate measured on this kind of machine yet ({where}): no time estimate"
-    total = sum(known.values())
-    line = f"at the rates measured on this kind of machine ({where}): ≈ {_duration(total)}"
+    line = f"at the rates measured on this kind of machine ({where}): ≈ {_duration(sum(known))}"
     line += " of training"
     if jobs > 1:
-        line += f", ≈ {_duration(total / jobs)} with {jobs} at once"
+        line += f", ≈ {_duration(finish_time(known, jobs))} with {jobs} at once"
     if unknown:
         line += f"; not yet measured here, so not counted: {', '.join(unknown)}"
     return line

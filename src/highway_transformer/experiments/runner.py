@@ -236,6 +236,13 @@ def describe_plan(specs: list[RunSpec], jobs: int = 1, launcher: str = "local") 
     return [*lines, _estimate(specs, states, jobs)]
 
 
+def launch_order(specs: list[RunSpec]) -> list[RunSpec]:
+    """The runs left to train, in the order the runner starts them: interrupted runs first
+    (a table part-way through completes before new rows start), then the rest seed by seed."""
+    todo = [spec for spec in specs if not spec.finished]
+    return sorted(todo, key=lambda spec: not spec.interrupted)  # stable: plan order kept
+
+
 def _estimate(specs: list[RunSpec], states: list[RunState], jobs: int) -> str:
     """:func:`estimate.estimate_line` for a local run of ``specs`` with ``jobs`` at once
     (each with :func:`threads_per_job` threads when several train at once, as the runner
@@ -246,13 +253,12 @@ def _estimate(specs: list[RunSpec], states: list[RunState], jobs: int) -> str:
     threads = first.threads or (threads_per_job(jobs) if jobs > 1 else torch.get_num_threads())
     here = estimate.machine_here(first.device, first.precision, threads)
     rows: dict[str, list[Path]] = {}
-    steps_left: dict[str, int] = {}
-    for spec, state in zip(specs, states, strict=True):
-        row = spec.experiment.name
-        rows.setdefault(row, []).append(spec.run_dir)
-        steps_left[row] = steps_left.get(row, 0) + state.steps_left
+    for spec in specs:
+        rows.setdefault(spec.experiment.name, []).append(spec.run_dir)
     rates = {row: estimate.seconds_per_step(dirs, here) for row, dirs in rows.items()}
-    return estimate.estimate_line(steps_left, rates, jobs, threads)
+    left = {id(spec): state.steps_left for spec, state in zip(specs, states, strict=True)}
+    runs = [(spec.experiment.name, left[id(spec)]) for spec in launch_order(specs)]
+    return estimate.estimate_line(runs, rates, jobs, threads)
 
 
 def _prepare(spec: RunSpec) -> bool:
@@ -470,7 +476,8 @@ def run_experiments(
 ) -> list[Path]:
     """Train every (row, seed) of the request; return all their run folders.
 
-    Finished runs are skipped, interrupted ones resumed. ``jobs > 1`` trains that many runs
+    Finished runs are skipped, interrupted ones resumed before any run starts afresh
+    (:func:`launch_order`). ``jobs > 1`` trains that many runs
     at once, each as a ``python -m highway_transformer.cli train`` process logging to
     ``train.log`` in its folder.
     """
@@ -484,14 +491,12 @@ def run_experiments(
         )
     log = log or (lambda message: None)
     specs = plan_runs(names_or_table, out_root, scale, seeds, data_path, overrides)
-    todo = []
     for spec in specs:
         _check_existing(spec)
         if spec.finished:
             write_experiment_file(spec)
             log(f"{spec.experiment.name} seed {spec.seed}: finished, skipped")
-        else:
-            todo.append(spec)
+    todo = launch_order(specs)
     if launcher != "local":
         if todo:
             _run_submitted(todo, launcher, Path(out_root) / "jobs", job or JobSettings(), log)
