@@ -38,9 +38,13 @@ def test_extra_writers_get_every_record(tmp_path: Path) -> None:
     assert sink.closed
 
 
-def test_tensorboard_scalars_when_installed(
+def test_tensorboard_only_when_asked_and_installed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setitem(sys.modules, "tensorboard", None)  # not installed
+    with pytest.raises(MissingExtra, match=r"train.tensorboard=true.*\[tensorboard\]"):
+        train(_config(**{"train.tensorboard": True}), tmp_path / "a", progress=False)
+    assert not (tmp_path / "a" / "config.yaml").exists()  # refused before anything is written
     scalars: list[tuple[str, float, int]] = []
 
     class SummaryWriter:
@@ -57,7 +61,9 @@ def test_tensorboard_scalars_when_installed(
     fake = types.ModuleType("torch.utils.tensorboard")
     fake.SummaryWriter = SummaryWriter  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", fake)
-    train(_config(), tmp_path, progress=False)
+    train(_config(), tmp_path / "off", progress=False)
+    assert scalars == [] and not (tmp_path / "off" / "tensorboard").exists()  # installed, not asked
+    train(_config(**{"train.tensorboard": True}), tmp_path / "on", progress=False)
     tags = {tag for tag, _, _ in scalars}
     assert {"train/loss", "train/lr", "train/rate", "train/grad_norm", "valid/mse"} <= tags
 

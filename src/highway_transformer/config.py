@@ -221,6 +221,7 @@ class TrainConfig:
     dist_timeout: float = 600.0  # seconds a collective waits for a silent rank before failing
     fused_optimizer: bool = False  # fused Adam/AdamW kernels (CUDA only)
     pin_memory: bool = False  # page-locked host batches, non-blocking copies (CUDA only)
+    tensorboard: bool = False  # write TensorBoard events to tensorboard/ (needs tensorboard)
     wandb_project: str = ""  # log to this Weights & Biases project (needs wandb); "": off
 
 

@@ -159,7 +159,8 @@ def _check_same_overrides(spec: RunSpec) -> None:
 #: others (each stretch of training records its machine and threads).
 PLACE_KEYS = frozenset(
     {"data.path", "train.device", "train.threads", "train.compile", "train.fused_optimizer",
-     "train.pin_memory", "train.dist_backend", "train.dist_timeout", "train.wandb_project"}
+     "train.pin_memory", "train.dist_backend", "train.dist_timeout", "train.wandb_project",
+     "train.tensorboard"}
 )  # fmt: skip
 
 

@@ -8,7 +8,7 @@
     checkpoint/      the last resumable state (weights, optimizer, RNG, task state)
     best/            the weights with the best validation loss
     results.json     valid/test metrics of the best weights, run metadata, wall time
-    tensorboard/     TensorBoard events (when tensorboard is installed)
+    tensorboard/     TensorBoard events (with train.tensorboard=true)
 """
 
 from __future__ import annotations

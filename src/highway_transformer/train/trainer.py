@@ -50,8 +50,8 @@ from .writers import (
     Record,
     TensorBoardWriter,
     WandbWriter,
+    check_tensorboard,
     check_wandb,
-    tensorboard_available,
 )
 
 
@@ -175,6 +175,8 @@ class Trainer:
         t = config.train
         if t.wandb_project:
             check_wandb(t.wandb_project)
+        if t.tensorboard:
+            check_tensorboard()
         self.world = setup_world(t)  # seeds first: loading data draws no random numbers
         self.device = self.world.device
         self.progress = progress and self.world.is_main
@@ -503,7 +505,7 @@ class Trainer:
             JsonlWriter(self.out_dir),
             CsvWriter(self.out_dir, runfolder.read_metrics(self.out_dir)),
         ]
-        if tensorboard_available():
+        if self.config.train.tensorboard:
             writers.append(TensorBoardWriter(self.out_dir))
         project = self.config.train.wandb_project
         if project:

@@ -1,8 +1,10 @@
 """Metrics writers: small pluggable sinks for the trainer's records.
 
 Each record is a flat dict with ``step`` and ``split`` (train | valid) and numbers. The JSONL
-and CSV files are written live (a crash loses nothing logged); TensorBoard and Weights &
-Biases are used when installed (W&B only when ``train.wandb_project`` names a project).
+and CSV files are written live (a crash loses nothing logged); TensorBoard only with
+``train.tensorboard=true``, Weights & Biases only when ``train.wandb_project`` names a project
+(each refused up front when its package is not installed: what a run folder holds never
+depends on what happens to be installed).
 """
 
 from __future__ import annotations
@@ -84,6 +86,7 @@ class TensorBoardWriter:
     """Scalars as ``split/name`` in ``tensorboard/``."""
 
     def __init__(self, run_dir: Path) -> None:
+        check_tensorboard()
         from torch.utils.tensorboard import SummaryWriter
 
         self.writer = SummaryWriter(str(run_dir / runfolder.TENSORBOARD_DIR))
@@ -118,12 +121,9 @@ def check_wandb(project: str) -> None:
     import_extra("wandb", f"train.wandb_project={project!r} (Weights & Biases)")
 
 
-def tensorboard_available() -> bool:
-    try:
-        import tensorboard  # noqa: F401
-    except ImportError:
-        return False
-    return True
+def check_tensorboard() -> None:
+    """Refuse ``train.tensorboard=true`` up front when TensorBoard is not installed."""
+    import_extra("tensorboard", "train.tensorboard=true")
 
 
 class Progress:
