@@ -50,8 +50,7 @@ from .writers import (
     Record,
     TensorBoardWriter,
     WandbWriter,
-    check_tensorboard,
-    check_wandb,
+    check_sinks,
 )
 
 
@@ -173,10 +172,7 @@ class Trainer:
         self.config = config.validate()
         self.out_dir = Path(out_dir)
         t = config.train
-        if t.wandb_project:
-            check_wandb(t.wandb_project)
-        if t.tensorboard:
-            check_tensorboard()
+        check_sinks(t.tensorboard, t.wandb_project)
         self.world = setup_world(t)  # seeds first: loading data draws no random numbers
         self.device = self.world.device
         self.progress = progress and self.world.is_main

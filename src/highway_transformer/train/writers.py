@@ -86,8 +86,7 @@ class TensorBoardWriter:
     """Scalars as ``split/name`` in ``tensorboard/``."""
 
     def __init__(self, run_dir: Path) -> None:
-        check_tensorboard()
-        from torch.utils.tensorboard import SummaryWriter
+        from torch.utils.tensorboard import SummaryWriter  # installed: see check_sinks
 
         self.writer = SummaryWriter(str(run_dir / runfolder.TENSORBOARD_DIR))
 
@@ -116,14 +115,13 @@ class WandbWriter:
         self.run.finish()
 
 
-def check_wandb(project: str) -> None:
-    """Refuse ``train.wandb_project`` up front when Weights & Biases is not installed."""
-    import_extra("wandb", f"train.wandb_project={project!r} (Weights & Biases)")
-
-
-def check_tensorboard() -> None:
-    """Refuse ``train.tensorboard=true`` up front when TensorBoard is not installed."""
-    import_extra("tensorboard", "train.tensorboard=true")
+def check_sinks(tensorboard: bool, wandb_project: str) -> None:
+    """Refuse the optional sinks a run asks for whose package is not installed, before
+    anything is written (``train.tensorboard``, ``train.wandb_project``)."""
+    if tensorboard:
+        import_extra("tensorboard", "train.tensorboard=true")
+    if wandb_project:
+        import_extra("wandb", f"train.wandb_project={wandb_project!r} (Weights & Biases)")
 
 
 class Progress:
