@@ -109,7 +109,7 @@ def test_report_json_holds_per_seed_values_paired_intervals_and_metadata(tmp_pat
     meta = {(r["name"], r["seed"]): r["metadata"] for r in report["runs"]}
     assert meta[("ht-table1/t-l3+sigmoid", 3)] == {"threads": 2, "device": "cpu",
         "precision": "fp32", "torch": "2.13.0", "train_seconds": 110.0,
-        "stretches": None}  # fmt: skip
+        "stretches": None, "rate_changes": None}  # fmt: skip
     assert meta[("ht-table1/t-l3", 1)]["threads"] is None  # no metadata recorded: not invented
     index = (tmp_path / "report" / "index.md").read_text(encoding="utf-8")
     assert "-0.1000 [-0.2242, +0.0242] unresolved" in index
@@ -127,8 +127,40 @@ def test_stretch_summary_names_where_a_resumed_run_trained() -> None:
         {"from_step": 400, "to_step": 900, "seconds": 70.0, **machine},
     ]
     assert stretch_summary(resumed) == (
-        "2 (0–400: not recorded; 400–900: cpu AVX2, 1 threads, torch 2.13.0)"
+        "2 (0–400: not recorded; 400–900: cpu AVX2, 1 thread, torch 2.13.0)"
     )
+
+
+def test_report_says_where_a_validation_annealed_rate_changed(tmp_path) -> None:
+    from pathlib import Path
+
+    from highway_transformer.report.markdown import runs_markdown
+    from highway_transformer.report.runs import RunRecord, rate_changes
+
+    def run(schedule: str, lrs: list[float]) -> RunRecord:
+        records = [{"step": 100 * (i + 1), "split": "valid", "lr": lr} for i, lr in enumerate(lrs)]
+        records.insert(1, {"step": 150, "split": "train", "loss": 1.0})  # no lr: skipped
+        config = {"train": {"schedule": schedule}}
+        return RunRecord(Path(tmp_path), {"name": "x"}, config, None, records)
+
+    assert rate_changes(run("anneal", [2.0, 2.0, 1.0, 1.0, 0.5])) == [
+        {"step": 300, "from": 2.0, "to": 1.0},
+        {"step": 500, "from": 1.0, "to": 0.5},
+    ]
+    assert rate_changes(run("anneal", [2.0, 2.0])) == []
+    assert rate_changes(run("cosine", [2.0, 1.0])) is None  # follows the step: same in every row
+    meta = {"threads": 1, "device": "cpu", "precision": "fp32", "torch": "2.13.0"}
+    rows = [
+        {"name": "plain", "seed": 1, "metadata": {**meta, "rate_changes": [
+            {"step": 27307, "from": 2.0, "to": 1.0}]}},
+        {"name": "gated", "seed": 1, "metadata": {**meta, "rate_changes": []}},
+    ]  # fmt: skip
+    text = "\n".join(runs_markdown(rows))
+    assert text.splitlines()[0].endswith("| learning rate annealed |")
+    assert "| — | step 27,307: 2 → 1 |" in text
+    assert "| — | never |" in text
+    fixed = [{"name": "plain", "seed": 1, "metadata": meta}]
+    assert "annealed" not in "\n".join(runs_markdown(fixed))  # no column for fixed schedules
 
 
 def test_report_labels_the_table5_protocols() -> None:

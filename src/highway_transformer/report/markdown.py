@@ -245,26 +245,46 @@ def fractions_markdown(table: dict[str, Any]) -> list[str]:
 
 
 def runs_markdown(runs: list[dict[str, Any]]) -> list[str]:
-    lines = [
-        "| run | seed | threads | device | precision | torch | wall seconds | stretches |",
-        "| --- | ---: | ---: | --- | --- | --- | ---: | --- |",
-    ]
+    annealed = any(run["metadata"].get("rate_changes") is not None for run in runs)
+    header = "| run | seed | threads | device | precision | torch | wall seconds | stretches |"
+    rule = "| --- | ---: | ---: | --- | --- | --- | ---: | --- |"
+    if annealed:  # validation-driven rates: where each run's rate changed
+        header, rule = header + " learning rate annealed |", rule + " --- |"
+    lines = [header, rule]
     for run in runs:
         m = run["metadata"]
         cells = [run["name"], str(run["seed"])]
         cells += ["—" if m.get(k) is None else str(m[k]) for k in METADATA_KEYS]
         cells.append(_fmt(m.get("train_seconds"), 1))
         cells.append(stretch_summary(m.get("stretches")))
+        if annealed:
+            cells.append(rate_change_summary(m.get("rate_changes")))
         lines.append("| " + " | ".join(cells) + " |")
+    if annealed:
+        lines += [
+            "",
+            "The rate is annealed on validation, so runs compared at equal steps "
+            "after annealing at different steps differ in their rate as well as their model.",
+        ]
     return lines
+
+
+def rate_change_summary(changes: list[dict[str, float]] | None) -> str:
+    """``never``, or each change as ``step N: from → to``; ``—`` for a fixed schedule."""
+    if changes is None:
+        return "—"
+    if not changes:
+        return "never"
+    return "; ".join(f"step {c['step']:,}: {c['from']:g} → {c['to']:g}" for c in changes)
 
 
 def _machine(stretch: dict[str, Any]) -> str:
     if stretch.get("recorded") is False:
         return "not recorded"
+    threads = stretch.get("threads")
     return (
         f"{stretch.get('device')} {stretch.get('cpu_capability')}, "
-        f"{stretch.get('threads')} threads, torch {stretch.get('torch')}"
+        f"{threads} thread{'' if threads == 1 else 's'}, torch {stretch.get('torch')}"
     )
 
 
