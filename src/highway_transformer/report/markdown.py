@@ -56,6 +56,13 @@ def _yes_no(value: bool | None) -> str:
     return "—" if value is None else ("yes" if value else "no")
 
 
+def _yes_no_seeds(value: bool | None, seeds_paired: int) -> str:
+    """``_yes_no``, saying so when one seed decided it: a tie within seed noise reads "yes"
+    as readily as a real difference, and one seed has no interval to tell them apart."""
+    answer = _yes_no(value)
+    return f"{answer} (one seed)" if value is not None and seeds_paired == 1 else answer
+
+
 def direction_markdown(rows: list[dict[str, Any]], metric: str) -> list[str]:
     word = better_word(metric)
     lines = [
@@ -77,10 +84,10 @@ def direction_markdown(rows: list[dict[str, Any]], metric: str) -> list[str]:
             seconds,
             _yes_no(r["converges_sooner_in_time"]),
             _fmt_change(r["eval_change_pct"], higher_is_better(metric)),
-            _yes_no(r["better_at_equal_steps"]),
+            _yes_no_seeds(r["better_at_equal_steps"], r["seeds_paired"]),
             f"{r['seeds_better']}/{r['seeds_paired']}",
             _fmt_change(r["paper_eval_change_pct"], higher_is_better(metric)),
-            _yes_no(r["same_sign_as_paper"]),
+            _yes_no_seeds(r["same_sign_as_paper"], r["seeds_paired"]),
         ]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
