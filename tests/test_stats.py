@@ -134,8 +134,9 @@ def test_stretch_summary_names_where_a_resumed_run_trained() -> None:
 def test_report_says_where_a_validation_annealed_rate_changed(tmp_path) -> None:
     from pathlib import Path
 
+    from highway_transformer.report.annealing import rate_changes
     from highway_transformer.report.markdown import runs_markdown
-    from highway_transformer.report.runs import RunRecord, rate_changes
+    from highway_transformer.report.runs import RunRecord
 
     def run(schedule: str, lrs: list[float]) -> RunRecord:
         records = [{"step": 100 * (i + 1), "split": "valid", "lr": lr} for i, lr in enumerate(lrs)]
@@ -161,6 +162,53 @@ def test_report_says_where_a_validation_annealed_rate_changed(tmp_path) -> None:
     assert "| — | never |" in text
     fixed = [{"name": "plain", "seed": 1, "metadata": meta}]
     assert "annealed" not in "\n".join(runs_markdown(fixed))  # no column for fixed schedules
+
+
+def test_rows_against_their_baseline_before_either_run_annealed(tmp_path) -> None:
+    from highway_transformer.report.annealing import before_annealing
+    from highway_transformer.report.markdown import before_annealing_markdown
+    from highway_transformer.report.runs import RunRecord
+
+    def run(name: str, seed: int, ppl: list[float], lrs: list[float], schedule="anneal"):
+        records = [
+            {"step": 10 * (i + 1), "split": "valid", "ppl": v, "lr": lr, "tokens": 500}
+            for i, (v, lr) in enumerate(zip(ppl, lrs, strict=True))
+        ]
+        config = {"train": {"schedule": schedule}}
+        return RunRecord(tmp_path, {"name": name, "seed": seed}, config, None, records)
+
+    # Seed 1: plain anneals at step 30 (its validation there still measured rate-2 weights),
+    # gated never: compared at 30, 84 - 85. Seed 2: gated anneals at 20 (and plain never):
+    # compared at 20, 85 - 88.
+    groups = {
+        "plain": [run("plain", 1, [100, 90, 85], [2, 2, 1]),
+                  run("plain", 2, [100, 88, 80], [2, 2, 2])],
+        "gated": [run("gated", 1, [95, 80, 84], [2, 2, 2]),
+                  run("gated", 2, [95, 85, 70], [2, 1, 1])],
+    }  # fmt: skip
+    table = [
+        {"name": "plain", "baseline": "plain", "is_baseline": True},
+        {"name": "gated", "baseline": "plain", "is_baseline": False},
+    ]
+    result = before_annealing(groups, table, "ppl")
+    assert result is not None
+    (row,) = result["rows"]
+    assert row["per_seed"]["1"] == {"step": 30, "row": 84.0, "baseline": 85.0,
+                                    "tokens": 500, "annealed": True}  # fmt: skip
+    assert (row["per_seed"]["2"]["step"], row["per_seed"]["2"]["row"]) == (20, 85.0)
+    assert row["paired"]["per_seed"] == pytest.approx({"1": -1.0, "2": -3.0})
+    assert row["change_pct"] == pytest.approx((84.5 / 86.5 - 1) * 100)
+    text = "\n".join(before_annealing_markdown(result))
+    cells = "s1 30 (500 tokens): 84.00 − 85.00; s2 20 (500 tokens): 85.00 − 88.00"
+    assert f"| gated | {cells} | -2.31% | -2.00 [" in text
+    # Neither annealed: compared at the last validation both logged, marked as the end.
+    groups["gated"][1] = run("gated", 2, [95, 85, 70], [2, 2, 2])
+    point = before_annealing(groups, table, "ppl")["rows"][0]["per_seed"]["2"]
+    assert (point["step"], point["row"], point["annealed"]) == (30, 70.0, False)
+    fixed = {k: [run(r.name, r.seed, [1, 1, 1], [2, 2, 2], "cosine") for r in v]
+             for k, v in groups.items()}  # fmt: skip
+    assert before_annealing(fixed, table, "ppl") is None
+    assert before_annealing_markdown(None) == []
 
 
 def test_report_labels_the_table5_protocols() -> None:

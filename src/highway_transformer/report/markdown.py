@@ -285,6 +285,43 @@ def rate_change_summary(changes: list[dict[str, float]] | None) -> str:
     return "; ".join(f"step {c['step']:,}: {c['from']:g} → {c['to']:g}" for c in changes)
 
 
+def before_annealing_markdown(table: dict[str, Any] | None) -> list[str]:
+    """The report section for :func:`.annealing.before_annealing`; none for fixed schedules."""
+    if table is None:
+        return []
+    metric = table["metric"]
+    digits = 4 if metric == "bpc" else 2
+    lines = [
+        "## Before either run annealed",
+        "",
+        "The rate is annealed on validation: once either run's rate has changed, a row and "
+        "its baseline differ in their rate as well as their model. Here each row is set "
+        "against its baseline, seed by seed, at the last periodic validation at or before "
+        "the first rate change of either run (the *end*, where neither annealed). Periodic "
+        "validations may read part of the split (*tokens*), so these values are not the "
+        "final ones above.",
+        "",
+        f"| model | per seed: step (tokens): row − baseline {metric} | Δ mean | paired "
+        "[95% t-interval] |",
+        "| --- | --- | ---: | --- |",
+    ]
+    for row in table["rows"]:
+        seeds = "; ".join(_seed_cell(seed, p, digits) for seed, p in row["per_seed"].items())
+        change = "—" if row["change_pct"] is None else f"{row['change_pct']:+.2f}%"
+        paired = _fmt_interval(row["paired"], digits)
+        lines.append(f"| {row['name']} | {seeds or '—'} | {change} | {paired} |")
+    return [*lines, ""]
+
+
+def _seed_cell(seed: str, point: dict[str, Any], digits: int) -> str:
+    """``s1 23,240 (50,000 tokens): 142.95 − 150.40``; ``end`` where neither run annealed."""
+    notes = [] if point["annealed"] else ["end"]
+    if point["tokens"] is not None:
+        notes.append(f"{point['tokens']:,.0f} tokens")
+    where = f"{point['step']:,}" + (f" ({'; '.join(notes)})" if notes else "")
+    return f"s{seed} {where}: {point['row']:.{digits}f} − {point['baseline']:.{digits}f}"
+
+
 def _machine(stretch: dict[str, Any]) -> str:
     if stretch.get("recorded") is False:
         return "not recorded"
@@ -419,6 +456,7 @@ def index_markdown(report: dict[str, Any]) -> str:
         *statistics_markdown(report["paper_table"], m),
         "",
         *contrasts_markdown(report["contrasts"], m),
+        *before_annealing_markdown(report.get("before_annealing")),
         "## Convergence"
         + (f" ({report['paper_figures']} at this scale)" if report.get("paper_figures") else ""),
         "",

@@ -14,6 +14,9 @@ table at one scale and writes:
 * the claims that set one row against another rather than the baseline (the registry's
   ``CONTRASTS``: HT Table 5's where-to-gate findings, gated vs parameter-matched plain),
   *row − other* paired by seed with a 95% t-interval, beside the published difference;
+* for rows whose rate is annealed on validation (:mod:`.annealing`), each row against its
+  baseline once more at the last periodic validation before either run of a seed annealed,
+  and each run's rate changes in the runs table;
 * the convergence-acceleration table: steps and seconds each row needs to reach the
   baseline's best (mean-curve) validation and training loss, and the ratio to the steps the
   baseline itself needed;
@@ -46,6 +49,7 @@ import numpy as np
 
 from ..errors import CheckpointError, ConfigError, HighwayError
 from ..folders import make_folder
+from .annealing import before_annealing
 from .figures import plot_convergence, plot_gate_heatmaps, plot_pca
 from .gates import bias_matrices, load_gate_biases, pca_embedding, split_name
 from .machines import runs_by_machine
@@ -213,6 +217,7 @@ def write_report(
         ],
         "paper_table": paper_table,
         "contrasts": contrast_rows(paper_table, CONTRASTS.get(table, ()), metric),
+        "before_annealing": before_annealing(groups, paper_table, metric),
         "acceleration": acceleration,
         "fractions": fraction_rows(groups, baseline, FRACTIONS),
         "direction": direction_rows(groups, paper_table, acceleration["valid"], metric),

@@ -21,6 +21,7 @@ import yaml
 from ..config import read_text
 from ..errors import ConfigError
 from ..train import runfolder
+from .annealing import rate_changes
 
 EXPERIMENT_FILE = "experiment.json"
 
@@ -262,25 +263,6 @@ def run_facts(run: RunRecord) -> dict[str, Any]:
     facts["stretches"] = stretches if isinstance(stretches, list) else None
     facts["rate_changes"] = rate_changes(run)
     return facts
-
-
-def rate_changes(run: RunRecord) -> list[dict[str, float]] | None:
-    """Where a validation-driven schedule (``train.schedule: anneal``) changed the learning
-    rate, as ``[{"step", "from", "to"}]`` in order; None for the other schedules, whose rate
-    follows the step alone and so is the same in every row. Rows compared at equal steps
-    after annealing at different steps differ in more than their model: the report shows it."""
-    if run.config.get("train", {}).get("schedule") != "anneal":
-        return None
-    changes: list[dict[str, float]] = []
-    previous: float | None = None
-    for record in run.records:  # in the order written: a record's lr is the rate after it
-        lr = record.get("lr")
-        if lr is None:
-            continue
-        if previous is not None and lr != previous:
-            changes.append({"step": record["step"], "from": previous, "to": lr})
-        previous = lr
-    return changes
 
 
 def portable_path(path: Path) -> str:

@@ -1,0 +1,102 @@
+"""Validation-annealed learning rates in a report (``train.schedule=anneal``: the RT word and
+music scripts cut the rate when validation stalls).
+
+Two runs that anneal at different steps differ in their rate as well as their model from
+then on, so a final value can reward the run whose plateau came first (and got the smaller
+rate sooner). The report therefore says where each run's rate changed, and sets every row
+against its baseline once more at the last periodic validation before either run of a seed's
+pair annealed: there the two differ in their model alone.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .stats import paired_difference
+
+if TYPE_CHECKING:  # runs.py imports this module for run_facts
+    from .runs import RunRecord
+
+
+def rate_changes(run: RunRecord) -> list[dict[str, float]] | None:
+    """Where a validation-driven schedule changed the learning rate, as ``[{"step", "from",
+    "to"}]`` in order; None for the other schedules, whose rate follows the step alone and so
+    is the same in every row."""
+    if run.config.get("train", {}).get("schedule") != "anneal":
+        return None
+    changes: list[dict[str, float]] = []
+    previous: float | None = None
+    for record in run.records:  # in the order written: a record's lr is the rate after it
+        lr = record.get("lr")
+        if lr is None:
+            continue
+        if previous is not None and lr != previous:
+            changes.append({"step": record["step"], "from": previous, "to": lr})
+        previous = lr
+    return changes
+
+
+def _first_change(run: RunRecord) -> float:
+    changes = rate_changes(run) or []
+    return changes[0]["step"] if changes else float("inf")
+
+
+def _validations(run: RunRecord, metric: str) -> dict[int, dict[str, Any]]:
+    return {int(r["step"]): r for r in run.records if r.get("split") == "valid" and metric in r}
+
+
+def _before_either_annealed(run: RunRecord, base: RunRecord, metric: str) -> dict[str, Any] | None:
+    """Both runs' ``metric`` at the last validation both logged at or before the first rate
+    change of either (that validation still measured weights trained at the first rate)."""
+    mine, theirs = _validations(run, metric), _validations(base, metric)
+    limit = min(_first_change(run), _first_change(base))
+    shared = [step for step in mine if step in theirs and step <= limit]
+    if not shared:
+        return None
+    step = max(shared)
+    return {
+        "step": step,
+        "row": float(mine[step][metric]),
+        "baseline": float(theirs[step][metric]),
+        "tokens": mine[step].get("tokens"),
+        "annealed": limit != float("inf"),
+    }
+
+
+def before_annealing(
+    groups: dict[str, list[RunRecord]], paper_table: list[dict[str, Any]], metric: str
+) -> dict[str, Any] | None:
+    """Each row against its baseline, seed by seed, at the last periodic validation before
+    either run annealed; None when no run's rate is annealed on validation."""
+    if all(rate_changes(run) is None for runs in groups.values() for run in runs):
+        return None
+    rows = []
+    for row in paper_table:
+        if row["is_baseline"] or row["baseline"] not in groups:
+            continue
+        base = {run.seed: run for run in groups[row["baseline"]]}
+        points = {
+            run.seed: point
+            for run in groups[row["name"]]
+            if run.seed in base
+            and (point := _before_either_annealed(run, base[run.seed], metric)) is not None
+        }
+        mine = {seed: p["row"] for seed, p in points.items()}
+        theirs = {seed: p["baseline"] for seed, p in points.items()}
+        change = (
+            (np.mean(list(mine.values())) / np.mean(list(theirs.values())) - 1) * 100
+            if points
+            else None
+        )
+        rows.append(
+            {
+                "name": row["name"],
+                "baseline": row["baseline"],
+                "per_seed": {str(seed): p for seed, p in sorted(points.items())},
+                "paired": paired_difference(mine, theirs),
+                "change_pct": None if change is None else float(change),
+            }
+        )
+    return {"metric": metric, "rows": rows}
