@@ -177,9 +177,8 @@ def test_rows_against_their_baseline_before_either_run_annealed(tmp_path) -> Non
         config = {"train": {"schedule": schedule}}
         return RunRecord(tmp_path, {"name": name, "seed": seed}, config, None, records)
 
-    # Seed 1: plain anneals at step 30 (its validation there still measured rate-2 weights),
-    # gated never: compared at 30, 84 - 85. Seed 2: gated anneals at 20 (and plain never):
-    # compared at 20, 85 - 88.
+    # Seed 1: plain anneals at step 30, gated never: compared at 20 (not at 30, the stalled
+    # validation that made plain anneal), 80 - 90. Seed 2: gated anneals at 20: at 10, 95 - 100.
     groups = {
         "plain": [run("plain", 1, [100, 90, 85], [2, 2, 1]),
                   run("plain", 2, [100, 88, 80], [2, 2, 2])],
@@ -193,14 +192,14 @@ def test_rows_against_their_baseline_before_either_run_annealed(tmp_path) -> Non
     result = before_annealing(groups, table, "ppl")
     assert result is not None
     (row,) = result["rows"]
-    assert row["per_seed"]["1"] == {"step": 30, "row": 84.0, "baseline": 85.0,
+    assert row["per_seed"]["1"] == {"step": 20, "row": 80.0, "baseline": 90.0,
                                     "tokens": 500, "annealed": True}  # fmt: skip
-    assert (row["per_seed"]["2"]["step"], row["per_seed"]["2"]["row"]) == (20, 85.0)
-    assert row["paired"]["per_seed"] == pytest.approx({"1": -1.0, "2": -3.0})
-    assert row["change_pct"] == pytest.approx((84.5 / 86.5 - 1) * 100)
+    assert (row["per_seed"]["2"]["step"], row["per_seed"]["2"]["row"]) == (10, 95.0)
+    assert row["paired"]["per_seed"] == pytest.approx({"1": -10.0, "2": -5.0})
+    assert row["change_pct"] == pytest.approx((87.5 / 95 - 1) * 100)
     text = "\n".join(before_annealing_markdown(result))
-    cells = "s1 30 (500 tokens): 84.00 − 85.00; s2 20 (500 tokens): 85.00 − 88.00"
-    assert f"| gated | {cells} | -2.31% | -2.00 [" in text
+    cells = "s1 20 (500 tokens): 80.00 − 90.00; s2 10 (500 tokens): 95.00 − 100.00"
+    assert f"| gated | {cells} | -7.89% | -7.50 [" in text
     # Neither annealed: compared at the last validation both logged, marked as the end.
     groups["gated"][1] = run("gated", 2, [95, 85, 70], [2, 2, 2])
     point = before_annealing(groups, table, "ppl")["rows"][0]["per_seed"]["2"]

@@ -48,11 +48,12 @@ def _validations(run: RunRecord, metric: str) -> dict[int, dict[str, Any]]:
 
 
 def _before_either_annealed(run: RunRecord, base: RunRecord, metric: str) -> dict[str, Any] | None:
-    """Both runs' ``metric`` at the last validation both logged at or before the first rate
-    change of either (that validation still measured weights trained at the first rate)."""
+    """Both runs' ``metric`` at the last validation both logged before the first rate change
+    of either. Not at that change's own validation: the annealing rule fires on a stalled
+    one, so it is by construction a poor point of the run that annealed."""
     mine, theirs = _validations(run, metric), _validations(base, metric)
     limit = min(_first_change(run), _first_change(base))
-    shared = [step for step in mine if step in theirs and step <= limit]
+    shared = [step for step in mine if step in theirs and step < limit]
     if not shared:
         return None
     step = max(shared)

@@ -296,8 +296,8 @@ def before_annealing_markdown(table: dict[str, Any] | None) -> list[str]:
         "",
         "The rate is annealed on validation: once either run's rate has changed, a row and "
         "its baseline differ in their rate as well as their model. Here each row is set "
-        "against its baseline, seed by seed, at the last periodic validation at or before "
-        "the first rate change of either run (the *end*, where neither annealed). Periodic "
+        "against its baseline, seed by seed, at the last periodic validation before the "
+        "first rate change of either run (the *end*, where neither annealed). Periodic "
         "validations may read part of the split (*tokens*), so these values are not the "
         "final ones above.",
         "",
