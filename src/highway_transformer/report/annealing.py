@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .stats import paired_difference
+from .stats import paired_difference, relative_change
 
 if TYPE_CHECKING:  # runs.py imports this module for run_facts
     from .runs import RunRecord
@@ -38,21 +38,19 @@ def rate_changes(run: RunRecord) -> list[dict[str, float]] | None:
     return changes
 
 
-def _first_change(run: RunRecord) -> float:
-    changes = rate_changes(run) or []
-    return changes[0]["step"] if changes else float("inf")
-
-
 def _validations(run: RunRecord, metric: str) -> dict[int, dict[str, Any]]:
     return {int(r["step"]): r for r in run.records if r.get("split") == "valid" and metric in r}
 
 
-def _before_either_annealed(run: RunRecord, base: RunRecord, metric: str) -> dict[str, Any] | None:
+def _before_either_annealed(
+    run: RunRecord, base: RunRecord, first_change: dict[int, float], metric: str
+) -> dict[str, Any] | None:
     """Both runs' ``metric`` at the last validation both logged before the first rate change
-    of either. Not at that change's own validation: the annealing rule fires on a stalled
-    one, so it is by construction a poor point of the run that annealed."""
+    of either (``first_change`` by ``id(run)``). Not at that change's own validation: the
+    annealing rule fires on a stalled one, so it is by construction a poor point of the run
+    that annealed."""
     mine, theirs = _validations(run, metric), _validations(base, metric)
-    limit = min(_first_change(run), _first_change(base))
+    limit = min(first_change[id(run)], first_change[id(base)])
     shared = [step for step in mine if step in theirs and step < limit]
     if not shared:
         return None
@@ -71,26 +69,26 @@ def before_annealing(
 ) -> dict[str, Any] | None:
     """Each row against its baseline, seed by seed, at the last periodic validation before
     either run annealed; None when no run's rate is annealed on validation."""
-    if all(rate_changes(run) is None for runs in groups.values() for run in runs):
+    changes = {id(run): rate_changes(run) for runs in groups.values() for run in runs}
+    if all(c is None for c in changes.values()):
         return None
+    first_change = {key: c[0]["step"] if c else float("inf") for key, c in changes.items()}
     rows = []
     for row in paper_table:
         if row["is_baseline"] or row["baseline"] not in groups:
             continue
         base = {run.seed: run for run in groups[row["baseline"]]}
-        points = {
-            run.seed: point
-            for run in groups[row["name"]]
-            if run.seed in base
-            and (point := _before_either_annealed(run, base[run.seed], metric)) is not None
-        }
+        points: dict[int, dict[str, Any]] = {}
+        for run in groups[row["name"]]:
+            other = base.get(run.seed)
+            point = other and _before_either_annealed(run, other, first_change, metric)
+            if point:
+                points[run.seed] = point
         mine = {seed: p["row"] for seed, p in points.items()}
         theirs = {seed: p["baseline"] for seed, p in points.items()}
-        change = (
-            (np.mean(list(mine.values())) / np.mean(list(theirs.values())) - 1) * 100
-            if points
-            else None
-        )
+        change = None
+        if points:
+            change = relative_change(np.mean([*mine.values()]), np.mean([*theirs.values()]))
         rows.append(
             {
                 "name": row["name"],

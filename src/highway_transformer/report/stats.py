@@ -22,6 +22,13 @@ from .convergence import steps_to_reach
 FRACTIONS = (0.5, 0.8, 0.9, 0.95)
 
 
+def relative_change(value: float | None, base: float | None) -> float | None:
+    """``(value - base) / base`` in percent; None when either is unknown."""
+    if value is None or base is None or base == 0:
+        return None
+    return (value - base) / base * 100.0
+
+
 def summary(values: Iterable[float | None]) -> dict[str, float] | None:
     """Mean, sample standard deviation (0 for one value) and count; None for no values."""
     data = [float(v) for v in values if v is not None and math.isfinite(float(v))]

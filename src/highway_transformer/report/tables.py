@@ -16,6 +16,7 @@ from .stats import (
     fraction_target,
     paired_difference,
     plateaued,
+    relative_change,
     shared_seeds,
     steps_to_fraction,
     summary,
@@ -23,13 +24,6 @@ from .stats import (
 
 if TYPE_CHECKING:  # report.py imports the registry late, inside write_report
     from ..experiments.registry import Contrast
-
-
-def relative_change(value: float | None, base: float | None) -> float | None:
-    """``(value - base) / base`` in percent; None when either is unknown."""
-    if value is None or base is None or base == 0:
-        return None
-    return (value - base) / base * 100.0
 
 
 def _mean(s: dict[str, float] | None) -> float | None:
