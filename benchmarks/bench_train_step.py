@@ -48,9 +48,8 @@ from highway_transformer.train.trainer import Trainer  # noqa: E402
 EVAL_TOKENS = 4_000
 
 
-def overrides(args: argparse.Namespace) -> list[str]:
+def overrides(args: argparse.Namespace, steps: int, log_interval: int) -> list[str]:
     """The preset's settings that change here: data, device, precision, step count."""
-    steps = args.window * (args.windows + 1)
     settings = [
         "data.corpus=pydoc",
         "data.path=null",
@@ -60,7 +59,7 @@ def overrides(args: argparse.Namespace) -> list[str]:
         f"train.compile={args.compile}",
         f"train.fused_optimizer={args.fused_optimizer}",
         f"train.max_steps={steps}",
-        f"train.log_interval={args.window}",
+        f"train.log_interval={log_interval}",
         f"train.eval_interval={steps}",
         "train.checkpoint_interval=0",
     ]
@@ -82,7 +81,8 @@ def child_argv(args: argparse.Namespace, preset: str, precision: str) -> list[st
 
 def train_child(preset: str, args: argparse.Namespace) -> dict:
     """Train ``preset`` briefly; its steady tokens/s per window, FLOPs per token, memory."""
-    config = build_config(get_preset(preset), overrides=overrides(args))
+    steps = args.window * (args.windows + 1)
+    config = build_config(get_preset(preset), overrides=overrides(args, steps, args.window))
     with tempfile.TemporaryDirectory() as folder:
         trainer = Trainer(config, folder, progress=False)
         results = trainer.fit()

@@ -61,3 +61,50 @@ def test_attention_dropout_bench_times_the_same_attention() -> None:
     times = dropout_bench.measure((2, 2, 5, 4, 0.1), rounds=1, repeats=1)
     assert all(times[name] > 0 for name in ("ours", "torch sdpa", "no dropout"))
     assert times["ratio"] == times["range"][0] == times["range"][1]
+
+
+def test_profile_summary_counts_busy_time_once() -> None:
+    """profile_train_step.py: overlapping kernels count once in busy time; classes and names
+    add up per step."""
+    import profile_train_step as profiler
+
+    assert profiler.busy_microseconds([(0, 10), (5, 15), (20, 30), (22, 25)]) == 25
+    assert profiler.kernel_class("sm90_xmma_gemm_bf16bf16_bf16f32") == "matrix products"
+    assert profiler.kernel_class("pytorch_flash::flash_fwd_kernel") == "attention"
+    assert profiler.kernel_class("multi_tensor_apply_kernel<FusedAdam>") == "optimiser"
+    assert profiler.kernel_class("vectorized_elementwise_kernel<mul>") == profiler.OTHER
+    kernels = [("gemm_a", 0, 4000), ("gemm_a", 5000, 7000), ("mul", 6000, 8000)]
+    summary = profiler.summarise_kernels(kernels, steps=2)
+    assert summary["busy_ms"] == 3.5 and summary["kernels"] == 1.5
+    assert summary["classes"] == {"matrix products": (1.0, 3.0), profiler.OTHER: (0.5, 1.0)}
+    assert summary["names"]["gemm_a"] == (1.0, 3.0)
+
+
+def test_profile_runs_the_trainer_for_warmup_and_active_steps() -> None:
+    import argparse
+
+    import profile_train_step as profiler
+
+    args = argparse.Namespace(
+        device="cpu", precision="fp32", compile=False, fused_optimizer=False, batch=2,
+        seq_len=16, warmup=2, active=2, shapes=False,
+        set=["model.d_model=16", "model.n_heads=2", "model.d_inner=32", "data.context=4"],
+    )  # fmt: skip
+    prof, wall_ms = profiler.profile_preset("ht-table1/t-l3", args)
+    steps = [e for e in prof.events() if e.name.startswith("ProfilerStep")]
+    assert len(steps) == args.active and wall_ms > 0
+
+
+def test_row_align_bench_times_both_layouts_of_the_same_core() -> None:
+    """bench_row_align.py: aligned and K+1-wide position-score rows agree; both are timed."""
+    import argparse
+
+    import bench_row_align
+
+    args = argparse.Namespace(
+        device="cpu", precision="fp32", batch=2, q_len=6, mem_len=5, heads=2, d_head=4, reps=1
+    )
+    pad = bench_row_align.aligned_pad(args.q_len + args.mem_len)
+    assert pad == 5  # 11 keys: rows of 16
+    times = bench_row_align.compare(args, (1, pad))
+    assert set(times) == {1, pad} and min(times.values()) > 0

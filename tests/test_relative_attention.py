@@ -20,7 +20,7 @@ from highway_transformer.nn.relative import (
     rel_shift,
     relative_attention_mask,
 )
-from highway_transformer.nn.relative_core import relative_attention, shifted_view
+from highway_transformer.nn.relative_core import relative_attention, shifted_view, zero_rows
 
 D_MODEL, N_HEADS, D_HEAD = 12, 3, 4
 
@@ -257,7 +257,8 @@ def core_oracle(q_u, q_v, key, value, r_rows, mask, scale, dropout):  # noqa: AN
     n_h = q_v.shape[0]
     hb, q_len, d_h = q_u.shape
     bsz, k_len = hb // n_h, key.shape[1]
-    rows = r_rows if q_len > 1 else torch.cat([torch.zeros_like(r_rows[:, :1]), r_rows], 1)
+    # one zero row (rel_shift's padding column) before the K position keys
+    rows = r_rows[:, -(k_len + 1) :] if q_len > 1 else torch.cat([r_rows[:, :1] * 0, r_rows], 1)
     bd_full = (q_v @ rows.transpose(1, 2)).view(n_h, bsz, q_len, k_len + 1)
     i = torch.arange(q_len)[:, None]
     j = torch.arange(k_len)[None, :]
@@ -275,7 +276,10 @@ def core_oracle(q_u, q_v, key, value, r_rows, mask, scale, dropout):  # noqa: AN
 @pytest.mark.parametrize("q_len", [1, 4])
 @pytest.mark.parametrize("dropout", [0.0, 0.3])
 @pytest.mark.parametrize("with_mask", [False, True])
-def test_core_matches_autograd_oracle_in_fp64(q_len: int, dropout: float, with_mask: bool):
+@pytest.mark.parametrize("pad", [1, 3, 7])  # zero rows: a CPU's 1, a GPU's up to aligned rows
+def test_core_matches_autograd_oracle_in_fp64(
+    q_len: int, dropout: float, with_mask: bool, pad: int
+) -> None:
     g = torch.Generator().manual_seed(q_len)
     n_h, bsz, d_h, mem_len = 2, 3, 4, 5
     k_len = mem_len + q_len
@@ -283,16 +287,15 @@ def test_core_matches_autograd_oracle_in_fp64(q_len: int, dropout: float, with_m
     def rand(*shape: int) -> torch.Tensor:
         return torch.randn(*shape, generator=g, dtype=torch.float64).requires_grad_()
 
-    rows = k_len + (q_len > 1)
     operands = (
         rand(n_h * bsz, q_len, d_h),
         rand(n_h, bsz * q_len, d_h),
         rand(n_h * bsz, k_len, d_h),
         rand(n_h * bsz, k_len, d_h),
-        rand(n_h, rows, d_h),
+        rand(n_h, k_len, d_h),
     )
-    if q_len > 1:  # the zero row the module prepends
-        operands = (*operands[:4], torch.cat([torch.zeros(n_h, 1, d_h), operands[4][:, 1:]], 1))
+    if q_len > 1:  # the zero rows the module prepends
+        operands = (*operands[:4], torch.cat([torch.zeros(n_h, pad, d_h), operands[4]], 1))
     causal = relative_attention_mask(q_len, mem_len)
     mask = causal | relative_attention_mask(q_len, mem_len, same_length=True, window=3)
     mask = mask if with_mask else (causal if q_len > 1 else None)
@@ -323,8 +326,15 @@ def test_shifted_view_of_padded_rows_is_rel_shift(q_len: int, mem_len: int) -> N
     r = torch.randn(n_h, k_len, d_h, generator=g, dtype=torch.float64)
     plain = (q @ r.transpose(1, 2)).view(n_h * bsz, q_len, k_len)
     expected = rel_shift(plain) if q_len > 1 else plain
-    rows = torch.cat([torch.zeros_like(r[:, :1]), r], 1) if q_len > 1 else r
-    got = shifted_view(q @ rows.transpose(1, 2), bsz, q_len, k_len)
     visible = ~relative_attention_mask(q_len, mem_len)  # rel_shift's other entries are junk
-    # (the products' blocking may differ in the last bit)
-    torch.testing.assert_close(got[:, visible], expected[:, visible], atol=1e-12, rtol=0)
+    for pad in (1, 2, 5):
+        rows = torch.cat([torch.zeros_like(r[:, :pad]), r], 1) if q_len > 1 else r
+        got = shifted_view(q @ rows.transpose(1, 2), bsz, q_len, k_len)
+        # (the products' blocking may differ in the last bit)
+        torch.testing.assert_close(got[:, visible], expected[:, visible], atol=1e-12, rtol=0)
+
+
+def test_zero_rows_align_the_position_score_rows_on_a_gpu_only() -> None:
+    assert zero_rows(1024, torch.device("cpu")) == 1  # the reference's one padding column
+    assert zero_rows(1024, torch.device("cuda")) == 8  # rows of 1032: 16-byte aligned in bf16
+    assert zero_rows(1023, torch.device("cuda")) == 1

@@ -34,7 +34,7 @@ from ..errors import ConfigError
 from .decoding import DistanceTable, KVCache
 from .dropout import Dropout
 from .positional import encoding_dtype, sinusoid
-from .relative_core import relative_attention
+from .relative_core import relative_attention, zero_rows
 
 
 def rel_shift(x: Tensor) -> Tensor:
@@ -344,10 +344,11 @@ class RelativeMultiHeadAttention(nn.Module):
         else:
             key, value = self._cached_keys_values(h, memory, cache)
             r_k = cache.setdefault("positions", PositionKeys()).get(relative, self.r_net, q.dtype)
-        # W_kR R for the distances K-1 … 0 (``Q`` of the post) after a zero row: the padding
-        # column of rel_shift (one query needs no shift, so no padding).
-        r_rows = r_k if q_len == 1 else F.pad(r_k, (0, 0, 1, 0))
-        r_rows = r_rows.view(-1, n_h, d_h).transpose(0, 1)  # [H, K(+1), dh]
+        # W_kR R for the distances K-1 … 0 (``Q`` of the post) after zero rows: the padding
+        # column of rel_shift, more on a GPU for aligned rows (one query needs no shift).
+        pad = 0 if q_len == 1 else zero_rows(k_len, h.device)
+        r_rows = F.pad(r_k, (0, 0, pad, 0)) if pad else r_k
+        r_rows = r_rows.view(-1, n_h, d_h).transpose(0, 1)  # [H, K(+p), dh]
         u, v = self._biases(relative, q.dtype)
         attn = relative_attention(
             (q + u[:, None, None, :]).reshape(n_h * bsz, q_len, d_h),  # (a) + (c): AC query

@@ -17,8 +17,15 @@ analogue). Here:
   gradients), the scale is applied to the small ``[·, dh]`` products and the shift is undone
   by one copy into the padded layout.
 
+More zero rows give the same shift: with ``p`` of them the padded rows are ``W = K+p``
+wide and the shifted row ``i`` starts ``W-1`` elements after row ``i-1`` (a strided view). On
+a GPU ``p`` makes ``W`` a multiple of 8 (:func:`zero_rows`): rows of ``K+1 = 1025`` bf16
+elements are not 16-byte aligned, and the matrix libraries then fall back to slow unaligned
+kernels for the three products that touch them (18% of the GPU time of an eager L6-XL step
+on an H100). A CPU keeps ``p = 1``.
+
 Layout: head-major, ``H·B`` matrices (head ``h`` of row ``b`` is matrix ``h·B + b``), so the
-shifted ``BD`` of ``[H, B·L, K+1]`` is a ``[H·B, L, K]`` view. A slow autograd composition of
+shifted ``BD`` of ``[H, B·L, W]`` is a ``[H·B, L, K]`` view. A slow autograd composition of
 the same formula is the oracle in ``tests/test_relative_attention.py``.
 """
 
@@ -34,16 +41,29 @@ from .dropout import keep_draw
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
 
 
+#: Row width multiple of the padded BD products on a GPU: 16 bytes of fp16/bf16.
+GPU_ROW_ALIGN = 8
+
+
+def zero_rows(k_len: int, device: torch.device) -> int:
+    """Zero rows before the ``K`` position keys: 1 (the reference ``_rel_shift``'s padding
+    column), or on a GPU as many as make the ``BD`` rows a multiple of :data:`GPU_ROW_ALIGN`
+    wide (aligned products; the result is the same)."""
+    align = GPU_ROW_ALIGN if device.type == "cuda" else 1
+    return -(-(k_len + 1) // align) * align - k_len
+
+
 def shifted_view(bd: Tensor, bsz: int, q_len: int, k_len: int) -> Tensor:
-    """``[H·B, L, K]``: row ``i`` of each ``[L, K+1]`` block of ``bd [H, B·L, K+1]`` shifted
-    left by ``L-1-i`` (the reference ``_rel_shift``; column 0 must hold zeros). Read flat,
-    the padded rows minus their first ``L`` entries are the shifted rows: a view, no copy.
-    One query (``L = 1``, ``bd [H, B, K]`` unpadded) needs no shift."""
-    n_h = bd.shape[0]
+    """``[H·B, L, K]``: row ``i`` of each ``[L, W]`` block of ``bd [H, B·L, W]`` shifted left
+    by ``L-1-i`` past the ``p = W-K`` zero columns (the reference ``_rel_shift``; columns
+    ``< p`` must hold zeros). Read flat, entry ``(i, j)`` is ``i·(W-1) + j + L-1+p`` from
+    the block's start: a strided view, no copy. One query (``L = 1``, ``bd [H, B, K]``
+    unpadded) needs no shift."""
+    n_h, _, width = bd.shape
     if q_len == 1:
         return bd.view(n_h * bsz, 1, k_len)
-    flat = bd.view(n_h, bsz, q_len * (k_len + 1))
-    return flat[..., q_len:].view(n_h * bsz, q_len, k_len)
+    start = bd.storage_offset() + q_len - 1 + width - k_len
+    return bd.as_strided((n_h * bsz, q_len, k_len), (q_len * width, width - 1, 1), start)
 
 
 def _dims(q_u: Tensor, q_v: Tensor, key: Tensor) -> tuple[int, int, int, int]:
@@ -52,15 +72,19 @@ def _dims(q_u: Tensor, q_v: Tensor, key: Tensor) -> tuple[int, int, int, int]:
     return n_h, q_u.shape[0] // n_h, q_u.shape[1], key.shape[1]
 
 
-def _unshift(d_scores: Tensor, n_h: int, bsz: int, q_len: int, k_len: int) -> Tensor:
+def _unshift(d_scores: Tensor, n_h: int, bsz: int, q_len: int, width: int) -> Tensor:
     """The gradient of :func:`shifted_view`: ``d_scores [H·B, L, K]`` laid back into the
-    padded ``[H, B·L, K+1]`` rows, zero where the view reads nothing."""
+    padded ``[H, B·L, W]`` rows, zero where the view reads nothing."""
+    k_len = d_scores.shape[-1]
     if q_len == 1:
         return d_scores.reshape(n_h, bsz, k_len)
-    padded = d_scores.new_empty(n_h, bsz, q_len * (k_len + 1))
-    padded[..., :q_len].zero_()
-    padded[..., q_len:].view(n_h * bsz, q_len, k_len).copy_(d_scores)
-    return padded.view(n_h, bsz * q_len, k_len + 1)
+    if width == k_len + 1:  # the view reads all but the first L entries of each block
+        padded = d_scores.new_empty(n_h, bsz * q_len, width)
+        padded.view(n_h, bsz, q_len * width)[..., :q_len].zero_()
+    else:  # and also skips p-1 entries between rows
+        padded = d_scores.new_zeros(n_h, bsz * q_len, width)
+    shifted_view(padded, bsz, q_len, k_len).copy_(d_scores)
+    return padded
 
 
 def _probabilities(
@@ -116,7 +140,8 @@ class _RelativeAttention(torch.autograd.Function):
         d_scores = torch.ops.aten._softmax_backward_data(d_probs, probs, -1, probs.dtype)
         d_q_u = torch.bmm(d_scores, key).mul_(scale)
         d_key = torch.bmm(d_scores.transpose(1, 2), q_u).mul_(scale)
-        d_bd = _unshift(d_scores, *_dims(q_u, q_v, key))
+        n_h, bsz, q_len, _ = _dims(q_u, q_v, key)
+        d_bd = _unshift(d_scores, n_h, bsz, q_len, r_rows.shape[1])
         d_q_v = torch.bmm(d_bd, r_rows).mul_(scale)
         d_r_rows = torch.bmm(d_bd.transpose(1, 2), q_v).mul_(scale)
         return d_q_u, d_q_v, d_key, d_value, d_r_rows, None, None, None
@@ -135,8 +160,9 @@ def relative_attention(
     """Attention output ``[H·B, L, dh]`` of one relative-attention layer.
 
     ``q_u [H·B, L, dh]`` (queries + u), ``q_v [H, B·L, dh]`` (queries + v), ``key`` /
-    ``value [H·B, K, dh]``, ``r_rows [H, K+1, dh]``: the position keys of the distances
-    ``K-1 … 0`` after a zero row (``[H, K, dh]`` without it when ``L = 1``), ``mask [L, K]``
+    ``value [H·B, K, dh]``, ``r_rows [H, K+p, dh]``: the position keys of the distances
+    ``K-1 … 0`` after ``p >= 1`` zero rows (:func:`zero_rows`; ``[H, K, dh]`` without them
+    when ``L = 1``), ``mask [L, K]``
     (True: not attended; None: nothing masked), ``dropout`` on the attention weights (the
     caller passes 0 outside training). All tensors share one dtype and device.
     """

@@ -236,8 +236,9 @@ class Trainer:
         self.log(f"resumed from {folder} at step {saved.step}")
         return True
 
-    def fit(self) -> dict[str, Any]:
-        """Train to ``train.max_steps``, evaluating and checkpointing on the way."""
+    def fit(self, after_step: Callable[[int], None] | None = None) -> dict[str, Any]:
+        """Train to ``train.max_steps``, evaluating and checkpointing on the way;
+        ``after_step(step)`` runs after each optimiser step (a profiler's step marker, say)."""
         t = self.config.train
         if self.world.is_main:  # rank 0 alone writes
             self.out_dir.mkdir(parents=True, exist_ok=True)
@@ -254,6 +255,8 @@ class Trainer:
                     record, stop = self._step(batches, self.state.window, lambda: stops.requested)
                     bar.update(record)
                     step = self.state.step
+                    if after_step is not None:
+                        after_step(step)
                     evaluated = step % t.eval_interval == 0 or step == t.max_steps
                     if evaluated:
                         self._periodic_evaluation()
