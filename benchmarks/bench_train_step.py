@@ -48,6 +48,16 @@ from highway_transformer.train.trainer import Trainer  # noqa: E402
 EVAL_TOKENS = 4_000
 
 
+def add_trainer_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options :func:`overrides` reads besides device and precision."""
+    parser.add_argument("--compile", action="store_true", help="train.compile=true")
+    parser.add_argument("--fused-optimizer", action="store_true")
+    parser.add_argument("--batch", type=int, default=0, help="data.batch_size (0: preset's)")
+    parser.add_argument("--seq-len", type=int, default=0, help="data.seq_len (0: preset's)")
+    parser.add_argument("--threads", type=int, default=0, help="CPU threads (0: torch's)")
+    parser.add_argument("--set", nargs="*", default=[], help="more key=value settings")
+
+
 def overrides(args: argparse.Namespace, steps: int, log_interval: int) -> list[str]:
     """The preset's settings that change here: data, device, precision, step count."""
     settings = [
@@ -153,15 +163,10 @@ def main() -> None:
         "--precision", nargs="+", choices=PRECISIONS, default=["fp32"],
         help="one or more, each preset trained in each (MFU against that precision's peak)",
     )  # fmt: skip
-    parser.add_argument("--compile", action="store_true", help="train.compile=true")
-    parser.add_argument("--fused-optimizer", action="store_true")
-    parser.add_argument("--batch", type=int, default=0, help="data.batch_size (0: preset's)")
-    parser.add_argument("--seq-len", type=int, default=0, help="data.seq_len (0: preset's)")
+    add_trainer_arguments(parser)
     parser.add_argument("--window", type=int, default=10, help="steps per timed window")
     parser.add_argument("--windows", type=int, default=3, help="timed windows per round")
     parser.add_argument("--rounds", type=int, default=2, help="interleaved rounds")
-    parser.add_argument("--threads", type=int, default=0, help="CPU threads (0: torch's)")
-    parser.add_argument("--set", nargs="*", default=[], help="more key=value settings")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.threads:

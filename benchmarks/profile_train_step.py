@@ -29,7 +29,7 @@ from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile, schedule
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_train_step import overrides  # noqa: E402
+from bench_train_step import add_trainer_arguments, overrides  # noqa: E402
 from common import print_machine  # noqa: E402
 
 from highway_transformer.config import PRECISIONS, build_config  # noqa: E402
@@ -136,16 +136,11 @@ def main() -> None:
     parser.add_argument("presets", nargs="+")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--precision", choices=PRECISIONS, default="fp32")
-    parser.add_argument("--compile", action="store_true", help="train.compile=true")
-    parser.add_argument("--fused-optimizer", action="store_true")
-    parser.add_argument("--batch", type=int, default=0, help="data.batch_size (0: preset's)")
-    parser.add_argument("--seq-len", type=int, default=0, help="data.seq_len (0: preset's)")
+    add_trainer_arguments(parser)
     parser.add_argument("--warmup", type=int, default=10, help="steps before profiling")
     parser.add_argument("--active", type=int, default=10, help="profiled steps")
     parser.add_argument("--top", type=int, default=15, help="kernels or operators listed")
     parser.add_argument("--shapes", action="store_true", help="also operators by input shape")
-    parser.add_argument("--threads", type=int, default=0, help="CPU threads (0: torch's)")
-    parser.add_argument("--set", nargs="*", default=[], help="more key=value settings")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
