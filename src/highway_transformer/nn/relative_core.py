@@ -62,6 +62,7 @@ def shifted_view(bd: Tensor, bsz: int, q_len: int, k_len: int) -> Tensor:
     n_h, _, width = bd.shape
     if q_len == 1:
         return bd.view(n_h * bsz, 1, k_len)
+    bd = bd.contiguous()  # the strides below assume it (a product's output already is)
     start = bd.storage_offset() + q_len - 1 + width - k_len
     return bd.as_strided((n_h * bsz, q_len, k_len), (q_len * width, width - 1, 1), start)
 
@@ -162,9 +163,9 @@ def relative_attention(
     ``q_u [H·B, L, dh]`` (queries + u), ``q_v [H, B·L, dh]`` (queries + v), ``key`` /
     ``value [H·B, K, dh]``, ``r_rows [H, K+p, dh]``: the position keys of the distances
     ``K-1 … 0`` after ``p >= 1`` zero rows (:func:`zero_rows`; ``[H, K, dh]`` without them
-    when ``L = 1``), ``mask [L, K]``
-    (True: not attended; None: nothing masked), ``dropout`` on the attention weights (the
-    caller passes 0 outside training). All tensors share one dtype and device.
+    when ``L = 1``), ``mask [L, K]`` (True: not attended; None: nothing masked), ``dropout``
+    on the attention weights (the caller passes 0 outside training). All tensors share one
+    dtype and device.
     """
     keep = None
     if dropout > 0.0:
