@@ -27,7 +27,7 @@ from common import median_seconds, print_machine  # noqa: E402
 
 from highway_transformer.evaluate import AUTOCAST_DTYPES  # noqa: E402
 from highway_transformer.nn.relative import relative_attention_mask  # noqa: E402
-from highway_transformer.nn.relative_core import GPU_ROW_ALIGN, relative_attention  # noqa: E402
+from highway_transformer.nn.relative_core import relative_attention, zero_rows  # noqa: E402
 
 
 def operands(args: argparse.Namespace, pad: int) -> tuple[torch.Tensor, ...]:
@@ -65,8 +65,8 @@ def forward_backward(inputs: tuple[torch.Tensor, ...], mask: torch.Tensor) -> li
 
 
 def aligned_pad(k_len: int) -> int:
-    """The zero rows a GPU gets (``zero_rows``) for ``k_len`` keys, on any device."""
-    return -(-(k_len + 1) // GPU_ROW_ALIGN) * GPU_ROW_ALIGN - k_len
+    """The zero rows the module prepends on a GPU for ``k_len`` keys (asked on any device)."""
+    return zero_rows(k_len, torch.device("cuda"))
 
 
 def compare(args: argparse.Namespace, pads: tuple[int, ...]) -> dict[int, float]:
