@@ -62,7 +62,10 @@ def shifted_view(bd: Tensor, bsz: int, q_len: int, k_len: int) -> Tensor:
     n_h, _, width = bd.shape
     if q_len == 1:
         return bd.view(n_h * bsz, 1, k_len)
-    bd = bd.contiguous()  # the strides below assume it (a product's output already is)
+    # The strides below assume a contiguous bd; copying one here would also drop what
+    # _unshift writes through this view, so refuse instead.
+    if not bd.is_contiguous():
+        raise ValueError("shifted_view needs a contiguous bd")
     start = bd.storage_offset() + q_len - 1 + width - k_len
     return bd.as_strided((n_h * bsz, q_len, k_len), (q_len * width, width - 1, 1), start)
 
