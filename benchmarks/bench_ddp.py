@@ -2,7 +2,7 @@
 
 The same global batch (``--batch`` rows of ``--seq-len`` tokens) is trained by one process
 and by two (DistributedDataParallel, gloo, ``--batch / 2`` rows each), with the trainer's own
-step (:func:`~highway_transformer.train.accumulation.accumulate_gradients`, clipping, the
+step (:func:`~highway_transformer.training.accumulation.accumulate_gradients`, clipping, the
 optimizer). Printed: tokens/s of each, the scaling efficiency (2-process tokens/s over twice
 the 1-process figure), and the communication share of a 2-process step, measured two ways:
 the step with gradient all-reduce against the same step under ``no_sync``, and one
@@ -34,12 +34,12 @@ import torch.multiprocessing as mp
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import print_machine  # noqa: E402
 
-from highway_transformer.models.lm import build_model  # noqa: E402
+from highway_transformer.api import build_model  # noqa: E402
 from highway_transformer.presets import get_preset  # noqa: E402
-from highway_transformer.train.accumulation import accumulate_gradients  # noqa: E402
-from highway_transformer.train.distributed import World  # noqa: E402
-from highway_transformer.train.optim import build_optimizer  # noqa: E402
-from highway_transformer.train.strategies import Replicated  # noqa: E402
+from highway_transformer.runtime.strategies import Replicated  # noqa: E402
+from highway_transformer.runtime.world import World  # noqa: E402
+from highway_transformer.training.accumulation import accumulate_gradients  # noqa: E402
+from highway_transformer.training.optim import build_optimizer  # noqa: E402
 
 VOCAB = 50  # char PTB
 

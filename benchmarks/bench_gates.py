@@ -27,11 +27,12 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import matmul_peak_flops, median_seconds, peak_rss_mib, print_machine  # noqa: E402
 
+from highway_transformer.api import build_model  # noqa: E402
 from highway_transformer.config import GateConfig  # noqa: E402
-from highway_transformer.evaluate import autocast_context  # noqa: E402
-from highway_transformer.hardware import cpu_native  # noqa: E402
-from highway_transformer.models.lm import build_model, count_flops_per_token  # noqa: E402
+from highway_transformer.models.lm import count_flops_per_token  # noqa: E402
 from highway_transformer.presets import get_preset  # noqa: E402
+from highway_transformer.runtime.hardware import cpu_native  # noqa: E402
+from highway_transformer.tasks.lm_eval import autocast_context  # noqa: E402
 
 GATES = {
     "plain": GateConfig(kind="none"),

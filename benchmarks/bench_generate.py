@@ -33,9 +33,10 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import add_shape_arguments, print_machine  # noqa: E402
 
+from highway_transformer.api import build_model  # noqa: E402
 from highway_transformer.config import MemoryConfig, ModelConfig  # noqa: E402
-from highway_transformer.generate import generate_ids  # noqa: E402
-from highway_transformer.models.lm import LanguageModel, build_model  # noqa: E402
+from highway_transformer.models.generation import generate_ids  # noqa: E402
+from highway_transformer.models.lm import LanguageModel  # noqa: E402
 from highway_transformer.nn.memory import MemoryPolicy  # noqa: E402
 
 VOCAB = 50

@@ -57,8 +57,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from highway_transformer.hardware import describe_line
 from highway_transformer.nn.local_rnn import LocalRNN
+from highway_transformer.runtime.hardware import describe_line
 
 # name: (d_model, cell, window, length, batch)
 SETTINGS: dict[str, tuple[int, str, int, int, int]] = {

@@ -38,9 +38,9 @@ from functools import partial
 import torch
 import torch.nn.functional as F
 
-from highway_transformer.hardware import describe_line
 from highway_transformer.nn.positional import sinusoid
 from highway_transformer.nn.relative import RelativeMultiHeadAttention, relative_attention_mask
+from highway_transformer.runtime.hardware import describe_line
 
 VARIANTS = ("efficient", "sdpa", "oracle")
 

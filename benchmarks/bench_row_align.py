@@ -25,9 +25,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import median_seconds, print_machine  # noqa: E402
 
-from highway_transformer.evaluate import AUTOCAST_DTYPES  # noqa: E402
 from highway_transformer.nn.relative import relative_attention_mask  # noqa: E402
 from highway_transformer.nn.relative_core import relative_attention, zero_rows  # noqa: E402
+from highway_transformer.runtime.device import AUTOCAST_DTYPES  # noqa: E402
 
 
 def operands(args: argparse.Namespace, pad: int) -> tuple[torch.Tensor, ...]:

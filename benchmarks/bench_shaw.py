@@ -41,8 +41,8 @@ import time
 import torch
 from torch import Tensor
 
-from highway_transformer.hardware import describe_line
 from highway_transformer.nn.shaw import ShawAttention, relative_buckets
+from highway_transformer.runtime.hardware import describe_line
 
 VARIANTS = ("efficient", "oracle", "tables")
 

@@ -38,7 +38,7 @@ from highway_transformer.errors import DataError  # noqa: E402
 from highway_transformer.models.encoder_decoder import EncoderDecoder  # noqa: E402
 from highway_transformer.nn.scores import SCORES  # noqa: E402
 from highway_transformer.presets.rt_tables import rt_nottingham, seq2seq_toy  # noqa: E402
-from highway_transformer.train.trainer import train  # noqa: E402
+from highway_transformer.training.trainer import train  # noqa: E402
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 

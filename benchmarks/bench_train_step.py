@@ -37,12 +37,13 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import matmul_peak_flops, peak_rss_mib, print_machine  # noqa: E402
 
-from highway_transformer.config import PRECISIONS, build_config  # noqa: E402
-from highway_transformer.evaluate import AUTOCAST_DTYPES  # noqa: E402
+from highway_transformer.config import PRECISIONS  # noqa: E402
 from highway_transformer.models.lm import count_flops_per_token  # noqa: E402
 from highway_transformer.presets import get_preset  # noqa: E402
-from highway_transformer.train.runfolder import read_metrics  # noqa: E402
-from highway_transformer.train.trainer import Trainer  # noqa: E402
+from highway_transformer.runtime.device import AUTOCAST_DTYPES  # noqa: E402
+from highway_transformer.storage.runfolder import read_metrics  # noqa: E402
+from highway_transformer.training.trainer import Trainer  # noqa: E402
+from highway_transformer.validation import build_config  # noqa: E402
 
 #: Evaluation is not timed; these bound the trainer's closing evaluation on valid and test.
 EVAL_TOKENS = 4_000

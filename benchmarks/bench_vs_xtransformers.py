@@ -39,8 +39,9 @@ from torch import Tensor, nn
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import add_shape_arguments, matmul_peak_flops, median_seconds, print_machine  # noqa: E402
 
+from highway_transformer.api import build_model  # noqa: E402
 from highway_transformer.config import ModelConfig  # noqa: E402
-from highway_transformer.models.lm import build_model, count_flops_per_token  # noqa: E402
+from highway_transformer.models.lm import count_flops_per_token  # noqa: E402
 from highway_transformer.nn.dropout import DRAW_LABEL, Dropout  # noqa: E402
 from highway_transformer.presets import get_preset  # noqa: E402
 

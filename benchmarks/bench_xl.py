@@ -25,8 +25,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import matmul_peak_flops, median_seconds, peak_rss_mib, print_machine  # noqa: E402
 
+from highway_transformer.api import build_model  # noqa: E402
 from highway_transformer.config import GateConfig, MemoryConfig, ModelConfig  # noqa: E402
-from highway_transformer.models.lm import build_model, count_flops_per_token  # noqa: E402
+from highway_transformer.models.lm import count_flops_per_token  # noqa: E402
 
 
 def xl_config(d_model: int, mem_len: int, gate: GateConfig, d_head: int = 64) -> ModelConfig:

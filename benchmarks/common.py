@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 import torch
 
-from highway_transformer.hardware import describe_line
+from highway_transformer.runtime.hardware import describe_line
 
 
 def _synchronize() -> None:

@@ -32,9 +32,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_train_step import add_trainer_arguments, overrides  # noqa: E402
 from common import print_machine  # noqa: E402
 
-from highway_transformer.config import PRECISIONS, build_config  # noqa: E402
+from highway_transformer.config import PRECISIONS  # noqa: E402
 from highway_transformer.presets import get_preset  # noqa: E402
-from highway_transformer.train.trainer import Trainer  # noqa: E402
+from highway_transformer.training.trainer import Trainer  # noqa: E402
+from highway_transformer.validation import build_config  # noqa: E402
 
 #: Kernel classes, first match wins; names are lower-cased before matching.
 KERNEL_CLASSES: tuple[tuple[str, tuple[str, ...]], ...] = (

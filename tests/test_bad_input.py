@@ -11,15 +11,16 @@ import numpy as np
 import pytest
 
 from highway_transformer import cli
-from highway_transformer.config import FIELD_RANGES, Config, ModelConfig, build_config
+from highway_transformer.api import build_model
+from highway_transformer.config import Config, ModelConfig
 from highway_transformer.data.vocab import Vocabulary
 from highway_transformer.errors import CheckpointError, ConfigError, DataError, HighwayError
-from highway_transformer.folders import make_folder
-from highway_transformer.generate import check_sampling
-from highway_transformer.models.lm import build_model
+from highway_transformer.files import make_folder
+from highway_transformer.models.generation import check_sampling
 from highway_transformer.report.report import write_report
 from highway_transformer.report.runs import group_runs, load_run
 from highway_transformer.report.tables import mean_curve, paper_rows
+from highway_transformer.validation import FIELD_RANGES, build_config
 
 
 def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:

@@ -8,19 +8,19 @@ import pytest
 import torch
 from torch import nn
 
-from highway_transformer.config import Config, GateConfig, MemoryConfig, ModelConfig
+from highway_transformer.api import build_model
+from highway_transformer.config import Config, GateConfig, MemoryConfig, ModelConfig, TaskConfig
 from highway_transformer.errors import ConfigError
 from highway_transformer.models import builders
 from highway_transformer.models.builders import (
     ATTENTIONS,
-    FAMILIES,
     AttentionKind,
     attention_kind,
     block_layout,
-    check_model_config,
 )
 from highway_transformer.models.encoder_decoder import EncoderDecoder
-from highway_transformer.models.lm import LanguageModel, build_model
+from highway_transformer.models.families import FAMILIES
+from highway_transformer.models.lm import LanguageModel
 from highway_transformer.models.sequence import SequenceModel
 from highway_transformer.nn.attention import MultiHeadAttention
 from highway_transformer.nn.combiner import Residual
@@ -29,6 +29,7 @@ from highway_transformer.nn.highway_gates import SelfDependencyUnit, _GatedTrans
 from highway_transformer.nn.relative import RelativeMultiHeadAttention
 from highway_transformer.nn.scores import ScoredAttention
 from highway_transformer.nn.shaw import ShawAttention
+from highway_transformer.validation import check_model, validate
 
 V = 11
 
@@ -201,7 +202,7 @@ def test_xl_presets_use_the_reference_initialisation() -> None:
 
 def test_family_xl_alone_means_relative_attention_with_memory() -> None:
     config = Config().replace(**{"model.family": "xl", "model.memory.mem_len": 4})
-    config.validate()
+    validate(config)
     assert attention_kind(config.model) == "relative"
     model = build_model(dataclasses.replace(config.model, vocab_size=V, d_model=16, n_heads=2))
     assert model.uses_memory
@@ -231,15 +232,19 @@ def test_family_xl_alone_means_relative_attention_with_memory() -> None:
 )
 def test_bad_model_settings_are_one_line_config_errors(overrides: dict, message: str) -> None:
     with pytest.raises(ConfigError, match=message) as error:
-        Config().replace(**overrides).validate()
+        validate(Config().replace(**overrides))
     assert "\n" not in str(error.value)
 
 
-def test_hand_made_model_configs_are_checked_when_built() -> None:
+def test_hand_made_model_configs_are_checked_at_the_boundary() -> None:
+    """``build_model`` validates; a task's model is validated with the task's config (by the
+    trainer, or ``validate``), and its constructor checks only its own arguments."""
     with pytest.raises(ConfigError, match="unknown model family"):
         build_model(tiny(family="lstm"))
     with pytest.raises(ConfigError, match="mem_len applies"):
-        SequenceModel(tiny(memory=MemoryConfig(mem_len=3)), 2, 2)
+        validate(Config(model=tiny(memory=MemoryConfig(mem_len=3))))
+    with pytest.raises(ConfigError, match="task.name=copy has no segment memory"):
+        validate(Config(model=tiny(memory=MemoryConfig(mem_len=3)), task=TaskConfig(name="copy")))
     with pytest.raises(ConfigError, match="encoder-decoder supports"):
         EncoderDecoder(tiny(family="xl"), V, V)
 
@@ -248,10 +253,10 @@ def test_pre_ln_only_gates_are_found_by_their_class_flag(monkeypatch) -> None:
     class PreOnly(Residual):
         pre_ln_only = True
 
-    monkeypatch.setitem(COMBINERS, "mine", lambda d, act, bias: PreOnly())
+    monkeypatch.setitem(COMBINERS, "mine", PreOnly)
     with pytest.raises(ConfigError, match="mine gate needs"):
-        check_model_config(tiny(gate=GateConfig(kind="mine")))
-    check_model_config(tiny(gate=GateConfig(kind="mine"), norm="pre"))
+        check_model(tiny(gate=GateConfig(kind="mine")))
+    check_model(tiny(gate=GateConfig(kind="mine"), norm="pre"))
 
 
 def test_a_new_attention_kind_is_one_registry_entry(monkeypatch) -> None:

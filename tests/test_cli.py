@@ -10,7 +10,7 @@ import yaml
 
 from highway_transformer import cli, demo
 from highway_transformer.config import Config, DataConfig, ModelConfig, TrainConfig
-from highway_transformer.train.runfolder import read_metrics
+from highway_transformer.storage.runfolder import read_metrics
 
 PATTERN = "the cat sat on the mat. the dog sat on the log. " * 25
 

@@ -13,11 +13,12 @@ import pytest
 import torch
 
 from highway_transformer import cli
+from highway_transformer.api import load_pretrained
 from highway_transformer.config import Config, DataConfig, ModelConfig
 from highway_transformer.data.vocab import Vocabulary
-from highway_transformer.file_eval import evaluate_file
 from highway_transformer.models.lm import LanguageModel
-from highway_transformer.train.checkpoint import load_pretrained, save_checkpoint
+from highway_transformer.tasks.file_eval import evaluate_file
+from highway_transformer.training.checkpoint import save_checkpoint
 
 PATTERN = "the cat sat on the mat. the dog sat on the log. " * 25
 TINY = [
@@ -163,7 +164,7 @@ def test_compare_two_train_folders(runs, tmp_path, capsys) -> None:
 
 
 def test_config_lists_every_key_with_default_and_meaning(capsys) -> None:
-    from highway_transformer.config_keys import config_keys
+    from highway_transformer.config.keys import config_keys
 
     keys = config_keys()
     assert all(meaning for _, _, meaning in keys), [k for k, _, m in keys if not m]

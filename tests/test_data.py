@@ -19,14 +19,9 @@ from highway_transformer.data.batching import (
     window_bounds,
     windows,
 )
-from highway_transformer.data.corpora import (
-    count_words,
-    encode_words,
-    line_chunks,
-    line_tokens,
-    load_corpus,
-)
+from highway_transformer.data.corpora import count_words, encode_words, line_tokens, load_corpus
 from highway_transformer.data.download import fetch, sha256_of
+from highway_transformer.data.encoding import line_chunks
 from highway_transformer.data.vocab import EOS, UNK, Vocabulary, count_symbols
 from highway_transformer.errors import CheckpointError, ConfigError, DataError
 

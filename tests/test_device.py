@@ -21,8 +21,8 @@ from test_trainer import _interrupt_after_step
 
 from highway_transformer.config import ModelConfig
 from highway_transformer.models.lm import LanguageModel
-from highway_transformer.train import checkpoint as ckpt
-from highway_transformer.train.trainer import train
+from highway_transformer.storage.folder import STATE_FILE
+from highway_transformer.training.trainer import train
 
 DEVICE = torch.device(os.environ.get("HIGHWAY_TEST_DEVICE", "cuda"))
 
@@ -136,7 +136,7 @@ def test_training_in_each_precision(precision: str, text_file: Path, tmp_path: P
     assert results["metadata"]["device"].startswith(DEVICE.type)
     assert results["metadata"]["precision"] == precision
     assert math.isfinite(results["valid"]["loss"]) and math.isfinite(results["test"]["loss"])
-    state = json.loads((tmp_path / "run" / "checkpoint" / ckpt.STATE_FILE).read_text())
+    state = json.loads((tmp_path / "run" / "checkpoint" / STATE_FILE).read_text())
     assert (state["scaler"].get("scale", 0) > 0) == (precision == "fp16")  # fp16 only
 
 

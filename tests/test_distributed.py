@@ -19,14 +19,16 @@ import pytest
 import torch
 
 from highway_transformer.cli import main
-from highway_transformer.config import Config, build_config
+from highway_transformer.config import Config
 from highway_transformer.errors import CheckpointError, ConfigError, DataError
 from highway_transformer.presets import get_preset
-from highway_transformer.train import checkpoint as ckpt
-from highway_transformer.train.distributed import World, backend_for, check_divisible
-from highway_transformer.train.launch import without_nproc
-from highway_transformer.train.runfolder import read_metrics
-from highway_transformer.train.trainer import Trainer, train
+from highway_transformer.runtime.world import World, backend_for, check_divisible
+from highway_transformer.storage.folder import MODEL_FILE, STATE_FILE
+from highway_transformer.storage.runfolder import read_metrics
+from highway_transformer.training import checkpoint as ckpt
+from highway_transformer.training.launch import without_nproc
+from highway_transformer.training.trainer import Trainer, train
+from highway_transformer.validation import build_config
 
 PATTERN = "the quick brown fox jumps over the lazy dog; pack my box with five dozen jugs. " * 40
 
@@ -160,10 +162,10 @@ def test_fsdp_accumulate_two_equals_a_doubled_batch(tmp_path, text_file):
 def test_resuming_with_another_global_batch_is_refused(tmp_path, text_file):
     base = lm_args(text_file, "train.max_steps=2", "train.eval_interval=2")
     one_process(tmp_path / "run", base)
-    before = (tmp_path / "run" / "checkpoint" / ckpt.MODEL_FILE).read_bytes()
+    before = (tmp_path / "run" / "checkpoint" / MODEL_FILE).read_bytes()
     with pytest.raises(CheckpointError, match="global batch of 4 rows"):
         one_process(tmp_path / "run", [*base, "data.batch_size=8"], resume=True)
-    assert (tmp_path / "run" / "checkpoint" / ckpt.MODEL_FILE).read_bytes() == before
+    assert (tmp_path / "run" / "checkpoint" / MODEL_FILE).read_bytes() == before
 
 
 def test_a_task_trains_in_two_processes_like_in_one(tmp_path):
@@ -254,7 +256,7 @@ def test_a_killed_rank_ends_the_run_with_one_line_naming_it(tmp_path, text_file)
     )
     try:
         deadline = time.monotonic() + 180
-        while not (out / "checkpoint" / ckpt.STATE_FILE).is_file():
+        while not (out / "checkpoint" / STATE_FILE).is_file():
             assert process.poll() is None and time.monotonic() < deadline
             time.sleep(0.2)
         rank1 = [pid for pid in _children(process.pid) if _rank_of(pid) == 1]

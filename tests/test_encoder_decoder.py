@@ -7,13 +7,13 @@ import json
 import pytest
 import torch
 
+from highway_transformer.api import load_pretrained
 from highway_transformer.config import GateConfig, LocalRNNConfig, ModelConfig
 from highway_transformer.data.seq2seq import make_toy_pairs, toy_batch, toy_vocabs
 from highway_transformer.errors import ConfigError, DataError
 from highway_transformer.models.encoder_decoder import EncoderDecoder
 from highway_transformer.presets.rt_tables import seq2seq_toy
-from highway_transformer.train.checkpoint import load_pretrained
-from highway_transformer.train.trainer import train
+from highway_transformer.training.trainer import train
 
 VOCAB = 13  # toy vocabularies: pad, bos, eos + 10 letters
 

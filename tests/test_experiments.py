@@ -26,8 +26,8 @@ from highway_transformer.experiments import (
 )
 from highway_transformer.experiments.runner import launch_order
 from highway_transformer.presets import PRESETS
-from highway_transformer.train.runfolder import read_metrics
-from highway_transformer.train.runlock import LOCK_FILE
+from highway_transformer.storage.runfolder import read_metrics
+from highway_transformer.training.runlock import LOCK_FILE
 
 WORDS = ("the", "cat", "sat", "on", "a", "mat", "and", "dog", "ran", "far", "away", "home")
 
@@ -214,7 +214,7 @@ def test_a_setting_added_after_a_run_reads_as_its_default(tmp_path: Path) -> Non
     import yaml
 
     from highway_transformer.config import Config, save_config
-    from highway_transformer.train.runfolder import CONFIG_FILE, config_differences
+    from highway_transformer.storage.runfolder import CONFIG_FILE, config_differences
 
     planned = Config()
     save_config(planned, tmp_path / CONFIG_FILE)

@@ -7,9 +7,10 @@ import torch
 
 from highway_transformer.config import GateConfig, LocalRNNConfig, MemoryConfig, ModelConfig
 from highway_transformer.errors import ConfigError
-from highway_transformer.generate import beam_search, generate_ids, tokenize_prompt
+from highway_transformer.models.generation import beam_search, generate_ids, tokenize_prompt
 from highway_transformer.models.lm import LanguageModel
 from highway_transformer.nn.memory import MemoryPolicy
+from highway_transformer.validation import validate
 
 V = 23
 
@@ -284,7 +285,7 @@ def test_rtransformer_gates_none_equals_plain() -> None:
 
 def test_small_rt_l3_trains_on_a_tiny_corpus(tmp_path) -> None:
     from highway_transformer.config import Config, DataConfig, TrainConfig
-    from highway_transformer.train.trainer import train
+    from highway_transformer.training.trainer import train
 
     text = tmp_path / "abc.txt"
     text.write_text("the cat sat on the mat. " * 300, encoding="utf-8")
@@ -311,4 +312,4 @@ def test_bad_memory_settings_are_config_errors(key: str, value: int) -> None:
     from highway_transformer.config import Config
 
     with pytest.raises(ConfigError, match=key.split(".")[-1]):
-        Config().replace(**{"model.family": "xl", key: value}).validate()
+        validate(Config().replace(**{"model.family": "xl", key: value}))

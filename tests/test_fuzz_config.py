@@ -15,13 +15,23 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from highway_transformer.config import Config, build_config
+from highway_transformer.api import load_pretrained
+from highway_transformer.config import Config
 from highway_transformer.errors import HighwayError
 from highway_transformer.report.runs import group_runs, load_run
 from highway_transformer.report.tables import mean_curve, paper_rows
-from highway_transformer.train import checkpoint as ckpt
-from highway_transformer.train.optim import build_optimizer
-from highway_transformer.train.trainer import train
+from highway_transformer.storage.folder import (
+    CONFIG_FILE,
+    MANIFEST_FILE,
+    MODEL_FILE,
+    STATE_FILE,
+    TENSOR_FILE,
+    VOCAB_FILE,
+)
+from highway_transformer.training import checkpoint as ckpt
+from highway_transformer.training.optim import build_optimizer
+from highway_transformer.training.trainer import train
+from highway_transformer.validation import build_config, checkpoint_config, validate
 
 FUZZ = settings(
     max_examples=int(os.environ.get("FUZZ_EXAMPLES", 60)),
@@ -59,7 +69,7 @@ def test_config_overrides_are_accepted_or_refused_cleanly(overrides: list[str]) 
     except HighwayError as exc:
         assert str(exc) and "\n" not in str(exc).strip()
         return
-    config.validate()  # what was accepted stays valid
+    validate(config)  # what was accepted stays valid
 
 
 # ------------------------------------------------------------------ checkpoints
@@ -87,8 +97,8 @@ def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
 CORRUPTIONS = st.sampled_from(["flip", "truncate", "replace", "delete", "append"])
 FILES = st.sampled_from(
     [
-        ckpt.MODEL_FILE, ckpt.CONFIG_FILE, ckpt.VOCAB_FILE, ckpt.STATE_FILE,
-        ckpt.TENSOR_FILE, ckpt.MANIFEST_FILE,
+        MODEL_FILE, CONFIG_FILE, VOCAB_FILE, STATE_FILE,
+        TENSOR_FILE, MANIFEST_FILE,
     ]
 )  # fmt: skip
 
@@ -115,9 +125,9 @@ def snapshot(folder: Path) -> dict[str, bytes]:
 
 
 def load_everything(folder: Path) -> None:
-    model, _, _ = ckpt.load_pretrained(folder)
+    model, _, _ = load_pretrained(folder)
     state = ckpt.load_trainer_state(folder)
-    optimizer = build_optimizer(model.parameters(), ckpt.read_config(folder).train)
+    optimizer = build_optimizer(model.parameters(), checkpoint_config(folder).train)
     ckpt.restore_optimizer(optimizer, state.info["optimizer"], state.tensors)
     ckpt.restore_rng(state.info["rng"], state.tensors)
 

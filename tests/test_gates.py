@@ -13,6 +13,7 @@ from highway_transformer.nn.connections import COMBINERS, Connection, build_comb
 from highway_transformer.nn.dropout import Dropout
 from highway_transformer.nn.gating import LayerSpec, parse_layer_spec
 from highway_transformer.nn.highway_gates import GatedSublayer, HighwayGate, SelfDependencyUnit
+from highway_transformer.validation import validate
 
 D = 5
 ATOL = 1e-6
@@ -136,7 +137,7 @@ def test_tanh_highway_and_gated_are_rejected(kind: str) -> None:
     with pytest.raises(ConfigError, match="sigmoid"):
         build_combiner(kind, D, "tanh")
     with pytest.raises(ConfigError, match="sigmoid"):
-        Config().replace(**{"model.gate.kind": kind, "model.gate.activation": "tanh"}).validate()
+        validate(Config().replace(**{"model.gate.kind": kind, "model.gate.activation": "tanh"}))
 
 
 def test_unknown_activation_is_an_error() -> None:
@@ -232,7 +233,7 @@ def test_gtrxl_gate_with_post_ln_is_rejected(kind: str) -> None:
     Connection(D, build_combiner(kind, D), norm="pre")  # fine with pre-LN
     config = Config(model=ModelConfig(d_model=16, n_heads=2, gate=GateConfig(kind=kind)))
     with pytest.raises(ConfigError, match="norm=pre"):
-        config.validate()
+        validate(config)
 
 
 # ------------------------------------------------------------------ layer specs
@@ -285,4 +286,4 @@ def test_layer_spec_unreadable(spec: str) -> None:
 def test_config_validation_checks_the_layer_spec() -> None:
     model = ModelConfig(d_model=16, n_heads=2, n_layers=3, gate=GateConfig("sdu", layers="1-5"))
     with pytest.raises(ConfigError, match="outside"):
-        Config(model=model).validate()
+        validate(Config(model=model))

@@ -137,7 +137,7 @@ def test_gru_gate_default_bias_stays_closer_to_stream() -> None:
 
 @pytest.mark.parametrize("name", sorted(GTRXL_COMBINERS))
 def test_factories_pre_ln_only_and_no_learned_bias(name: str) -> None:
-    gate = GTRXL_COMBINERS[name](8, "sigmoid", None)
+    gate = GTRXL_COMBINERS[name].build(8, "sigmoid", None)
     assert isinstance(gate, Combiner)
     assert gate.pre_ln_only is True
     assert type(gate).pre_ln_only is True
@@ -147,15 +147,15 @@ def test_factories_pre_ln_only_and_no_learned_bias(name: str) -> None:
 
 
 def test_factory_bias_is_b_g() -> None:
-    assert GTRXL_COMBINERS["gtrxl-gru"](8, "tanh", 5.0).b_g == 5.0
-    assert GTRXL_COMBINERS["gtrxl-output"](8, "sigmoid", None).b_g == DEFAULT_GATE_BIAS
+    assert GTRXL_COMBINERS["gtrxl-gru"].build(8, "tanh", 5.0).b_g == 5.0
+    assert GTRXL_COMBINERS["gtrxl-output"].build(8, "sigmoid", None).b_g == DEFAULT_GATE_BIAS
 
 
 @pytest.mark.parametrize("name", sorted(GTRXL_COMBINERS))
 def test_relu_applied_to_sublayer_output(name: str) -> None:
     """Negative y gives the same output as zero y: the combiner sees ReLU(y)."""
     torch.manual_seed(3)
-    gate = GTRXL_COMBINERS[name](D, "sigmoid", None)
+    gate = GTRXL_COMBINERS[name].build(D, "sigmoid", None)
     x, y = _inputs(seed=4)
     neg = -y.abs() - 0.1
     torch.testing.assert_close(gate(x, neg), gate(x, torch.zeros_like(y)), atol=0, rtol=0)
@@ -170,9 +170,9 @@ def test_output_gate_negative_y_returns_stream() -> None:
 
 
 def test_gradients_flow_to_all_parameters() -> None:
-    for name, factory in GTRXL_COMBINERS.items():
+    for name, combiner in GTRXL_COMBINERS.items():
         torch.manual_seed(0)
-        gate = factory(D, "sigmoid", None)
+        gate = combiner.build(D, "sigmoid", None)
         x, y = _inputs()
         x.requires_grad_(True)
         y = y.abs().requires_grad_(True)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from highway_transformer import hardware
 from highway_transformer.errors import ConfigError
+from highway_transformer.runtime import hardware
 
 
 @pytest.fixture

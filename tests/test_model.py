@@ -6,9 +6,10 @@ import pytest
 import torch
 from torch import nn
 
+from highway_transformer.api import build_model
 from highway_transformer.config import GateConfig, ModelConfig
 from highway_transformer.errors import ConfigError
-from highway_transformer.models.lm import LanguageModel, build_model
+from highway_transformer.models.lm import LanguageModel
 from highway_transformer.nn.combiner import Residual
 from highway_transformer.nn.connections import COMBINERS
 from highway_transformer.nn.highway_gates import SelfDependencyUnit

@@ -77,7 +77,7 @@ def test_the_core_imports_without_any_extra() -> None:
 
 
 def test_wandb_without_its_extra_names_it(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from highway_transformer.train.writers import WandbWriter
+    from highway_transformer.training.writers import WandbWriter
 
     monkeypatch.setitem(sys.modules, "wandb", None)
     with pytest.raises(MissingExtra, match=r"wandb_project='p'.*highway-transformer\[wandb\]"):

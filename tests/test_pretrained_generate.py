@@ -11,8 +11,8 @@ import torch
 from highway_transformer.config import GateConfig, LocalRNNConfig, MemoryConfig, ModelConfig
 from highway_transformer.data.vocab import Vocabulary
 from highway_transformer.errors import CheckpointError, ConfigError
-from highway_transformer.generate import beam_search, generate_ids
 from highway_transformer.models.encoder_decoder import EncoderDecoder
+from highway_transformer.models.generation import beam_search, generate_ids
 from highway_transformer.models.lm import LanguageModel, LMOutput
 from highway_transformer.models.sequence import SequenceModel
 

@@ -25,12 +25,20 @@ from highway_transformer.config import (
     MemoryConfig,
     ModelConfig,
 )
-from highway_transformer.evaluate import evaluate
 from highway_transformer.models.builders import build_block
+from highway_transformer.models.families import (
+    has_final_norm,
+    memory_policy,
+    output_dropout,
+    position_dropout,
+    scales_embedding,
+)
 from highway_transformer.models.lm import LanguageModel
 from highway_transformer.nn.memory import MemoryPolicy
 from highway_transformer.nn.norms import RTLayerNorm, build_norm
 from highway_transformer.presets import PRESETS, get_preset
+from highway_transformer.tasks.lm_eval import evaluate
+from highway_transformer.validation import validate
 
 V, D, H, DH, BATCH, N_LAYERS = 11, 8, 2, 4, 2, 2
 
@@ -275,8 +283,8 @@ def test_dropout_sites_active_in_training_only(site: str) -> None:
 
 def test_xl_presets_use_the_reference_dropout_sites() -> None:
     m = get_preset("ht-table5/l6-xl").model
-    assert m.pos_dropout == m.output_dropout == m.dropout == 0.1
-    assert (m.scales_embedding, m.has_final_norm, m.untie_r) == (True, False, False)
+    assert position_dropout(m) == output_dropout(m) == m.dropout == 0.1
+    assert (scales_embedding(m), has_final_norm(m), m.untie_r) == (True, False, False)
     model = LanguageModel(m.__class__(**{**m.__dict__, "vocab_size": V, "n_layers": 1}))
     assert model.relative is not None and model.relative.dropout.p == 0.1
     assert model.output_dropout.p == 0.1
@@ -400,7 +408,7 @@ def test_rt_presets_use_the_rt_layer_norm() -> None:
     for name in PRESETS:
         model = get_preset(name).model
         if model.family == "rtransformer":
-            assert model.layer_norm == "rt" and not model.has_final_norm, name
+            assert model.layer_norm == "rt" and not has_final_norm(model), name
 
 
 # --------------------------------------------------------------------------- memory policy
@@ -422,7 +430,7 @@ def test_evaluation_leaves_the_model_untouched() -> None:
     assert all(vars(model)[k] is v for k, v in attrs.items() if k != "_modules")
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
     # The evaluation policy is what ran: it differs from the training one.
-    train_policy = evaluate(model, ids, data, policy=MemoryPolicy.training(config.memory))
+    train_policy = evaluate(model, ids, data, policy=memory_policy(config))
     assert result.loss != train_policy.loss
 
 
@@ -452,11 +460,12 @@ def test_settings_that_do_not_apply_are_errors(overrides: dict, message: str) ->
     from highway_transformer.errors import ConfigError
 
     with pytest.raises(ConfigError, match=message):
-        Config().replace(**overrides).validate()
+        validate(Config().replace(**overrides))
 
 
 def test_flag_options_accept_yaml_booleans() -> None:
-    from highway_transformer.config import Config, build_config
+    from highway_transformer.config import Config
+    from highway_transformer.validation import build_config
 
     config = build_config(Config(), None, ["model.final_norm=true", "model.embedding_scale=no"])
-    assert config.model.has_final_norm and not config.model.scales_embedding
+    assert has_final_norm(config.model) and not scales_embedding(config.model)

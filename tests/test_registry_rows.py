@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from highway_transformer.config import build_config
 from highway_transformer.experiments import get_experiment, table_experiments
 from highway_transformer.experiments.registry import CONTRASTS
+from highway_transformer.validation import build_config
 
 # HT Table 6 as printed: row -> (eval bpc, test bpc).
 TABLE6 = {

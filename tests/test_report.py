@@ -360,7 +360,7 @@ def test_gate_biases_of_a_tiny_trained_model(
         assert (out / name).stat().st_size > 1000
     assert report["missing"] == []
     # results.json holds the best weights' b1, so a run folder without weights reports them.
-    from highway_transformer.train.checkpoint import load_pretrained
+    from highway_transformer.api import load_pretrained
 
     tanh = dirs[1]
     model, _, _ = load_pretrained(tanh / "best")

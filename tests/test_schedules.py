@@ -9,7 +9,8 @@ from highway_transformer.config import TrainConfig
 from highway_transformer.errors import ConfigError
 from highway_transformer.experiments import get_experiment
 from highway_transformer.presets import get_preset
-from highway_transformer.train.optim import LRSchedule
+from highway_transformer.training.optim import LRSchedule
+from highway_transformer.validation import validate
 
 
 def _window(rule: str = "window", window: int = 5, after: int = 5, factor: float = 0.5):  # noqa: ANN202
@@ -51,9 +52,9 @@ def test_window_state_resumes_exactly() -> None:
 def test_anneal_rule_outside_the_anneal_schedule_is_an_error() -> None:
     config = get_preset("ht-table1/t-l3")
     with pytest.raises(ConfigError, match="anneal_rule=window applies to train.schedule=anneal"):
-        config.replace(**{"train.anneal_rule": "window"}).validate()
+        validate(config.replace(**{"train.anneal_rule": "window"}))
     with pytest.raises(ConfigError, match="anneal rule"):
-        config.replace(**{"train.anneal_rule": "sometimes"}).validate()
+        validate(config.replace(**{"train.anneal_rule": "sometimes"}))
 
 
 def test_presets_use_the_rt_scripts_rules() -> None:
@@ -92,13 +93,13 @@ def test_step_schedule_divides_every_lr_step_steps() -> None:
 def test_step_schedule_and_lr_step_go_together() -> None:
     config = get_preset("ht-table1/t-l3")
     with pytest.raises(ConfigError, match="train.lr_step=0 with train.schedule=step"):
-        config.replace(**{"train.schedule": "step"}).validate()
+        validate(config.replace(**{"train.schedule": "step"}))
     with pytest.raises(ConfigError, match="train.lr_step=5 with train.schedule=linear"):
-        config.replace(**{"train.lr_step": 5}).validate()
+        validate(config.replace(**{"train.lr_step": 5}))
 
 
 def test_rt_image_preset_decays_every_ten_epochs_at_every_scale() -> None:
-    from highway_transformer.experiments.runner import experiment_config
+    from highway_transformer.experiments.plan import experiment_config
     from highway_transformer.presets.rt_tables import MNIST_STEPS_PER_EPOCH
 
     mnist = get_preset("rt-table1/rtransformer").train

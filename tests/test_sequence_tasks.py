@@ -10,15 +10,15 @@ import pytest
 import torch
 from conftest import write_music_file
 
+from highway_transformer.api import evaluate_checkpoint, load_pretrained
 from highway_transformer.config import Config, GateConfig, LocalRNNConfig, ModelConfig, TaskConfig
 from highway_transformer.data.music import N_KEYS, bernoulli_nll, music_batches
 from highway_transformer.errors import ConfigError, DataError
 from highway_transformer.models.sequence import SequenceModel, build_sequence_model
 from highway_transformer.presets import rt_tables
 from highway_transformer.tasks import MusicTask, build_task_model
-from highway_transformer.train.checkpoint import load_pretrained
-from highway_transformer.train.evaluation import evaluate_checkpoint
-from highway_transformer.train.trainer import train
+from highway_transformer.training.trainer import train
+from highway_transformer.validation import validate
 
 DATA_DIR = Path(__file__).resolve().parents[2] / "shared" / "data"
 NOTTINGHAM = DATA_DIR / "music" / "Nottingham.mat"
@@ -301,7 +301,7 @@ def test_rt_presets_build():
             assert {f"{table}/{family}", f"{table}/{family}+sigmoid"} <= names
     assert {"digits/transformer", "digits/rtransformer", "seq2seq/toy"} <= names
     for name, (description, build) in rt_tables.PRESETS.items():
-        config = build().validate()
+        config = validate(build())
         assert config.source and description
         assert config.task.name in ("pixels", "music", "copy", "adding", "seq2seq"), name
         if "+sigmoid" in name:

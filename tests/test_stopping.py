@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from highway_transformer.errors import TrainingInterrupted
-from highway_transformer.train import checkpoint as ckpt
-from highway_transformer.train.runfolder import read_metrics
-from highway_transformer.train.runlock import LOCK_FILE
-from highway_transformer.train.stopping import StopRequests
-from highway_transformer.train.trainer import Trainer, train
+from highway_transformer.storage.runfolder import read_metrics
+from highway_transformer.training import checkpoint as ckpt
+from highway_transformer.training.runlock import LOCK_FILE
+from highway_transformer.training.stopping import StopRequests
+from highway_transformer.training.trainer import Trainer, train
 
 LONG = ["train.max_steps=100000", "train.eval_interval=100000", "train.log_interval=1"]
 

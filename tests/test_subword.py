@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 from highway_transformer import Config, DataConfig, ModelConfig, TrainConfig, load_corpus, train
-from highway_transformer.config import build_config
-from highway_transformer.data.subword import TOKENIZER_FILE, SubwordVocabulary
-from highway_transformer.data.vocab import Vocabulary
+from highway_transformer.api import load_pretrained
+from highway_transformer.data.vocab import SubwordVocabulary, Vocabulary
 from highway_transformer.errors import CheckpointError, ConfigError, DataError, MissingExtra
-from highway_transformer.generate import generate_text
-from highway_transformer.train.checkpoint import load_pretrained
+from highway_transformer.models.generation import generate_text
+from highway_transformer.storage.folder import TOKENIZER_FILE
+from highway_transformer.validation import build_config, validate
 
 pytest.importorskip("tokenizers")
 
@@ -86,7 +86,7 @@ def _config(path: Path, level: str = "bpe") -> Config:
 def test_a_bpe_corpus_trains_and_round_trips(tmp_path: Path) -> None:
     text = _text(600)
     (tmp_path / "corpus.txt").write_text(text, encoding="utf-8")
-    config = _config(tmp_path / "corpus.txt").validate()
+    config = validate(_config(tmp_path / "corpus.txt"))
     corpus = load_corpus(config.data)
     assert isinstance(corpus.vocab, SubwordVocabulary) and len(corpus.vocab) <= 300
     # the three splits decode back to the file, in order

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from highway_transformer import DataConfig, ModelConfig, build_model, evaluate, load_corpus
-from highway_transformer.data import corpora, token_cache
+from highway_transformer.data import token_cache, user_files
 from highway_transformer.data.download import CACHE_ENV
 from highway_transformer.data.vocab import Vocabulary
 
@@ -54,8 +54,8 @@ def test_a_cache_hit_does_not_encode_and_a_changed_source_does(
     path = _corpus_file(tmp_path)
     first = load_corpus(_config(path, "word", cache=True))
     calls = []
-    encode = corpora._encode_file
-    monkeypatch.setattr(corpora, "_encode_file", lambda *a: calls.append(1) or encode(*a))
+    encode = user_files._encode_file
+    monkeypatch.setattr(user_files, "_encode_file", lambda *a: calls.append(1) or encode(*a))
     load_corpus(_config(path, "word", cache=True))
     assert calls == []
     _corpus_file(tmp_path, seed=1)  # same name, new content: a new key

@@ -4,21 +4,21 @@ from __future__ import annotations
 
 import csv
 import json
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 from conftest import tiny_lm_config, tiny_task_config, write_music_file
 
-from highway_transformer.config import Config, validate
+from highway_transformer.config import Config
 from highway_transformer.errors import CheckpointError, ConfigError, TrainingDiverged
-from highway_transformer.tasks import TASKS, build_task_model
-from highway_transformer.train import checkpoint as ckpt
-from highway_transformer.train import runfolder
-from highway_transformer.train.trainer import Trainer, train
-
-trainer_module = sys.modules[Trainer.__module__]  # the package exports a function `train`
+from highway_transformer.runtime import device as device_module
+from highway_transformer.storage import runfolder
+from highway_transformer.storage.folder import MODEL_FILE, STATE_FILE
+from highway_transformer.tasks import TASKS
+from highway_transformer.training import checkpoint as ckpt
+from highway_transformer.training.trainer import Trainer, train
+from highway_transformer.validation import validate
 
 LM_RESUME = {
     "train.max_steps": 6,
@@ -82,8 +82,8 @@ def test_interrupted_and_resumed_equals_uninterrupted(
     torch.manual_seed(12345)  # the resumed run must not depend on the global RNG state
     train(config, two, resume=True)
     for folder in ("checkpoint", "best"):
-        a = (one / folder / ckpt.MODEL_FILE).read_bytes()
-        assert a == (two / folder / ckpt.MODEL_FILE).read_bytes(), folder
+        a = (one / folder / MODEL_FILE).read_bytes()
+        assert a == (two / folder / MODEL_FILE).read_bytes(), folder
     a_records = _without_clock(runfolder.read_metrics(one))
     assert a_records == _without_clock(runfolder.read_metrics(two))
     assert [r["step"] for r in a_records if r["split"] == "valid"] == [2, 4, 6]
@@ -107,10 +107,10 @@ def test_xl_memory_is_carried_in_the_checkpoint(tmp_path: Path) -> None:
 def test_resume_of_another_tasks_run_is_refused(tmp_path: Path) -> None:
     run = tmp_path / "run"
     train(tiny_task_config("adding/transformer", **{"train.max_steps": 2}), run)
-    before = (run / "checkpoint" / ckpt.MODEL_FILE).read_bytes()
+    before = (run / "checkpoint" / MODEL_FILE).read_bytes()
     with pytest.raises(CheckpointError, match="holds a adding run.*task.name=copy"):
         train(tiny_task_config("copy/transformer"), run, resume=True)
-    assert (run / "checkpoint" / ckpt.MODEL_FILE).read_bytes() == before
+    assert (run / "checkpoint" / MODEL_FILE).read_bytes() == before
 
 
 def test_resume_with_other_task_settings_is_refused(tmp_path: Path) -> None:
@@ -131,7 +131,7 @@ def test_task_run_refuses_to_overwrite(tmp_path: Path) -> None:
 def test_memory_settings_on_a_task_without_memory_are_an_error(task: str) -> None:
     config = Config().replace(**{"task.name": task, "model.memory.mem_len": 16})
     with pytest.raises(ConfigError, match=f"task.name={task} has no segment memory"):
-        build_task_model(config)
+        validate(config)
 
 
 def test_every_task_has_its_metrics_and_headline() -> None:
@@ -210,18 +210,18 @@ def test_fp16_trains_with_a_gradient_scaler(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The scaler's state is checkpointed with the rest (CPU emulation allowed for the test)."""
-    monkeypatch.setattr(trainer_module, "check_precision", lambda device, precision: None)
+    monkeypatch.setattr(device_module, "check_precision", lambda device, precision: None)
     config = tiny_task_config("adding/transformer", **{"train.precision": "fp16"})
     trainer = Trainer(config, tmp_path / "run")
     assert trainer.scaler.is_enabled()
     results = trainer.fit()
     assert results["valid"]["mse"] == results["valid"]["mse"]  # finite, not NaN
-    info = json.loads((tmp_path / "run" / "checkpoint" / ckpt.STATE_FILE).read_text())
+    info = json.loads((tmp_path / "run" / "checkpoint" / STATE_FILE).read_text())
     assert info["scaler"]["scale"] > 0
 
 
 def test_emulated_reduced_precision_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("highway_transformer.hardware.cpu_native", lambda precision: False)
+    monkeypatch.setattr("highway_transformer.runtime.hardware.cpu_native", lambda precision: False)
     config = tiny_task_config("adding/transformer", **{"train.precision": "bf16"})
     with pytest.raises(ConfigError, match="would be emulated"):
         Trainer(config, "unused")

@@ -11,17 +11,18 @@ import torch
 from conftest import tiny_lm_config as tiny_config
 from safetensors.torch import load_file
 
+from highway_transformer.api import build_model, load_pretrained
 from highway_transformer.config import (
     TrainConfig,
 )
 from highway_transformer.data.corpora import load_corpus
 from highway_transformer.errors import CheckpointError, ConfigError, TrainingDiverged
-from highway_transformer.evaluate import evaluate
-from highway_transformer.models.lm import build_model
-from highway_transformer.train import checkpoint as ckpt
-from highway_transformer.train.optim import LRSchedule
-from highway_transformer.train.runfolder import read_metrics
-from highway_transformer.train.trainer import Trainer, train
+from highway_transformer.storage.folder import MODEL_FILE
+from highway_transformer.storage.runfolder import read_metrics
+from highway_transformer.tasks.lm_eval import evaluate
+from highway_transformer.training import checkpoint as ckpt
+from highway_transformer.training.optim import LRSchedule
+from highway_transformer.training.trainer import Trainer, train
 
 
 def _comparable(records: list[dict]) -> list[tuple]:
@@ -54,7 +55,7 @@ def test_loss_falls_on_a_tiny_corpus(text_file: Path, tmp_path: Path) -> None:
     assert len(train_losses) == 6 and train_losses[-1] < train_losses[0]
     for name in ("results.json", "metrics.csv", "config.yaml"):
         assert (tmp_path / "run" / name).is_file()
-    assert (tmp_path / "run" / "best" / ckpt.MODEL_FILE).is_file()
+    assert (tmp_path / "run" / "best" / MODEL_FILE).is_file()
 
 
 def test_checkpoint_round_trip(text_file: Path, tmp_path: Path) -> None:
@@ -67,7 +68,7 @@ def test_checkpoint_round_trip(text_file: Path, tmp_path: Path) -> None:
         for bias in model.gate_biases().values():
             bias.uniform_(-1, 1)
     folder = ckpt.save_checkpoint(tmp_path / "ck", model, config, corpus.vocab)
-    loaded, loaded_config, vocab = ckpt.load_pretrained(folder)
+    loaded, loaded_config, vocab = load_pretrained(folder)
     assert not loaded.training
     assert loaded_config == config and vocab == corpus.vocab
     assert loaded.output.weight is loaded.embedding.weight
@@ -77,7 +78,7 @@ def test_checkpoint_round_trip(text_file: Path, tmp_path: Path) -> None:
         got = loaded.logits(loaded(tokens)[0])
     assert torch.equal(got, expected)
     with pytest.raises(CheckpointError, match="no checkpoint"):
-        ckpt.load_pretrained(tmp_path / "missing")
+        load_pretrained(tmp_path / "missing")
     with pytest.raises(CheckpointError, match="weights only"):
         ckpt.load_trainer_state(folder)
 
@@ -86,7 +87,7 @@ def test_checkpoint_round_trip(text_file: Path, tmp_path: Path) -> None:
 
 
 def _final_weights(run: Path) -> dict[str, torch.Tensor]:
-    return load_file(str(run / "checkpoint" / ckpt.MODEL_FILE))
+    return load_file(str(run / "checkpoint" / MODEL_FILE))
 
 
 def _assert_same_run(a: Path, b: Path) -> None:
@@ -212,8 +213,8 @@ def test_nan_loss_raises_and_keeps_the_last_checkpoint(
         trainer.fit()
     state = ckpt.load_trainer_state(run / "checkpoint")
     assert state.step == 4
-    model, saved_config, vocab = ckpt.load_pretrained(run / "checkpoint")
-    assert vocab == trainer.task.vocab and saved_config.model == config.model
+    model, saved_config, vocab = load_pretrained(run / "checkpoint")
+    assert vocab == trainer.task.vocab and saved_config.model == trainer.config.model
     with torch.no_grad():
         hidden, _ = model(trainer.task.corpus.valid[:16].view(2, 8))
     assert torch.isfinite(hidden).all()

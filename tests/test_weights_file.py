@@ -10,7 +10,7 @@ from safetensors.torch import load_file, save_model
 from torch import nn
 
 from highway_transformer.errors import CheckpointError
-from highway_transformer.models.weights_file import (
+from highway_transformer.storage.weights import (
     load_weights_checked,
     load_weights_file,
     save_weights,

@@ -10,7 +10,7 @@ import pytest
 from conftest import tiny_task_config
 
 from highway_transformer.errors import MissingExtra
-from highway_transformer.train.trainer import Trainer, train
+from highway_transformer.training.trainer import Trainer, train
 
 
 class Collect:

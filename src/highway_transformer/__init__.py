@@ -5,15 +5,14 @@ The main entry points::
     from highway_transformer import ModelConfig, GateConfig, build_model, get_preset, train
 """
 
-import sys
-import types
 from importlib import import_module
 from typing import Any
 
 __version__ = "0.1.0"
 
 # Names are imported on first use so that ``import highway_transformer`` (and ``highway
-# --help``) does not pay for torch.
+# --help``) does not pay for torch. Each comes from the layer that owns it; the package's
+# subpackages (``training``, ``models``, ...) never shadow these names.
 _EXPORTS = {
     "Config": "config",
     "DataConfig": "config",
@@ -23,7 +22,8 @@ _EXPORTS = {
     "ModelConfig": "config",
     "TaskConfig": "config",
     "TrainConfig": "config",
-    "build_config": "config",
+    "build_config": "validation",
+    "validate": "validation",
     "Corpus": "data.corpora",
     "load_corpus": "data.corpora",
     "Vocabulary": "data.vocab",
@@ -32,34 +32,22 @@ _EXPORTS = {
     "DataError": "errors",
     "HighwayError": "errors",
     "TrainingDiverged": "errors",
-    "EvalResult": "evaluate",
-    "evaluate": "evaluate",
-    "generate_ids": "generate",
-    "generate_text": "generate",
+    "EvalResult": "tasks.lm_eval",
+    "evaluate": "tasks.lm_eval",
+    "generate_ids": "models.generation",
+    "generate_text": "models.generation",
     "LanguageModel": "models.lm",
-    "build_model": "models.lm",
+    "build_model": "api",
+    "evaluate_checkpoint": "api",
+    "load_pretrained": "api",
     "PRESETS": "presets",
     "get_preset": "presets",
     "TASKS": "tasks",
     "Task": "tasks",
-    "load_pretrained": "train.checkpoint",
-    "save_checkpoint": "train.checkpoint",
-    "Trainer": "train.trainer",
-    "train": "train.trainer",
+    "save_checkpoint": "training.checkpoint",
+    "Trainer": "training.trainer",
+    "train": "training.trainer",
 }
-
-
-class _Package(types.ModuleType):
-    """Keeps ``highway_transformer.train`` the function: importing the ``train`` subpackage
-    would otherwise rebind the name to the module (the imports here are lazy)."""
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name in _EXPORTS and isinstance(value, types.ModuleType):
-            return
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package
 
 
 def __getattr__(name: str) -> Any:
@@ -99,7 +87,9 @@ __all__ = [
     "generate_text",
     "get_preset",
     "load_corpus",
+    "evaluate_checkpoint",
     "load_pretrained",
     "save_checkpoint",
     "train",
+    "validate",
 ]

@@ -26,10 +26,11 @@ TASK_NAMES = ("lm", "music", "pixels", "copy", "adding", "seq2seq")
 
 
 def _train(args: argparse.Namespace) -> int:
-    from .config import Config, build_config
+    from .config import Config
     from .presets import get_preset, task_preset
-    from .train.distributed import is_main_process
-    from .train.trainer import train
+    from .runtime.world import is_main_process
+    from .training.trainer import train
+    from .validation import build_config
 
     if args.preset:
         base = get_preset(args.preset)
@@ -42,8 +43,8 @@ def _train(args: argparse.Namespace) -> int:
         overrides.append(f"data.path={args.data_path}")
     config = build_config(base, args.config, overrides + list(args.overrides))
     if args.nproc is not None:
-        from .train.distributed import check_divisible
-        from .train.launch import launch, without_nproc
+        from .runtime.world import check_divisible
+        from .training.launch import launch, without_nproc
 
         check_divisible(config.data.batch_size, args.nproc)
         launch(args.nproc, without_nproc(args.argv[1:]))
@@ -67,23 +68,24 @@ def _weights(path: str, which: str) -> Path:
     """The weights folder ``eval``/``generate`` use: a run folder's ``best/`` (best
     validation) unless ``--weights last`` asks for ``checkpoint/``; a checkpoint folder as
     given. Says which on stderr, so a reported number can be traced to its weights."""
-    from .train.checkpoint import resolve
+    from .storage.folder import CONFIG_FILE, resolve
+    from .storage.runfolder import BEST_DIR, CHECKPOINT_DIR
 
     folder = Path(path)
-    sub = {"best": "best", "last": "checkpoint"}[which]
-    if (folder / sub / "config.json").is_file():
+    sub = {"best": BEST_DIR, "last": CHECKPOINT_DIR}[which]
+    if (folder / sub / CONFIG_FILE).is_file():
         folder = folder / sub
-    elif which == "best" and (folder / "checkpoint" / "config.json").is_file():
+    elif which == "best" and (folder / CHECKPOINT_DIR / CONFIG_FILE).is_file():
         _log(f"note: {path} has no best/ weights yet; using checkpoint/ (the last step)")
-        folder = folder / "checkpoint"
+        folder = folder / CHECKPOINT_DIR
     folder = resolve(folder)  # a clear error where there are no weights
     _log(f"weights: {folder}")
     return folder
 
 
 def _eval(args: argparse.Namespace) -> int:
-    from .train.evaluation import evaluate_checkpoint
-    from .train.trainer import resolve_device
+    from .api import evaluate_checkpoint
+    from .runtime.device import resolve_device
 
     splits = ["valid", "test"] if args.split == "both" else [args.split]
     weights = _weights(args.checkpoint, args.weights)
@@ -101,10 +103,10 @@ def _eval(args: argparse.Namespace) -> int:
 
 
 def _eval_file(args: argparse.Namespace, weights: Path, overrides: list[str]) -> int:
-    from .config import build_config
-    from .file_eval import evaluate_file
-    from .train.checkpoint import load_pretrained
-    from .train.trainer import resolve_device
+    from .api import load_pretrained
+    from .runtime.device import resolve_device
+    from .tasks.file_eval import evaluate_file
+    from .validation import build_config
 
     device = resolve_device(args.device)
     model, config, vocab = load_pretrained(weights, device)
@@ -128,9 +130,10 @@ def _eval_file(args: argparse.Namespace, weights: Path, overrides: list[str]) ->
 
 def _baselines(args: argparse.Namespace) -> int:
     """Losses of trivial models of a task's valid/test splits (what a model must beat)."""
-    from .config import Config, build_config
+    from .config import Config
     from .presets import get_preset
     from .tasks import task_baselines
+    from .validation import build_config
 
     base = get_preset(args.preset) if args.preset else Config()
     overrides = [f"data.path={args.data_path}"] if args.data_path else []
@@ -192,10 +195,10 @@ def _download(args: argparse.Namespace) -> int:
 
 
 def _generate(args: argparse.Namespace) -> int:
+    from .api import load_pretrained
     from .errors import CheckpointError
-    from .generate import generate
-    from .train.checkpoint import load_pretrained
-    from .train.trainer import resolve_device
+    from .models.generation import generate
+    from .runtime.device import resolve_device
 
     weights = _weights(args.checkpoint, args.weights)
     model, config, vocab = load_pretrained(weights, resolve_device(args.device))
@@ -280,7 +283,7 @@ def _weights_option(p: argparse.ArgumentParser) -> None:
 
 
 def _config(args: argparse.Namespace) -> int:
-    from .config_keys import format_keys
+    from .config.keys import format_keys
 
     print(format_keys(args.section))
     return 0

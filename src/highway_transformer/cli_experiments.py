@@ -102,7 +102,8 @@ def parse_run_targets(args: argparse.Namespace) -> argparse.Namespace:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from .experiments.runner import JobSettings, describe_plan, plan_runs, run_experiments
+    from .experiments.plan import describe_plan, plan_runs
+    from .experiments.runner import JobSettings, run_experiments
 
     args = parse_run_targets(args)
     names, overrides = split_targets(args.targets)

@@ -19,8 +19,8 @@ from .config import Config, DataConfig, GateConfig, ModelConfig, TrainConfig
 from .errors import ConfigError, DataError
 from .extras import import_extra
 from .report.compare import compare_runs
-from .train import runfolder
-from .train.trainer import train
+from .storage import runfolder
+from .training.trainer import train
 
 VARIANTS: dict[str, GateConfig] = {
     "plain": GateConfig(kind="none"),
@@ -88,7 +88,8 @@ def run_comparison(
             log(f"{variant}: already trained, skipped")
             continue
         log(f"training {variant} ({config.train.max_steps} steps)")
-        resume = (run_dir / "checkpoint").exists() or (run_dir / "checkpoint.old").exists()
+        checkpoint = run_dir / runfolder.CHECKPOINT_DIR
+        resume = checkpoint.exists() or checkpoint.with_name(f"{checkpoint.name}.old").exists()
         train(config, run_dir, resume=resume, overwrite=not resume, progress=progress, log=log)
     samples = {variant: sample(out / variant, prompt) for variant in configs}
     return write_demo_report(out, list(configs), title, samples)
@@ -116,9 +117,9 @@ def check_same_config(run_dir: Path, config: Config) -> None:
 
 def sample(run_dir: Path, prompt: str, tokens: int = 240) -> str:
     """A continuation of ``prompt`` by the run's best weights (the same seed for every run)."""
-    from .train.checkpoint import load_pretrained
+    from .api import load_pretrained
 
-    model, _, vocab = load_pretrained(run_dir / "best")
+    model, _, vocab = load_pretrained(run_dir / runfolder.BEST_DIR)
     try:
         text = model.generate(prompt, tokens, vocab=vocab, temperature=0.7, top_k=20, seed=1)
     except DataError as exc:

@@ -63,6 +63,10 @@ class RunFolderBusy(HighwayError):
     """Another process owns the run folder (its lock file names the owner)."""
 
 
+class ExperimentFailed(HighwayError):
+    """One or more training runs of an experiment ended with an error."""
+
+
 class MissingExtra(HighwayError, ImportError):
     """An optional dependency is not installed; the message names the extra to install."""
 

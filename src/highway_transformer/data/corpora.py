@@ -28,7 +28,7 @@ import hashlib
 import tarfile
 import zipfile
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,14 +36,29 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..config import SUBWORD_LEVELS, DataConfig
+from ..config import DataConfig
 from ..errors import DataError, unknown_choice
+from .archives import (
+    ENWIK8,
+    TEXT8,
+    WIKITEXT103_SHA256,
+    WIKITEXT103_URL,
+    Archive,
+    check_member,
+    extract_archive,
+)
 from .download import cache_dir, fetch, sha256_of, staged_folder
-from .subword import SubwordVocabulary
-from .token_cache import cache_key, cached_splits, vocab_digest
+from .encoding import (
+    byte_vocabulary,
+    count_words,
+    encode_bytes,
+    encode_chars,
+    encode_words,
+    line_tokens,
+    symbol_table,
+)
+from .user_files import SPLITS, file_corpus_splits, read_corpus_text, split_fractions
 from .vocab import EOS, UNK, Vocabulary
-
-SPLITS = ("train", "valid", "test")
 
 PTB_URL = "https://www.fit.vutbr.cz/~imikolov/rnnlm/simple-examples.tgz"
 #: SHA-256 of the PTB files (Mikolov's simple-examples/data), checked after extraction.
@@ -55,44 +70,6 @@ PTB_SHA256 = {
     "ptb.char.valid.txt": "8d3e6b4fbc7f1f6bc26cf89f1286212349a5a90d0fd6e97d2e260d2edd602d9e",
     "ptb.char.test.txt": "04ee2179928640500040c93ea22229b54df38bb04075b84c4afae9e0705f941e",
 }
-
-
-@dataclass(frozen=True)
-class Archive:
-    """A zipped single-file corpus; ``sha256`` of the archive (None: not published).
-
-    ``sha1_of_member`` and ``alphabet`` check the extracted file, downloaded or given by path.
-    """
-
-    url: str
-    member: str
-    size: int
-    sha256: str | None = None
-    sha1_of_member: str | None = None
-    alphabet: bytes | None = None  # every byte of the file is one of these
-
-
-# The Hutter-prize files are published with a size and (enwik8) a SHA-1 of the extracted
-# file, not a SHA-256 of the archive: the extracted file is checked against those. No
-# checksum of text8 is published and none could be computed where this was written (no
-# network): text8 is checked by its size and its alphabet (a-z and space only, by
-# construction), which any truncation, bit flip or other file fails.
-ENWIK8 = Archive(
-    "https://mattmahoney.net/dc/enwik8.zip",
-    "enwik8",
-    100_000_000,
-    sha1_of_member="57b8363b814821dc9d47aa4d41f58733519076b2",
-)
-TEXT8 = Archive(
-    "https://mattmahoney.net/dc/text8.zip",
-    "text8",
-    100_000_000,
-    alphabet=b" abcdefghijklmnopqrstuvwxyz",
-)
-WIKITEXT103_URL = "https://s3.amazonaws.com/research.metamind.io/wikitext/wikitext-103-v1.zip"
-#: SHA-256 of wikitext-103-v1.zip, as pinned independently by several public loaders of the
-#: data set (it was not computed here: this machine has no network access).
-WIKITEXT103_SHA256 = "242ba0f20b329cfdf1ccc61e9e9e5b59becf189db7f7a81cd2a0e2fc31539590"
 
 
 @dataclass
@@ -115,93 +92,6 @@ class Corpus:
         return getattr(self, name)
 
 
-# ------------------------------------------------------------------ tokenisation
-
-
-def line_tokens(text: str, eos: str = EOS) -> list[str]:
-    """Whitespace tokens of each line followed by ``eos`` (PTB word and char formats)."""
-    out: list[str] = []
-    for line in text.splitlines():
-        out.extend(line.split())
-        out.append(eos)
-    return out
-
-
-def line_chunks(text: str, size: int = 1 << 22) -> Iterator[str]:
-    """Pieces of ``text`` of about ``size`` characters, each ending after a line feed.
-
-    ``line_tokens`` of the pieces, joined, equals ``line_tokens(text)``: a cut after ``\\n``
-    never splits a line break.
-    """
-    start = 0
-    while start < len(text):
-        end = text.find("\n", start + size - 1) + 1 or len(text)
-        yield text[start:end]
-        start = end
-
-
-def count_words(text: str) -> Counter[str]:
-    """Counts of ``line_tokens(text)``, a piece at a time (no list of every token)."""
-    counts: Counter[str] = Counter()
-    for piece in line_chunks(text):
-        counts.update(line_tokens(piece))
-    return counts
-
-
-def encode_words(text: str, vocab: Vocabulary) -> Tensor:
-    """Ids of ``line_tokens(text)``, a piece at a time: 8 bytes a token, not a Python list."""
-    parts = [np.asarray(vocab.encode(line_tokens(piece)), np.int64) for piece in line_chunks(text)]
-    return torch.from_numpy(np.concatenate(parts) if parts else np.zeros(0, np.int64))
-
-
-def byte_vocabulary() -> Vocabulary:
-    """All 256 byte values, symbol ``chr(b)`` (Latin-1), so any byte stream encodes."""
-    return Vocabulary([chr(b) for b in range(256)], "byte")
-
-
-def encode_bytes(data: bytes) -> Tensor:
-    return torch.from_numpy(np.frombuffer(data, dtype=np.uint8).astype(np.int64))
-
-
-def encode_chars(text: str, vocab: Vocabulary) -> Tensor:
-    """Character ids; a lookup table on the raw bytes when the text is ASCII (fast path)."""
-    if text.isascii() and all(len(s) == 1 for s in vocab.symbols if s not in (vocab.unk,)):
-        table = symbol_table(vocab, 128)
-        ids = table[np.frombuffer(text.encode("ascii"), dtype=np.uint8)]
-        if (ids < 0).any():
-            unk = vocab.index.get(vocab.unk) if vocab.unk else None
-            if unk is None:
-                bad = chr(np.frombuffer(text.encode("ascii"), dtype=np.uint8)[ids < 0][0])
-                raise DataError(f"character {bad!r} is not in the vocabulary")
-            ids[ids < 0] = unk
-        return torch.from_numpy(ids)
-    return torch.tensor(vocab.encode(text), dtype=torch.long)
-
-
-def symbol_table(vocab: Vocabulary, size: int) -> np.ndarray:
-    """Id of each one-character symbol by code point below ``size``; -1 for the others."""
-    table = np.full(size, -1, dtype=np.int64)
-    for symbol, idx in vocab.index.items():
-        if len(symbol) == 1 and ord(symbol) < size:
-            table[ord(symbol)] = idx
-    return table
-
-
-def read_text(path: Path) -> str:
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise DataError(f"cannot read {path}: {exc.strerror}") from None
-    if not data.strip():
-        raise DataError(f"{path} is empty; give a text file with some content")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise DataError(
-            f"{path} is not UTF-8 text (byte {exc.start}); use data.level=byte for binary files"
-        ) from None
-
-
 def _truncate(corpus: Corpus, config: DataConfig) -> Corpus:
     if config.max_train_tokens:
         corpus.train = corpus.train[: config.max_train_tokens]
@@ -211,11 +101,6 @@ def _truncate(corpus: Corpus, config: DataConfig) -> Corpus:
     return corpus
 
 
-def _split_fractions(n: int) -> tuple[int, int]:
-    """Boundaries of a 90/5/5 split."""
-    return int(n * 0.9), int(n * 0.95)
-
-
 # ------------------------------------------------------------------ corpora
 
 
@@ -223,7 +108,7 @@ def _pydoc(config: DataConfig, vocab: Vocabulary | None) -> Corpus:
     from pydoc_data.topics import topics
 
     text = "\n\n".join(topics[key] for key in sorted(topics))
-    a, b = _split_fractions(len(text))
+    a, b = split_fractions(len(text))
     parts = {"train": text[:a], "valid": text[a:b], "test": text[b:]}
     vocab = vocab or Vocabulary.build(parts["train"], "char", unk=UNK)
     return Corpus("pydoc", vocab, *(encode_chars(parts[s], vocab) for s in SPLITS))
@@ -269,7 +154,7 @@ def _ptb_text(folder: Path, name: str) -> str:
             f"{path} is not Mikolov's {name} (SHA-256 differs); replace it with the "
             "original (`highway download ptb`), or use corpus=file for other text"
         )
-    return read_text(path)
+    return read_corpus_text(path)
 
 
 def _ptb(config: DataConfig, vocab: Vocabulary | None, download: bool, char: bool) -> Corpus:
@@ -360,37 +245,6 @@ def _enwik8_xl(config: DataConfig, vocab: Vocabulary | None, download: bool) -> 
     return Corpus("enwik8-xl", vocab, *parts)
 
 
-def check_member(archive: Archive, data: bytes, where: str) -> None:
-    """The extracted corpus file against its published size, SHA-1 and alphabet."""
-    if len(data) != archive.size:
-        raise DataError(
-            f"{where} has {len(data)} bytes, expected {archive.size}; not used (re-download it)"
-        )
-    if archive.sha1_of_member and hashlib.sha1(data).hexdigest() != archive.sha1_of_member:
-        raise DataError(f"{where} fails its published SHA-1 check; not used (re-download it)")
-    if archive.alphabet is not None and data.translate(None, archive.alphabet):
-        raise DataError(
-            f"{where} holds bytes outside {archive.member}'s alphabet; not used (re-download it)"
-        )
-
-
-def extract_archive(archive: Archive, folder: Path, zipped: Path | None = None) -> Path:
-    """Extract a zipped corpus (downloaded and checked unless ``zipped`` is given); verify
-    the extracted file before it is written."""
-    if zipped is None:
-        zipped = fetch(archive.url, archive.sha256, cache_dir() / Path(archive.url).name)
-    try:
-        with zipfile.ZipFile(zipped) as zf:
-            data = zf.read(archive.member)
-    except (zipfile.BadZipFile, KeyError, OSError) as exc:
-        raise DataError(f"cannot unzip {archive.member} from {zipped}: {exc}") from None
-    check_member(archive, data, f"{archive.member} from {zipped}")
-    folder.mkdir(parents=True, exist_ok=True)
-    out = folder / archive.member
-    out.write_bytes(data)
-    return out
-
-
 def _wikitext103(config: DataConfig, vocab: Vocabulary | None, download: bool) -> Corpus:
     folder = Path(config.path) if config.path else cache_dir() / "wikitext-103"
     names = {s: folder / f"wiki.{s}.tokens" for s in SPLITS}
@@ -407,94 +261,9 @@ def _wikitext103(config: DataConfig, vocab: Vocabulary | None, download: bool) -
                     (tmp / path.name).write_bytes(zf.read(f"wikitext-103/wiki.{split}.tokens"))
         except (zipfile.BadZipFile, KeyError) as exc:
             raise DataError(f"cannot unzip WikiText-103 from {zipped}: {exc}") from None
-    texts = {s: read_text(names[s]) for s in SPLITS}
+    texts = {s: read_corpus_text(names[s]) for s in SPLITS}
     vocab = vocab or Vocabulary.build(count_words(texts["train"]), "word", unk=UNK, eos=EOS)
     return Corpus("wikitext-103", vocab, *(encode_words(texts[s], vocab) for s in SPLITS))
-
-
-def _file_sources(path: Path) -> list[Path]:
-    """The file, or a folder's train/valid/test.txt (all three must exist)."""
-    if path.is_dir():
-        files = [path / f"{s}.txt" for s in SPLITS]
-        missing = [str(p) for p in files if not p.is_file()]
-        if missing:
-            raise DataError(f"missing {', '.join(missing)}; a corpus folder needs all three")
-        return files
-    if path.is_file():
-        return [path]
-    raise DataError(f"data.path={path} does not exist")
-
-
-def _file(config: DataConfig, vocab: Vocabulary | None) -> Corpus:
-    if not config.path:
-        raise DataError("corpus=file needs data.path=FILE (or a folder with train/valid/test.txt)")
-    sources = _file_sources(Path(config.path))
-    if config.cache is False:
-        splits, vocab = _encode_file(config, sources, vocab)
-    else:
-        spec = {
-            "corpus": "file",
-            "layout": "folder" if len(sources) > 1 else "90/5/5",
-            "level": config.level,
-            "subword_vocab_size": config.subword_vocab_size,
-            "vocab": vocab_digest(vocab),
-        }
-        key = cache_key([sha256_of(p) for p in sources], spec)
-        splits, vocab = cached_splits(key, lambda: _encode_file(config, sources, vocab))
-    return Corpus("file", vocab, *(splits[s] for s in SPLITS))
-
-
-def _encode_file(
-    config: DataConfig, sources: list[Path], vocab: Vocabulary | None
-) -> tuple[dict[str, Tensor], Vocabulary]:
-    """Read, split and encode a user corpus in memory (the token cache stores the result)."""
-    path = Path(config.path or "")
-    if len(sources) == 3:
-        raw = {s: p.read_bytes() for s, p in zip(SPLITS, sources, strict=True)}
-    elif config.level != "byte":  # split decoded text: a cut never falls inside a character
-        text = read_text(path)
-        a, b = _split_fractions(len(text))
-        parts = {"train": text[:a], "valid": text[a:b], "test": text[b:]}
-        raw = {k: v.encode("utf-8") for k, v in parts.items()}
-    else:
-        data = path.read_bytes()
-        a, b = _split_fractions(len(data))
-        raw = {"train": data[:a], "valid": data[a:b], "test": data[b:]}
-    if not raw["train"].strip():
-        raise DataError(f"{path} is empty; give a text file with some content")
-    level = config.level
-    if level == "byte":
-        vocab = vocab or byte_vocabulary()
-        return {s: encode_bytes(raw[s]) for s in SPLITS}, vocab
-    texts = {}
-    for split in SPLITS:
-        try:
-            texts[split] = raw[split].decode("utf-8")
-        except UnicodeDecodeError:
-            raise DataError(
-                f"{path} is not UTF-8 text ({split} part); use data.level=byte for binary files"
-            ) from None
-    if level in SUBWORD_LEVELS:
-        return _encode_subword(config, texts, vocab)
-    if level == "char":
-        vocab = vocab or Vocabulary.build(texts["train"], "char", unk=UNK)
-        return {s: encode_chars(texts[s], vocab) for s in SPLITS}, vocab
-    vocab = vocab or Vocabulary.build(count_words(texts["train"]), "word", unk=UNK, eos=EOS)
-    return {s: encode_words(texts[s], vocab) for s in SPLITS}, vocab
-
-
-def _encode_subword(
-    config: DataConfig, texts: dict[str, str], vocab: Vocabulary | None
-) -> tuple[dict[str, Tensor], Vocabulary]:
-    """A BPE/unigram tokenizer trained on the training split (or the checkpoint's)."""
-    if vocab is None:
-        vocab = SubwordVocabulary.train(texts["train"], config.level, config.subword_vocab_size)
-    elif not isinstance(vocab, SubwordVocabulary) or vocab.level != config.level:
-        raise DataError(
-            f"data.level={config.level} needs a {config.level} tokenizer, but the given "
-            f"vocabulary is {vocab.level}-level; use the checkpoint's own data settings"
-        )
-    return {s: torch.from_numpy(vocab.encode_text(texts[s])) for s in SPLITS}, vocab
 
 
 CORPORA: dict[str, Callable[[DataConfig, Vocabulary | None, bool], Corpus]] = {
@@ -506,7 +275,7 @@ CORPORA: dict[str, Callable[[DataConfig, Vocabulary | None, bool], Corpus]] = {
     "enwik8-xl": _enwik8_xl,
     "text8": lambda c, v, d: _hutter(c, v, d, TEXT8),
     "wikitext-103": _wikitext103,
-    "file": lambda c, v, d: _file(c, v),
+    "file": lambda c, v, d: Corpus("file", *file_corpus_splits(c, v)),
 }
 
 

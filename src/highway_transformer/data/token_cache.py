@@ -25,12 +25,13 @@ import torch
 from torch import Tensor
 
 from ..errors import DataError
+from ..storage.folder import VOCAB_FILE
 from .download import CACHE_ENV, cache_dir
 from .vocab import Vocabulary
 
 FORMAT = 1  # bump when the layout or the encoding of any level changes
 SPLITS = ("train", "valid", "test")
-VOCAB_FILE = "vocab.json"
+
 
 
 def id_dtype(vocab_size: int) -> np.dtype:

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from ..config import SUBWORD_LEVELS
 from ..errors import CheckpointError, DataError
+from ..storage.folder import TOKENIZER_FILE, VOCAB_FILE, read_json, resolve, verify
+from .subword import tokenizers_module, train_tokenizer
 
 UNK = "<unk>"
 LEVELS = ("char", "word", "byte")
@@ -112,18 +116,76 @@ class Vocabulary:
 
     @classmethod
     def load(cls, path: str | Path) -> Vocabulary:
-        from ..config import first_line, read_text
-
-        text = read_text(path, CheckpointError, "vocabulary")
-        try:
-            data = json.loads(text)
-        except (json.JSONDecodeError, RecursionError) as exc:
-            raise CheckpointError(f"cannot parse vocabulary {path}: {first_line(exc)}") from None
+        """A saved vocabulary of either kind (a subword one with the tokenizer beside it)."""
+        data = read_json(Path(path), "vocabulary")
         if isinstance(data, dict) and data.get("level") in SUBWORD_LEVELS:
-            from .subword import SubwordVocabulary
-
             return SubwordVocabulary.from_saved(data, Path(path).parent)
         try:
             return cls.from_dict(data)
         except CheckpointError as exc:
             raise CheckpointError(f"{path}: {exc}") from None
+
+
+class SubwordVocabulary(Vocabulary):
+    """A :class:`Vocabulary` whose symbols are a trained tokenizer's tokens, in id order."""
+
+    def __init__(self, tokenizer: Any, level: str) -> None:
+        if level not in SUBWORD_LEVELS:
+            raise DataError(f"subword level must be one of {SUBWORD_LEVELS}, got {level!r}")
+        size = tokenizer.get_vocab_size()
+        super().__init__([tokenizer.id_to_token(i) for i in range(size)], level)
+        self.tokenizer = tokenizer
+        self.json = tokenizer.to_str()
+        self.sha256 = hashlib.sha256(self.json.encode("utf-8")).hexdigest()
+
+    @classmethod
+    def train(cls, text: str, level: str, size: int | None = None) -> SubwordVocabulary:
+        """Train a ``level`` (bpe | unigram) tokenizer of at most ``size`` tokens on ``text``
+        (:func:`~highway_transformer.data.subword.train_tokenizer`)."""
+        return cls(train_tokenizer(text, level, size), level)
+
+    def encode_text(self, text: str) -> np.ndarray:
+        """Token ids of ``text`` (int64)."""
+        return np.asarray(self.tokenizer.encode(text).ids, dtype=np.int64)
+
+    def decode_text(self, ids: Any) -> str:
+        return self.tokenizer.decode([int(i) for i in ids])
+
+    def to_dict(self) -> dict:
+        return {**super().to_dict(), "tokenizer": TOKENIZER_FILE, "tokenizer_sha256": self.sha256}
+
+    def save(self, path: str | Path) -> None:
+        """``vocab.json`` at ``path`` and ``tokenizer.json`` beside it."""
+        (Path(path).parent / TOKENIZER_FILE).write_text(self.json, encoding="utf-8")
+        super().save(path)
+
+    @classmethod
+    def from_saved(cls, data: dict, folder: Path) -> SubwordVocabulary:
+        """The vocabulary described by ``data`` (a ``vocab.json``) with its tokenizer file."""
+        path = folder / data.get("tokenizer", TOKENIZER_FILE)
+        try:
+            raw = path.read_bytes()
+        except OSError:
+            raise CheckpointError(
+                f"{path} is missing; a {data.get('level')} vocabulary needs the tokenizer file "
+                "saved with it"
+            ) from None
+        if hashlib.sha256(raw).hexdigest() != data.get("tokenizer_sha256"):
+            raise CheckpointError(
+                f"{path} does not match the SHA-256 recorded in vocab.json; restore the "
+                "tokenizer.json saved with this checkpoint"
+            )
+        try:
+            tokenizer = tokenizers_module().Tokenizer.from_str(raw.decode("utf-8"))
+        except Exception as exc:  # the Rust library raises its own exception type
+            raise CheckpointError(f"cannot read {path}: {exc}") from None
+        vocab = cls(tokenizer, data["level"])
+        vocab.json, vocab.sha256 = raw.decode("utf-8"), data["tokenizer_sha256"]
+        if vocab.symbols != data.get("symbols"):
+            raise CheckpointError(f"{path} does not hold the symbols listed in vocab.json")
+        return vocab
+
+
+def read_vocab(folder: str | Path) -> Vocabulary:
+    """A checkpoint's vocabulary, verified against the folder's manifest."""
+    return Vocabulary.load(verify(resolve(folder), VOCAB_FILE))

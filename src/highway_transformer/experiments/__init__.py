@@ -6,6 +6,8 @@ run_dirs = run_experiments("ht-table1", "runs", scale="small", data_path="data/p
 
 from __future__ import annotations
 
+from ..errors import ExperimentFailed
+from .plan import experiment_config, plan_runs, run_dir_for
 from .registry import (
     EXPERIMENTS,
     TABLES,
@@ -15,7 +17,7 @@ from .registry import (
     resolve_experiments,
     table_experiments,
 )
-from .runner import ExperimentFailed, experiment_config, plan_runs, run_dir_for, run_experiments
+from .runner import run_experiments
 from .scale import SCALES, Scale, describe_scale, get_scale, scale_config
 
 __all__ = [

@@ -14,14 +14,15 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ..report.machines import machine_of
-from ..train import runfolder
+from ..runtime.machine import machine_of
+from ..storage import runfolder
 
 
 def _checkpoint_run_record(run_dir: Path) -> dict[str, Any]:
     """The run record of the run's checkpoint, checked as a resume checks it; {} when there is
     none or it cannot be trusted (a run writing it right now: the estimate skips it)."""
-    from ..train.checkpoint import CheckpointError, checkpoint_run_record  # torch: lazily
+    from ..errors import CheckpointError
+    from ..training.checkpoint import checkpoint_run_record  # torch: lazily
 
     try:
         return checkpoint_run_record(run_dir / "checkpoint")
@@ -40,8 +41,8 @@ def recorded_stretches(run_dir: Path) -> list[dict[str, Any]]:
 
 def machine_here(device: str, precision: str, threads: int) -> dict[str, Any]:
     """What a run started now would record about where it trains."""
-    from ..hardware import run_metadata  # torch: only when a plan is priced
-    from ..train.trainer import resolve_device
+    from ..runtime.device import resolve_device  # torch: only when a plan is priced
+    from ..runtime.hardware import run_metadata
 
     return {**run_metadata(resolve_device(device), precision), "threads": threads}
 

@@ -16,10 +16,10 @@ _VOCAB = 64
 
 def count_parameters(model: ModelConfig) -> int:
     """Parameters of a language model built from ``model`` (at a fixed vocabulary size)."""
-    from ..models.lm import build_model
+    from ..models.lm import LanguageModel  # torch: only when a row is matched
 
     sized = ModelConfig(**{**model.__dict__, "vocab_size": _VOCAB})
-    return sum(p.numel() for p in build_model(sized).parameters())
+    return sum(p.numel() for p in LanguageModel(sized).parameters())
 
 
 def matched_d_inner(model: ModelConfig, target: ModelConfig) -> int:

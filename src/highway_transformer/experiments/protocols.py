@@ -11,18 +11,23 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..config import build_config
+from ..storage import runfolder
 from .registry import Experiment
 from .scale import scale_config
 
-PROTOCOL_FILE = "protocol_eval.json"
+if TYPE_CHECKING:
+    from .plan import RunSpec
+
+PROTOCOL_FILE = runfolder.PROTOCOL_FILE
 
 
 def protocol_overrides(experiment: Experiment, scale: str) -> list[str]:
     """The row's eval overrides at ``scale`` (lengths scaled as the scale scales them)."""
+    from ..validation import build_config  # torch: only when a row is measured
     config = scale_config(
         build_config(experiment.config(), None, list(experiment.eval_overrides)), scale
     )
@@ -48,8 +53,8 @@ def measure_protocol(
     path = Path(run_dir) / PROTOCOL_FILE
     if path.is_file():
         return json.loads(path.read_text(encoding="utf-8"))
-    from ..train.evaluation import evaluate_checkpoint
-    from ..train.trainer import resolve_device
+    from ..api import evaluate_checkpoint
+    from ..runtime.device import resolve_device
 
     overrides = protocol_overrides(experiment, scale)
     best = Path(run_dir) / "best"
@@ -67,3 +72,21 @@ def protocol_command(run_dir: Path, experiment: Experiment, scale: str, device: 
     of its own, so the runner goes on starting rows meanwhile."""
     module = "highway_transformer.experiments.protocol_job"
     return [sys.executable, "-m", module, str(run_dir), experiment.name, scale, device]
+
+
+def needs_protocol(spec: RunSpec, log: Callable[[str], None]) -> bool:
+    """HT Table 5: whether a finished row's validation is still to be measured the paper's
+    way (once, as soon as it finishes: its ``best/`` weights may be dropped after that);
+    a row whose weights are gone says so instead."""
+    if not spec.experiment.eval_overrides or (spec.run_dir / runfolder.PROTOCOL_FILE).is_file():
+        return False
+    if not (spec.run_dir / runfolder.BEST_DIR).is_dir():
+        log(f"{spec.experiment.name} seed {spec.seed}: its best/ weights are gone, so its "
+            "validation cannot be measured the paper's way; the report's paper-protocol "
+            "table leaves it out")  # fmt: skip
+        return False
+    return True
+
+
+def measured_line(spec: RunSpec) -> str:
+    return f"{spec.experiment.name} seed {spec.seed}: validation with the paper's protocol"

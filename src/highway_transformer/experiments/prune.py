@@ -22,12 +22,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..train import runfolder
-from .protocols import PROTOCOL_FILE
+from ..storage import runfolder
+from ..training.runlock import holder
 from .registry import EXPERIMENTS
-from .runner import EXPERIMENT_FILE
 
-WEIGHTS = (runfolder.BEST_DIR, runfolder.CHECKPOINT_DIR, "checkpoint.old")
+WEIGHTS = (runfolder.BEST_DIR, runfolder.CHECKPOINT_DIR, f"{runfolder.CHECKPOINT_DIR}.old")
 
 
 @dataclass(frozen=True)
@@ -43,7 +42,7 @@ class PruneDecision:
 
 def _row_needs_protocol(run_dir: Path) -> bool:
     try:
-        name = json.loads((run_dir / EXPERIMENT_FILE).read_text(encoding="utf-8"))["name"]
+        name = json.loads((run_dir / runfolder.EXPERIMENT_FILE).read_text(encoding="utf-8"))["name"]
     except (OSError, ValueError, KeyError, TypeError):
         return False
     experiment = EXPERIMENTS.get(str(name))
@@ -52,8 +51,6 @@ def _row_needs_protocol(run_dir: Path) -> bool:
 
 def decide(run_dir: Path) -> PruneDecision:
     """Whether ``run_dir``'s weights may go, and which they are."""
-    from ..train.runlock import holder
-
     weights = tuple(run_dir / name for name in WEIGHTS if (run_dir / name).exists())
     results = runfolder.read_results(run_dir)
     busy = holder(run_dir)
@@ -63,7 +60,7 @@ def decide(run_dir: Path) -> PruneDecision:
         reason = "not finished (no results.json): its checkpoint resumes it"
     elif not isinstance(results.get("gate_biases"), dict):
         reason = "results.json records no gate biases: add them from best/ first"
-    elif _row_needs_protocol(run_dir) and not (run_dir / PROTOCOL_FILE).is_file():
+    elif _row_needs_protocol(run_dir) and not (run_dir / runfolder.PROTOCOL_FILE).is_file():
         reason = "its validation the paper's way is not measured yet: run `highway run` again"
     else:
         reason = ""

@@ -291,9 +291,11 @@ def _optimiser_updates(config: Config, scale: Scale, steps: int) -> dict[str, An
 
 def scale_config(config: Config, scale: str | Scale) -> Config:
     """``config`` shrunk to ``scale`` (``paper`` returns an unchanged, validated copy)."""
+    from ..validation import validate  # torch: only when a config is scaled
+
     scale = get_scale(scale) if isinstance(scale, str) else scale
     if scale.name == "paper":
-        return config.replace().validate()
+        return validate(config.replace())
     budget = _budget_updates(config, scale)
     updates = {
         **_width_updates(config, scale),
@@ -301,7 +303,7 @@ def scale_config(config: Config, scale: str | Scale) -> Config:
         **budget,
         **_optimiser_updates(config, scale, budget["train.max_steps"]),
     }
-    return config.replace(**updates).validate()
+    return validate(config.replace(**updates))
 
 
 def describe_scale(scale: str | Scale) -> str:

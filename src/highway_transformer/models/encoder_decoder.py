@@ -32,7 +32,8 @@ from ..errors import ConfigError, DataError
 from ..nn.block import collect_gate_biases
 from ..nn.dropout import Dropout
 from ..nn.positional import SinusoidalPositionalEncoding
-from .builders import build_blocks, final_norm, uses_absolute_positions, uses_memory
+from .builders import build_blocks, final_norm, uses_absolute_positions
+from .families import uses_memory
 from .init import initialize
 from .pretrained import PretrainedMixin
 
@@ -141,9 +142,18 @@ class EncoderDecoder(PretrainedMixin, nn.Module):
             y = block(y, encoder=memory, encoder_padding=src_padding)
         return self.output(self.decoder_norm(y))
 
-    def forward(self, src: Tensor, tgt_in: Tensor, src_padding: Tensor | None = None) -> Tensor:
+    def forward(
+        self,
+        src: Tensor,
+        tgt_in: Tensor,
+        src_padding: Tensor | None = None,
+        targets: Tensor | None = None,
+    ) -> Tensor:
+        """Logits ``[B, T, V]`` of ``tgt_in`` given ``src`` (teacher forcing); with
+        ``targets [B, T]``, their summed cross-entropy in nats (``pad_id`` targets count 0)."""
         memory, src_padding = self.encode(src, src_padding)
-        return self.decode(tgt_in, memory, src_padding)
+        logits = self.decode(tgt_in, memory, src_padding)
+        return logits if targets is None else self.token_nll(logits, targets).sum()
 
     def token_nll(self, logits: Tensor, tgt_out: Tensor) -> Tensor:
         """Per-position cross-entropy ``[B, T]`` in nats; ``pad_id`` targets give 0."""

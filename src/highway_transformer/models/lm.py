@@ -9,7 +9,8 @@ family                    block layout                          position informa
 ========================  ====================================  =========================
 
 Each sublayer's connection (post-/pre-LN × gate) is chosen per layer from
-:class:`~highway_transformer.config.GateConfig`.
+:class:`~highway_transformer.config.GateConfig`. The model is built from a validated config
+(:func:`highway_transformer.api.build_model` validates one, then builds it).
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..config import ModelConfig, validate_model
-from ..errors import ConfigError
+from ..config import ModelConfig
+from ..errors import CheckpointError, ConfigError, HighwayError
 from ..nn.block import AttentionSublayer, collect_gate_biases
 from ..nn.connections import combiner_class
 from ..nn.decoding import AppendBuffer, DistanceTable, KVCache
@@ -33,15 +34,18 @@ from ..nn.gating import parse_layer_spec
 from ..nn.memory import MemoryPolicy, check_memory, update_memory
 from ..nn.positional import SinusoidalPositionalEncoding
 from ..nn.relative import RelativePositions
-from .builders import (
+from ..storage.folder import read_config
+from .builders import build_blocks, final_norm, uses_absolute_positions
+from .families import (
     attention_kind,
     block_layout,
-    build_blocks,
-    check_model_config,
-    final_norm,
-    uses_absolute_positions,
+    memory_policy,
+    output_dropout,
+    position_dropout,
+    scales_embedding,
     uses_memory,
 )
+from .generation import generate
 from .init import initialize
 from .pretrained import PretrainedMixin
 
@@ -104,9 +108,13 @@ class DecodeState:
 class LMOutput(NamedTuple):
     """What ``forward`` returns when given targets."""
 
-    loss: Tensor  # mean NLL (nats) over the targets that are not -100
+    loss: Tensor  # NLL (nats) of the targets that are not -100: mean, sum or per token
     hidden: Tensor
     memory: list[Tensor] | None
+
+
+#: ``forward(..., reduction=...)``: how the targets' NLL is reduced (as ``F.cross_entropy``).
+REDUCTIONS = ("mean", "sum", "none")
 
 
 class LanguageModel(PretrainedMixin, nn.Module):
@@ -119,7 +127,6 @@ class LanguageModel(PretrainedMixin, nn.Module):
 
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
-        check_model_config(config)
         if config.vocab_size <= 0:
             raise ConfigError(
                 "model.vocab_size must be set (it is taken from the corpus vocabulary)"
@@ -137,19 +144,19 @@ class LanguageModel(PretrainedMixin, nn.Module):
             self.embedding = nn.Embedding(config.vocab_size, d)
         uses_absolute = uses_absolute_positions(config)
         self.positional = SinusoidalPositionalEncoding(d) if uses_absolute else None
-        self.embedding_scale = math.sqrt(d) if config.scales_embedding else 1.0
+        self.embedding_scale = math.sqrt(d) if scales_embedding(config) else 1.0
         self.embedding_dropout = Dropout(config.embedding_dropout)
         # XL: R, the mask and (unless untie_r) one u / v pair, shared by every layer.
         self.relative = (
             RelativePositions(
-                d, config.n_heads, config.head_dim, config.pos_dropout, not config.untie_r
+                d, config.n_heads, config.head_dim, position_dropout(config), not config.untie_r
             )
             if uses_memory(config)
             else None
         )
         self.blocks = build_blocks(config)
         self.final_norm = final_norm(config)
-        self.output_dropout = Dropout(config.output_dropout)
+        self.output_dropout = Dropout(output_dropout(config))
         self.output: nn.Module
         if adaptive:
             from ..nn.adaptive_softmax import AdaptiveSoftmax
@@ -195,16 +202,43 @@ class LanguageModel(PretrainedMixin, nn.Module):
         state: DecodeState | None = None,
         policy: MemoryPolicy | None = None,
         targets: Tensor | None = None,
+        reduction: str = "mean",
     ) -> tuple[Tensor, list[Tensor] | None] | LMOutput:
         """``tokens [B, L]`` -> (hidden states ``[B, L, D]``, new memory or None).
 
         ``memory`` (Transformer-XL) is the list of per-layer memories returned by the previous
         call; ``state`` carries caches for incremental decoding (one call per new chunk);
         ``policy`` the memory settings of this call (default: the training settings of
-        ``model.memory``; evaluation passes :meth:`MemoryPolicy.evaluation`). With
-        ``targets [B, L]`` (the next token of each position; -100 is ignored) it returns
-        :class:`LMOutput` ``(loss, hidden, memory)``, the loss being the mean NLL in nats.
+        ``model.memory``; evaluation passes ``memory_policy(config, evaluation=True)``).
+
+        With ``targets [B, T]`` (the next token of each of the *last* ``T <= L`` positions,
+        so leading positions can be history only; -100 is ignored) it returns
+        :class:`LMOutput` ``(loss, hidden, memory)``: the NLL in nats reduced as
+        ``reduction`` says (``mean`` over the counted targets, ``sum``, or ``none``: ``[B, T]``
+        per token, 0 where ignored). Training and evaluation call the model this way only.
         """
+        if targets is not None and reduction not in REDUCTIONS:
+            raise ConfigError(
+                f"reduction must be one of {', '.join(REDUCTIONS)}, got {reduction!r}"
+            )
+        hidden, new_memory = self._hidden(tokens, memory, state, policy)
+        if targets is None:
+            return hidden, new_memory
+        nll = self.token_nll(hidden[:, hidden.shape[1] - targets.shape[1] :], targets)
+        if reduction == "none":
+            return LMOutput(nll, hidden, new_memory)
+        loss = nll.sum()
+        if reduction == "mean":
+            loss = loss / (targets != -100).sum().clamp_min(1)
+        return LMOutput(loss, hidden, new_memory)
+
+    def _hidden(
+        self,
+        tokens: Tensor,
+        memory: list[Tensor] | None,
+        state: DecodeState | None,
+        policy: MemoryPolicy | None,
+    ) -> tuple[Tensor, list[Tensor] | None]:
         if state is not None and self.uses_memory:
             memory = state.memory
         if not self.uses_memory and (memory is not None or policy is not None):
@@ -223,7 +257,7 @@ class LanguageModel(PretrainedMixin, nn.Module):
         x = self.embedding_dropout(x)
         options = {}
         if self.relative is not None:
-            policy = policy or MemoryPolicy.training(self.config.memory)
+            policy = policy or memory_policy(self.config)
             options["relative"] = self.relative(
                 tokens.shape[1],
                 0 if memory is None else memory[0].shape[1],
@@ -246,10 +280,6 @@ class LanguageModel(PretrainedMixin, nn.Module):
             new_memory = update_memory(memory, layer_inputs, policy.mem_len)
         if state is not None:
             state.position += tokens.shape[1]
-        if targets is not None:
-            nll = self.token_nll(hidden, targets)
-            loss = nll.sum() / (targets != -100).sum().clamp_min(1)
-            return LMOutput(loss, hidden, new_memory)
         return hidden, new_memory
 
     def logits(self, hidden: Tensor) -> Tensor:
@@ -304,24 +334,19 @@ class LanguageModel(PretrainedMixin, nn.Module):
         ``stop_strings`` (with ``vocab``), ``seed``, ``use_cache``. Returns the new ids of
         each prompt, or text for text prompts.
         """
-        from ..generate import generate
-
         if isinstance(prompts, Tensor):
             prompts = prompts.tolist()
         return generate(self, prompts, max_new_tokens, **options)
 
     @classmethod
     def _from_checkpoint(cls, folder: Path) -> LanguageModel:
-        from ..train.checkpoint import read_config
-
-        return cls(read_config(folder).model)
-
-
-def build_model(config: ModelConfig) -> LanguageModel:
-    """Build a language model from a model config (checked first: wrong types, ranges and
-    unknown names raise :class:`ConfigError`)."""
-    validate_model(config)
-    return LanguageModel(config)
+        config = read_config(folder).model
+        try:
+            return cls(config)
+        except HighwayError as exc:
+            raise CheckpointError(
+                f"{folder} holds a model config that does not fit: {exc}"
+            ) from None
 
 
 def count_flops_per_token(config: ModelConfig, seq_len: int) -> float:
@@ -332,12 +357,13 @@ def count_flops_per_token(config: ModelConfig, seq_len: int) -> float:
     the LocalRNN recurrences; embeddings, norms and element-wise work are ignored.
     """
     d, inner = config.d_model, config.n_heads * config.head_dim
-    relative = attention_kind(config) == "relative"
+    relative = attention_kind(config) == "relative"  # the BD term of HT eq. 13
+    memory = config.memory.mem_len if uses_memory(config) else 0
     per_layer = 0.0
     for kind in block_layout(config):
         if kind == "attn":
             per_layer += 2 * d * 3 * inner + 2 * inner * d
-            keys = seq_len + (config.memory.mem_len if relative else 0)
+            keys = seq_len + memory
             per_layer += 2 * 2 * inner * keys / (2 if not relative else 1)
             if relative:
                 per_layer += 2 * d * inner + 2 * inner * keys  # W_kR R and the BD term

@@ -20,11 +20,8 @@ import torch
 
 from ..config import ModelConfig, from_dict
 from ..errors import CheckpointError, ConfigError, HighwayError
-from .weights_file import load_weights_checked, save_weights
-
-MODEL_FILE = "model.safetensors"
-CONFIG_FILE = "config.json"
-VOCAB_FILE = "vocab.json"
+from ..storage.folder import CONFIG_FILE, MODEL_FILE, VOCAB_FILE, read_json
+from ..storage.weights import load_weights_checked, save_weights
 
 M = TypeVar("M", bound="PretrainedMixin")
 
@@ -122,11 +119,11 @@ def _download(repo_id: str, hub: dict[str, Any]) -> Path:
 
 
 def _read_record(folder: Path) -> dict[str, Any]:
-    try:
-        return json.loads((folder / CONFIG_FILE).read_text(encoding="utf-8"))
-    except FileNotFoundError:
+    if not (folder / CONFIG_FILE).is_file():
         raise CheckpointError(
             f"{folder} has no {CONFIG_FILE}; give a folder written by save_pretrained"
-        ) from None
-    except (OSError, json.JSONDecodeError) as exc:
-        raise CheckpointError(f"cannot read {folder / CONFIG_FILE}: {exc}") from None
+        )
+    record = read_json(folder / CONFIG_FILE, "model config")
+    if not isinstance(record, dict):
+        raise CheckpointError(f"{folder / CONFIG_FILE} must hold a JSON object")
+    return record

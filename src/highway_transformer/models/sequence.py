@@ -24,7 +24,8 @@ from ..errors import ConfigError, DataError, unknown_choice
 from ..nn.block import collect_gate_biases
 from ..nn.dropout import Dropout
 from ..nn.positional import SinusoidalPositionalEncoding
-from .builders import build_blocks, final_norm, uses_absolute_positions, uses_memory
+from .builders import build_blocks, final_norm, uses_absolute_positions
+from .families import uses_memory
 from .init import initialize
 from .pretrained import PretrainedMixin
 

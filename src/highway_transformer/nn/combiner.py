@@ -24,6 +24,16 @@ class Combiner(nn.Module):
     pre_ln_only: ClassVar[bool] = False
     #: d×d matrix products per call (for FLOP counts).
     matmuls: ClassVar[int] = 0
+    #: The ``model.gate.activation`` values the combiner accepts (all where it has none).
+    activations: ClassVar[tuple[str, ...]] = tuple(ACTIVATIONS)
+
+    @classmethod
+    def build(
+        cls, d_model: int, activation: str = "sigmoid", bias: float | None = None
+    ) -> Combiner:
+        """A fresh combiner from the gate settings (``model.gate.*``); the plain residual
+        takes none of them."""
+        return cls()
 
     def forward(self, x: Tensor, y: Tensor) -> Tensor:
         """Subclasses override this; the base combiner is the plain residual ``x + y``."""

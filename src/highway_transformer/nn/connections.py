@@ -24,7 +24,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import torch
 from torch import Tensor, nn
 
 from ..errors import ConfigError, unknown_choice
@@ -34,15 +33,24 @@ from .gtrxl import GTRXL_COMBINERS
 from .highway_gates import GatedSublayer, HighwayGate, SelfDependencyUnit
 from .norms import build_norm
 
-#: Combiner name -> factory ``(d_model, activation, bias) -> Combiner``.
-COMBINERS: dict[str, Callable[[int, str, float | None], Combiner]] = {
-    "none": lambda d, act, bias: Residual(),
-    "sdu": lambda d, act, bias: SelfDependencyUnit(d, act, bias),
-    "highway": lambda d, act, bias: HighwayGate(d, act, bias),
-    "gated": lambda d, act, bias: GatedSublayer(d, act, bias),
+#: Combiner name (``model.gate.kind``) -> class; :meth:`Combiner.build` makes one from the
+#: gate settings.
+COMBINERS: dict[str, type[Combiner]] = {
+    "none": Residual,
+    "sdu": SelfDependencyUnit,
+    "highway": HighwayGate,
+    "gated": GatedSublayer,
     # Gated Transformer-XL gating layers (Parisotto et al. 2019), pre-LN only.
     **GTRXL_COMBINERS,
 }
+
+
+def combiner_class(kind: str) -> type[Combiner]:
+    """The class registered as ``kind`` (its class flags: ``pre_ln_only``, ``activations``,
+    ``matmuls``)."""
+    if kind not in COMBINERS:
+        raise unknown_choice("gate", kind, COMBINERS)
+    return COMBINERS[kind]
 
 
 def build_combiner(
@@ -50,16 +58,7 @@ def build_combiner(
 ) -> Combiner:
     """A fresh combiner of the named kind (see :data:`COMBINERS`); ``bias`` is the initial
     gate bias (HT gates: ``b1``; GTrXL: ``b_g``), ``None`` the gate's own default."""
-    if kind not in COMBINERS:
-        raise unknown_choice("gate", kind, COMBINERS)
-    return COMBINERS[kind](d_model, activation, bias)
-
-
-def combiner_class(kind: str) -> type[Combiner]:
-    """The class the combiner ``kind`` builds, to read its class flags (``pre_ln_only``);
-    built on the meta device, so no weights are drawn and the RNG is untouched."""
-    with torch.device("meta"):
-        return type(build_combiner(kind, 1))
+    return combiner_class(kind).build(d_model, activation, bias)
 
 
 NORM_POSITIONS = ("post", "pre")

@@ -28,7 +28,6 @@ The matrices ``W``/``U`` are bias-free linear maps; ``b_g`` is a fixed constant 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from typing import ClassVar
 
 import torch
@@ -63,6 +62,12 @@ class _GTrXLGate(Combiner):
             raise ConfigError(f"d_model must be >= 1, got {d_model}")
         self.d_model = d_model
         self.b_g = _check_bias(bias)
+
+    @classmethod
+    def build(
+        cls, d_model: int, activation: str = "sigmoid", bias: float | None = None
+    ) -> _GTrXLGate:
+        return cls(d_model, bias)
 
     def gate_bias(self) -> Tensor | None:
         """None: the GTrXL gates have no learned bias (``b_g`` is a fixed constant)."""
@@ -168,14 +173,14 @@ class GRUGate(_GTrXLGate):
         return torch.lerp(x, h_hat, z)
 
 
-#: GTrXL combiner name -> factory ``(d_model, activation, bias) -> Combiner``; the activation
-#: is ignored (the GTrXL gates fix their own nonlinearities) and ``bias`` is ``b_g``.
-GTRXL_COMBINERS: dict[str, Callable[[int, str, float | None], Combiner]] = {
-    "gtrxl-input": lambda d, act, bias: InputGate(d, bias),
-    "gtrxl-output": lambda d, act, bias: OutputGate(d, bias),
-    "gtrxl-highway": lambda d, act, bias: HighwayGTrXLGate(d, bias),
-    "gtrxl-sigmoid-tanh": lambda d, act, bias: SigmoidTanhGate(d, bias),
-    "gtrxl-gru": lambda d, act, bias: GRUGate(d, bias),
+#: GTrXL combiner name -> class (``model.gate.kind``); ``model.gate.bias`` is ``b_g`` and the
+#: activation is not used (the GTrXL gates fix their own nonlinearities).
+GTRXL_COMBINERS: dict[str, type[Combiner]] = {
+    "gtrxl-input": InputGate,
+    "gtrxl-output": OutputGate,
+    "gtrxl-highway": HighwayGTrXLGate,
+    "gtrxl-sigmoid-tanh": SigmoidTanhGate,
+    "gtrxl-gru": GRUGate,
 }
 
 __all__ = [

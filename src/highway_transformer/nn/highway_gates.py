@@ -11,7 +11,7 @@ from typing import ClassVar
 import torch
 from torch import Tensor, nn
 
-from ..errors import ConfigError, unknown_choice
+from ..errors import unknown_choice
 from .combiner import ACTIVATIONS, Combiner
 
 
@@ -28,18 +28,19 @@ class _GatedTransform(Combiner):
 
     def __init__(self, d_model: int, activation: str = "sigmoid", bias: float | None = None):
         super().__init__()
-        if activation not in ACTIVATIONS:
-            raise unknown_choice("gate activation", activation, ACTIVATIONS)
-        if activation not in self.activations:
-            raise ConfigError(
-                f"the {type(self).__name__} gate T is a sigmoid (HT eq. 26 and the authors' "
-                f"code); remove model.gate.activation={activation} or use the sdu gate"
-            )
+        if activation not in self.activations:  # validation refuses it in a config
+            raise unknown_choice(f"{type(self).__name__} activation", activation, self.activations)
         self.d_model = d_model
         self.activation = activation
         self.initial_bias = 0.0 if bias is None else float(bias)
         self.proj = nn.Linear(d_model, 2 * d_model)
         self.reset_own_parameters()
+
+    @classmethod
+    def build(
+        cls, d_model: int, activation: str = "sigmoid", bias: float | None = None
+    ) -> _GatedTransform:
+        return cls(d_model, activation, bias)
 
     @torch.no_grad()
     def reset_own_parameters(self) -> None:

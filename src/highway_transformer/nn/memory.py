@@ -5,21 +5,18 @@ is the last ``mem_len`` hidden states that entered it, kept without gradient.
 
 How much memory is kept and how it is attended to are run-time settings, passed to the
 model's ``forward`` as a :class:`MemoryPolicy` value (training and evaluation differ: HT A.3
-evaluates with a longer memory, clamped distances and ``same_length``).
+evaluates with a longer memory, clamped distances and ``same_length``); a config's policies
+come from :func:`highway_transformer.models.families.memory_policy`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
 
 from ..errors import ConfigError
-
-if TYPE_CHECKING:
-    from ..config import MemoryConfig
 
 
 @dataclass(frozen=True)
@@ -46,24 +43,6 @@ class MemoryPolicy:
                 raise ConfigError(f"memory policy {name} must be an integer, got {value!r}")
         if self.mem_len < 0:
             raise ConfigError(f"memory policy mem_len must be >= 0, got {self.mem_len}")
-
-    @classmethod
-    def training(cls, config: MemoryConfig) -> MemoryPolicy:
-        """The training settings of ``model.memory``."""
-        return cls(config.mem_len, config.clamp_len, config.same_length)
-
-    @classmethod
-    def evaluation(cls, config: MemoryConfig) -> MemoryPolicy:
-        """The evaluation settings of ``model.memory`` (each ``eval_*`` unset: as training)."""
-
-        def pick(train: object, evaluation: object) -> object:
-            return train if evaluation is None else evaluation
-
-        return cls(
-            pick(config.mem_len, config.eval_mem_len),  # type: ignore[arg-type]
-            pick(config.clamp_len, config.eval_clamp_len),  # type: ignore[arg-type]
-            pick(config.same_length, config.eval_same_length),  # type: ignore[arg-type]
-        )
 
 
 def update_memory(

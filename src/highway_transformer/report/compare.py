@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import DataError
-from ..train.runfolder import read_metrics
+from ..storage.runfolder import read_metrics
 from .convergence import best_value, curve, steps_to_reach
 
 LN2 = math.log(2)

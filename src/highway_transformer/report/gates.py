@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import CheckpointError
-from ..train import runfolder
+from ..storage import runfolder
 
 _NAME = re.compile(r"^layer(\d+)\.(\w+)$")
 
@@ -19,7 +19,7 @@ def load_gate_biases(run_dir: str | Path) -> dict[str, np.ndarray]:
 
     Raises CheckpointError when neither holds them.
     """
-    from ..train.checkpoint import load_pretrained
+    from ..api import load_pretrained  # torch: only where results.json lacks them
 
     results = runfolder.read_results(run_dir)
     recorded = results.get("gate_biases") if isinstance(results, dict) else None

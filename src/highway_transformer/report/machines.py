@@ -1,7 +1,7 @@
 """Which machines a report's runs trained on: their seconds compare only within one kind.
 
 A run records every uninterrupted stretch of its training with the machine it ran on
-(``results.json["stretches"]``, from :func:`highway_transformer.hardware.run_metadata`). A
+(``results.json["stretches"]``, from :func:`highway_transformer.runtime.hardware.run_metadata`). A
 table trained over several sessions can mix machines (one row on an AVX2 CPU, the next on an
 AVX512 one, 1.6x faster per step; a stretch with two threads beside other runs), and then a
 row's seconds measure the machine as much as the model. The report compares training time
@@ -14,21 +14,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-#: Stretch facts that say where or when a stretch ran, not how fast: not part of a machine.
-PLACE_AND_TIME = frozenset({"from_step", "to_step", "seconds", "host", "recorded"})
+from ..runtime.machine import Machine, machine_of
+
 NOT_RECORDED = "not recorded"
 #: Groups of more runs than this are counted, not named, in the report's warning.
 NAMED_RUNS = 4
-
-Machine = tuple[tuple[str, str], ...]  # (fact, value) pairs, sorted; () when not recorded
-
-
-def machine_of(facts: dict[str, Any]) -> Machine:
-    """A machine as every fact that decides speed (device, CPU, instruction set, threads,
-    precision, torch), in a fixed order."""
-    if facts.get("recorded") is False:
-        return ()
-    return tuple(sorted((k, str(v)) for k, v in facts.items() if k not in PLACE_AND_TIME))
 
 
 def run_machines(results: dict[str, Any] | None) -> set[Machine]:

@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import CheckpointError, ConfigError, HighwayError
-from ..folders import make_folder
+from ..files import make_folder
 from .annealing import before_annealing
 from .figures import plot_convergence, plot_gate_heatmaps, plot_pca
 from .gates import bias_matrices, load_gate_biases, pca_embedding, split_name
@@ -241,8 +241,9 @@ def trivial_baselines(run: RunRecord, data_path: str | None = None) -> dict[str,
     """The losses of the task's trivial models (``Task.baselines``) on the data ``run`` was
     trained on: ``{"models": {model: {split: {metric: value}}}}``, or ``{"not_computed":
     reason}`` when the data cannot be read."""
-    from ..config import Config, build_config
+    from ..config import Config
     from ..tasks import task_baselines
+    from ..validation import build_config
 
     overrides = [f"data.path={data_path}"] if data_path else []
     try:

@@ -18,15 +18,13 @@ from typing import Any
 
 import yaml
 
-from ..config import read_text
 from ..errors import ConfigError
-from ..train import runfolder
+from ..files import read_text
+from ..storage import runfolder
 from .annealing import rate_changes
 
-EXPERIMENT_FILE = "experiment.json"
-
-
-PROTOCOL_FILE = "protocol_eval.json"
+EXPERIMENT_FILE = runfolder.EXPERIMENT_FILE
+PROTOCOL_FILE = runfolder.PROTOCOL_FILE
 
 
 @dataclass

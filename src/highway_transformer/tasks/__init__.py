@@ -52,10 +52,9 @@ def task_baselines(config: Config) -> dict[str, dict[str, dict[str, float]]]:
 
 
 def build_task_model(config: Config) -> nn.Module:
-    """The model of ``config.task.name`` (no data needed): for loading a checkpoint."""
-    cls = task_class(config.task.name)
-    cls.check_config(config)
-    return cls.build_model(config)
+    """The model of ``config.task.name`` (no data needed) from a validated config: for loading
+    a checkpoint."""
+    return task_class(config.task.name).build_model(config)
 
 
 __all__ = [

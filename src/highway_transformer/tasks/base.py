@@ -1,6 +1,6 @@
 """The task interface: a task owns its data, its model, its loss and its metrics.
 
-One :class:`~highway_transformer.train.trainer.Trainer` runs every task through this
+One :class:`~highway_transformer.training.trainer.Trainer` runs every task through this
 interface (the shape of fairseq's ``FairseqTask``): it asks the task for training batches,
 the loss of a batch as ``(sum, count)`` (so means stay exact across batches and processes),
 named metrics of a split, and the state to checkpoint so that a resumed run continues
@@ -20,7 +20,7 @@ from torch import Tensor, nn
 
 from ..config import Config
 from ..errors import ConfigError, DataError
-from ..train.distributed import World, shard_batch
+from ..runtime.world import World, shard_batch
 
 Batch = Any
 #: A task's carried state: JSON-able values and tensors (the checkpoint stores them apart).
@@ -45,12 +45,12 @@ class Task(ABC):
     metrics: ClassVar[dict[str, str]] = {"loss": "lower"}
     #: The metric that tables report for this task.
     headline: ClassVar[str] = "loss"
-    #: Whether the task's model carries Transformer-XL segment memory between batches.
+    #: Whether the task's model carries Transformer-XL segment memory between batches
+    #: (validation refuses memory settings for the tasks without it).
     supports_memory: ClassVar[bool] = False
 
     def __init__(self, config: Config, device: torch.device) -> None:
-        self.check_config(config)
-        self.config = config
+        self.config = config  # validated by the caller (highway_transformer.validation)
         self.device = device
         self.generator = torch.Generator().manual_seed(config.train.seed)
         self.world = World(device=device)
@@ -62,17 +62,6 @@ class Task(ABC):
         return cls(config, device)
 
     # ------------------------------------------------------------------ model
-
-    @classmethod
-    def check_config(cls, config: Config) -> None:
-        """Refuse model settings this task cannot use (one line saying what to change)."""
-        memory = config.model.memory
-        if not cls.supports_memory and (memory.mem_len or memory.eval_mem_len):
-            raise ConfigError(
-                f"task.name={cls.name} has no segment memory but model.memory.mem_len="
-                f"{memory.mem_len} (eval_mem_len={memory.eval_mem_len}); set them to 0 or train "
-                "task.name=lm"
-            )
 
     @staticmethod
     @abstractmethod

@@ -21,16 +21,15 @@ from ..config import Config
 from ..data.baselines import corpus_baselines
 from ..data.batching import train_rows, window_bounds
 from ..data.corpora import Corpus, load_corpus
-from ..data.vocab import Vocabulary
+from ..data.vocab import Vocabulary, read_vocab
 from ..errors import CheckpointError, ConfigError
-from ..evaluate import evaluate
-from ..models.builders import uses_memory
-from ..models.lm import LanguageModel, build_model
-from ..resources import check_resources
-from ..train.distributed import World
+from ..models.families import uses_memory
+from ..models.lm import LanguageModel
+from ..models.resources import check_resources
+from ..runtime.world import World
+from ..storage.folder import VOCAB_FILE
 from .base import Batch, Task, TaskState
-
-VOCAB_FILE = "vocab.json"
+from .lm_eval import evaluate
 
 
 class LMTask(Task):
@@ -42,15 +41,16 @@ class LMTask(Task):
     supports_memory = True
 
     def __init__(self, config: Config, device: torch.device, corpus: Corpus | None = None) -> None:
-        super().__init__(config, device)
         self.corpus = corpus if corpus is not None else load_corpus(config.data, download=True)
-        if not config.model.vocab_size:
-            config.model.vocab_size = len(self.corpus.vocab)
-        elif config.model.vocab_size != len(self.corpus.vocab):
+        size = len(self.corpus.vocab)
+        if not config.model.vocab_size:  # a copy: the caller's validated config stays as it is
+            config = config.replace(**{"model.vocab_size": size})
+        elif config.model.vocab_size != size:
             raise ConfigError(
                 f"model.vocab_size={config.model.vocab_size} but the corpus has "
-                f"{len(self.corpus.vocab)} symbols; leave vocab_size at 0 to take it from the data"
+                f"{size} symbols; leave vocab_size at 0 to take it from the data"
             )
+        super().__init__(config, device)
         # impossible sizes fail here, in seconds, with the estimate in the message
         check_resources(config, self.corpus.train.numel(), device)
         self.position = 0  # windows drawn so far
@@ -77,9 +77,7 @@ class LMTask(Task):
 
     @classmethod
     def for_checkpoint(cls, config: Config, device: torch.device, folder: Path) -> LMTask:
-        from ..train.checkpoint import read_vocab  # verified against the manifest
-
-        vocab = read_vocab(folder)
+        vocab = read_vocab(folder)  # verified against the manifest
         return cls(config, device, load_corpus(config.data, vocab=vocab, download=False))
 
     @property
@@ -88,7 +86,7 @@ class LMTask(Task):
 
     @staticmethod
     def build_model(config: Config) -> nn.Module:
-        return build_model(config.model)
+        return LanguageModel(config.model)
 
     def train_batches(self) -> Iterator[Batch]:
         """This rank's micro-batches of each window, ``train.accumulate`` per window."""
@@ -107,14 +105,13 @@ class LMTask(Task):
         return self.train_batches()  # the layout holds this rank's rows only
 
     def loss(self, model: nn.Module, batch: Batch) -> tuple[Tensor, int]:
-        x, y, loss_start, k = batch
+        x, y, _, k = batch
         # a cached corpus holds uint16/uint32 ids: this window becomes int64 on the host
         # (no-op for int64), where every torch build converts unsigned types
         x = x.long().to(self.device, non_blocking=True)
-        y = y.long().to(self.device, non_blocking=True)
-        hidden, self.memory[k] = model(x, memory=self.memory[k])
-        nll = model.token_nll(hidden[:, loss_start:], y)
-        return nll.sum(), y.numel()  # training rows are never padded: no device sync to count
+        y = y.long().to(self.device, non_blocking=True)  # the targets of the last positions
+        loss, _, self.memory[k] = model(x, memory=self.memory[k], targets=y, reduction="sum")
+        return loss, y.numel()  # training rows are never padded: no device sync to count
 
     def evaluate(self, model: nn.Module, split: str, quick: bool = False) -> dict[str, float]:
         assert isinstance(model, LanguageModel)
@@ -168,9 +165,7 @@ class LMTask(Task):
         self.vocab.save(folder / VOCAB_FILE)
 
     def check_checkpoint(self, folder: Path) -> None:
-        from ..train.checkpoint import read_vocab  # verified against the manifest
-
-        saved = read_vocab(folder)
+        saved = read_vocab(folder)  # verified against the manifest
         if saved != self.vocab:
             raise CheckpointError(
                 f"the checkpoint in {folder.parent} was trained with another vocabulary "

@@ -82,8 +82,7 @@ class Seq2SeqTask(Task):
 
     def loss(self, model: nn.Module, batch: Batch) -> tuple[Tensor, int]:
         src, tgt_in, tgt_out = (batch[k].to(self.device) for k in ("src", "tgt_in", "tgt_out"))
-        nll = model.token_nll(model(src, tgt_in), tgt_out)
-        return nll.sum(), int((tgt_out != s2s.PAD_ID).sum())
+        return model(src, tgt_in, targets=tgt_out), int((tgt_out != s2s.PAD_ID).sum())
 
     @torch.no_grad()
     def evaluate(self, model: nn.Module, split: str, quick: bool = False) -> dict[str, float]:
@@ -96,7 +95,7 @@ class Seq2SeqTask(Task):
                 _trim(data[k][rows].to(self.device)) for k in ("src", "tgt_in", "tgt_out")
             )
             real = int((tgt_out != s2s.PAD_ID).sum())
-            total += float(model.token_nll(model(src, tgt_in), tgt_out).sum())
+            total += float(model(src, tgt_in, targets=tgt_out))
             count += real
             pred = model.decode_batch(src, beam_size=beam)
             token_hits += s2s.token_accuracy(pred, tgt_out) * real

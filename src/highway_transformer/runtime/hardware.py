@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 #: /proc/cpuinfo flags that give native (hardware) support of a reduced precision.
 NATIVE_FLAGS = {
@@ -119,3 +119,4 @@ def run_metadata(device: torch.device | str, precision: str) -> dict[str, object
     """What a training run records about where it ran (``results.json``): :func:`describe`
     plus the precision and the host name."""
     return {**describe(device), "precision": precision, "host": platform.node()}
+

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..extras import import_extra
-from . import runfolder
+from ..storage import runfolder
 
 Record = dict[str, Any]
 

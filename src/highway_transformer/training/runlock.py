@@ -19,21 +19,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ..errors import ConfigError, RunFolderBusy
-from ..folders import make_folder
-from . import checkpoint as ckpt
-
-LOCK_FILE = "run.lock"
-#: What a run writes into its folder; any of them means the folder holds a run. (A
-#: ``*.tmp`` checkpoint is an unfinished write, replaced by the next save: not a record.)
-RUN_RECORDS = (
-    "metrics.jsonl",
-    "metrics.csv",
-    "results.json",
-    "checkpoint",
-    "checkpoint.old",
-    "best",
-    "best.old",
-)
+from ..files import make_folder
+from ..storage.folder import recover
+from ..storage.runfolder import BEST_DIR, CHECKPOINT_DIR, LOCK_FILE, RUN_RECORDS
 
 
 @contextmanager
@@ -139,11 +127,11 @@ def _take_over_if_stale(lock: Path, log: Callable[[str], None]) -> None:
 
 
 def _check_contents(out: Path, resume: bool, overwrite: bool) -> None:
-    for name in ("checkpoint", "best"):
-        ckpt.recover(out / name)  # a swap cut between its renames: put the checkpoint back
+    for name in (CHECKPOINT_DIR, BEST_DIR):
+        recover(out / name)  # a swap cut between its renames: put the checkpoint back
     found = [name for name in RUN_RECORDS if (out / name).exists()]
     if resume:
-        if not (out / "checkpoint").is_dir():
+        if not (out / CHECKPOINT_DIR).is_dir():
             raise ConfigError(
                 f"--resume: {out} holds no checkpoint to continue; drop --resume to start a "
                 "new run" + (" (add --overwrite to replace its records)" if found else "")

@@ -13,17 +13,20 @@ batch), beam search (caches reordered with the beams) and stop strings.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
 
-from .data.subword import SubwordVocabulary
-from .data.vocab import Vocabulary
-from .errors import ConfigError, DataError
-from .models.lm import LanguageModel
-from .nn.memory import MemoryPolicy
+from ..data.vocab import SubwordVocabulary, Vocabulary
+from ..errors import ConfigError, DataError
+from .families import memory_policy
+
+if TYPE_CHECKING:  # the model calls this module (LanguageModel.generate), never the reverse
+    from .lm import LanguageModel
 
 
 def spells_spaces(vocab: Vocabulary) -> bool:
@@ -105,10 +108,13 @@ class Stepper:
         self.state = model.new_state() if use_cache and model.supports_cache else None
         self.context = ids
         self.pending = ids
-        self.policy = None
-        if model.uses_memory:
-            evaluation = MemoryPolicy.evaluation(model.config.memory)
-            self.policy = MemoryPolicy(total_len, evaluation.clamp_len, False)
+        # XL: the evaluation clamp, with memory for the whole context and no same_length window
+        evaluation = memory_policy(model.config, evaluation=True)
+        self.policy = (
+            None
+            if evaluation is None
+            else dataclasses.replace(evaluation, mem_len=total_len, same_length=False)
+        )
 
     def logits(self) -> Tensor:
         """``[B, V]`` scores of the next token of every row."""

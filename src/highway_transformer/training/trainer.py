@@ -1,47 +1,42 @@
 """The one training loop: any task, schedules, clipping, precision, evaluation, checkpoints.
 
 The :class:`Trainer` asks its :class:`~highway_transformer.tasks.Task` for batches, the loss
-of a batch and the metrics of a split; everything else is here: optimiser and schedule,
+of a batch (the task calls the model's ``forward`` only: targets in, loss out) and the metrics
+of a split; everything else is here: optimiser and schedule,
 gradient clipping, fp16 loss scaling / bf16 autocast, periodic evaluation with best-weights
 tracking, divergence stop, metrics writers and atomic, exactly resumable checkpoints. The
-run-folder layout is :mod:`~highway_transformer.train.runfolder`'s.
+run-folder layout is :mod:`~highway_transformer.storage.runfolder`'s.
 """
 
 from __future__ import annotations
 
 import contextlib
 import math
-import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 from torch import nn
 
-from ..config import Config, TrainConfig, save_config
+from ..config import Config, save_config
 from ..errors import CheckpointError, ConfigError, TrainingDiverged
-from ..evaluate import autocast_context
-from ..hardware import check_precision, run_metadata
+from ..runtime.device import autocast_context
+from ..runtime.hardware import run_metadata
+from ..runtime.strategies import strategy
+from ..runtime.world import check_divisible, close_world, is_main_process, seed_rank, setup_world
+from ..storage import runfolder
+from ..storage.folder import CONFIG_FILE, MODEL_FILE, resolve
 from ..tasks import Task, task_class
+from ..validation import checkpoint_config, validate
 from . import checkpoint as ckpt
-from . import runfolder
 from .accumulation import accumulate_gradients
-from .distributed import (
-    World,
-    check_divisible,
-    close_world,
-    init_world,
-    is_main_process,
-    seed_rank,
-)
+from .divergence import check_finite_loss, diverged
 from .optim import LRSchedule, build_optimizer, set_lr
 from .runlock import own_run_folder
 from .stopping import StopRequests, interrupted, signal_name
-from .strategies import strategy
 from .writers import (
     CsvWriter,
     JsonlWriter,
@@ -52,50 +47,6 @@ from .writers import (
     WandbWriter,
     check_sinks,
 )
-
-
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        if torch.cuda.is_available():
-            return torch.device("cuda")
-        if getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
-            return torch.device("mps")
-        return torch.device("cpu")
-    try:
-        device = torch.device(name)
-    except RuntimeError:
-        raise ConfigError(f"unknown device {name!r}; use auto, cpu, cuda, cuda:N or mps") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ConfigError("train.device=cuda but no CUDA device is available; use device=auto")
-    return device
-
-
-def seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed % 2**32)
-    torch.manual_seed(seed)
-
-
-def setup_runtime(train: TrainConfig) -> torch.device:
-    """Apply ``train.threads``, pick the device, refuse emulated reduced precision and seed
-    every generator; return the device."""
-    if train.threads:
-        torch.set_num_threads(train.threads)
-    device = resolve_device(train.device)
-    check_precision(device, train.precision)
-    seed_everything(train.seed)
-    return device
-
-
-def setup_world(train: TrainConfig) -> World:
-    """:func:`setup_runtime`, then join the process group when torchrun started several."""
-    world = init_world(train, setup_runtime(train))
-    if train.pin_memory and world.device.type != "cuda":
-        raise ConfigError(
-            f"train.pin_memory speeds up copies to a CUDA device; this run is on "
-            f"{world.device.type}: leave it off"
-        )
-    return world
 
 
 def global_rows(config: Config) -> int:
@@ -168,8 +119,8 @@ class Trainer:
     ) -> None:
         """``task``: a task already built from ``config`` (default: ``config.task.name``'s);
         ``writers``: metrics sinks beside the run folder's own (JSONL, CSV, TensorBoard,
-        W&B)."""
-        self.config = config.validate()
+        W&B). The config is validated here, once."""
+        config = validate(config)
         self.out_dir = Path(out_dir)
         t = config.train
         check_sinks(t.tensorboard, t.wandb_project)
@@ -184,6 +135,8 @@ class Trainer:
                 f"{self.world.size} processes no evaluation rows; use at least {self.world.size}"
             )
         self.task = task if task is not None else task_class(config.task.name)(config, self.device)
+        # the task's copy of the config, completed from its data (the LM's vocabulary size)
+        self.config = config = self.task.config
         self.task.shard(self.world)
         self.model = self.task.build_model(config).to(self.device)
         seed_rank(self.world, t.seed)
@@ -202,10 +155,10 @@ class Trainer:
     def resume(self) -> bool:
         """Continue from ``out_dir/checkpoint`` if it exists; return whether it did."""
         try:
-            folder = ckpt.resolve(self.out_dir / runfolder.CHECKPOINT_DIR)
+            folder = resolve(self.out_dir / runfolder.CHECKPOINT_DIR)
         except CheckpointError:
             return False
-        self._check_compatible(ckpt.read_config(folder), folder)
+        self._check_compatible(checkpoint_config(folder), folder)
         self.strategy.load_weights(self.model, folder, self._build)
         saved = ckpt.load_trainer_state(folder)
         ckpt.restore_optimizer(
@@ -285,7 +238,7 @@ class Trainer:
         """Evaluate the best (or with ``train.final_weights=last`` the last) weights on valid
         and test; write ``results.json``."""
         best = self.out_dir / runfolder.BEST_DIR
-        if self.config.train.final_weights == "best" and (best / ckpt.MODEL_FILE).is_file():
+        if self.config.train.final_weights == "best" and (best / MODEL_FILE).is_file():
             self.strategy.load_weights(self.model, best, self._build)
         s = self.state
         s.close_stretch()
@@ -442,16 +395,12 @@ class Trainer:
             raise TrainingDiverged(self._divergence_message(value))
 
     def _divergence_message(self, value: float) -> str:
-        step = self.state.step + 1
         folder = self.out_dir / runfolder.CHECKPOINT_DIR
-        if (folder / ckpt.CONFIG_FILE).is_file():
+        if (folder / CONFIG_FILE).is_file():
             kept = f"the last good checkpoint in {folder} is intact"
         else:
             kept = "no checkpoint was written before it"
-        return (
-            f"the training loss became {value} at step {step}; training stopped and {kept} "
-            "(lower train.lr, set train.clip, or use precision=fp32)"
-        )
+        return diverged(f"the training loss became {value}", self.state.step + 1, kept)
 
     def _periodic_evaluation(self) -> None:
         metrics = self.evaluate("valid", quick=True)
@@ -460,7 +409,7 @@ class Trainer:
         self._record("valid", metrics, lr=self.schedule.lr(self.state.step))
         if annealed:
             self.log(f"validation stalled: learning rate annealed at step {self.state.step}")
-        ckpt.check_finite_loss(loss, self.state.step)  # a diverged run never replaces one
+        check_finite_loss(loss, self.state.step)  # a diverged run never replaces one
         if loss < self.state.best_valid:  # the same on every rank
             self.state.best_valid, self.state.best_step = loss, self.state.step
             self._save_best()
@@ -553,7 +502,8 @@ def train(
 ) -> dict:
     """Train ``config`` (its ``task.name``) into ``out_dir``, owning the folder (see
     :mod:`.runlock`; the main process holds the lock): resume its checkpoint if asked; a fresh
-    run replaces earlier records only with ``overwrite``."""
+    run replaces earlier records only with ``overwrite``. The :class:`Trainer` validates
+    ``config``."""
     owner = own_run_folder(out_dir, resume, overwrite, kwargs.get("log"))
     with owner if is_main_process() else contextlib.nullcontext():
         trainer = Trainer(config, out_dir, **kwargs)

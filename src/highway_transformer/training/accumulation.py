@@ -14,7 +14,7 @@ from contextlib import AbstractContextManager, nullcontext
 
 from torch import Tensor, nn
 
-from .distributed import World
+from ..runtime.world import World
 
 #: A micro-batch's forward pass: ``(summed loss, number of items it sums over)``.
 MicroBatch = Callable[[], tuple[Tensor, int]]

@@ -7,17 +7,18 @@ Every target token of a split is counted exactly once (see
 from __future__ import annotations
 
 import math
-from contextlib import nullcontext
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
-from .config import DataConfig
-from .data.batching import IGNORE, eval_rows, windows
-from .models.lm import LanguageModel
-from .nn.memory import MemoryPolicy
-from .train.distributed import World
+from ..config import DataConfig
+from ..data.batching import IGNORE, eval_rows, windows
+from ..models.families import memory_policy
+from ..models.lm import LanguageModel
+from ..nn.memory import MemoryPolicy
+from ..runtime.device import autocast_context
+from ..runtime.world import World
 
 
 @dataclass
@@ -41,17 +42,6 @@ class EvalResult:
             f"{prefix}ppl": self.perplexity,
             f"{prefix}tokens": self.tokens,
         }
-
-
-#: The autocast dtype of each reduced ``train.precision`` (fp32 runs without autocast).
-AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
-
-
-def autocast_context(device: torch.device, precision: str):
-    """``torch.autocast`` for bf16/fp16, a no-op for fp32."""
-    if precision == "fp32":
-        return nullcontext()
-    return torch.autocast(device_type=device.type, dtype=AUTOCAST_DTYPES[precision])
 
 
 @torch.no_grad()
@@ -81,8 +71,8 @@ def evaluate(
     inputs, targets = eval_rows(ids, data.eval_batch_size)
     mine = world.uneven_rows(inputs.shape[0])
     inputs, targets = inputs[mine], targets[mine]
-    if model.uses_memory and policy is None:
-        policy = MemoryPolicy.evaluation(model.config.memory)
+    if policy is None:
+        policy = memory_policy(model.config, evaluation=True)
     was_training = model.training
     model.eval()
     total, count, memory = 0.0, 0, None
@@ -93,6 +83,7 @@ def evaluate(
             y = window.targets[:, window.loss_start :].to(device)
             with autocast_context(device, precision):
                 hidden, memory = model(x, memory=memory, policy=policy)
+            # the output layer outside autocast: evaluation scores fp32 logits
             nll = model.token_nll(hidden[:, window.loss_start :], y)
             total += float(nll.double().sum())  # float64: sums independent of the sharding
             count += int((y != IGNORE).sum())

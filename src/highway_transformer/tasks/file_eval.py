@@ -15,14 +15,14 @@ from pathlib import Path
 
 import torch
 
-from .config import Config
-from .data.corpora import encode_bytes, line_tokens
-from .data.vocab import Vocabulary
-from .errors import DataError
-from .evaluate import EvalResult, evaluate
-from .generate import spells_spaces
-from .models.lm import LanguageModel
-from .nn.memory import MemoryPolicy
+from ..config import Config
+from ..data.encoding import encode_bytes, line_tokens
+from ..data.vocab import Vocabulary
+from ..errors import DataError
+from ..models.families import memory_policy
+from ..models.generation import spells_spaces
+from ..models.lm import LanguageModel
+from .lm_eval import EvalResult, evaluate
 
 
 @dataclass
@@ -91,6 +91,6 @@ def evaluate_file(
     ids, symbols, oov = encode_file(path, vocab)
     if ids.numel() < 2:
         raise DataError(f"{path} is too short to score: it needs at least 2 symbols")
-    policy = MemoryPolicy.evaluation(config.model.memory) if model.uses_memory else None
+    policy = memory_policy(config.model, evaluation=True)
     result = evaluate(model, ids, config.data, device, config.train.precision, policy=policy)
     return FileScore(result, symbols, oov)

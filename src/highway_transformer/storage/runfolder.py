@@ -2,13 +2,20 @@
 
 ::
 
-    config.yaml      the full configuration of the run
-    metrics.jsonl    one record per log step or evaluation (written live)
-    metrics.csv      the same records as a table (written live)
-    checkpoint/      the last resumable state (weights, optimizer, RNG, task state)
-    best/            the weights with the best validation loss
-    results.json     valid/test metrics of the best weights, run metadata, wall time
-    tensorboard/     TensorBoard events (with train.tensorboard=true)
+    config.yaml         the full configuration of the run
+    metrics.jsonl       one record per log step or evaluation (written live)
+    metrics.csv         the same records as a table (written live)
+    checkpoint/         the last resumable state (weights, optimizer, RNG, task state)
+    best/               the weights with the best validation loss
+    results.json        valid/test metrics of the best weights, run metadata, wall time
+    tensorboard/        TensorBoard events (with train.tensorboard=true)
+    run.lock            the process training in the folder now (PID, host, start)
+    experiment.json     a row of a paper table: what it reproduces (``highway run``)
+    protocol_eval.json  that row's validation measured the paper's way (HT Table 5)
+    train.log           the output of a row trained as a separate process
+
+Every file name of a run folder is declared here, once; a checkpoint folder's are in
+:mod:`~highway_transformer.storage.folder`.
 """
 
 from __future__ import annotations
@@ -29,6 +36,23 @@ RESULTS_FILE = "results.json"
 CHECKPOINT_DIR = "checkpoint"
 BEST_DIR = "best"
 TENSORBOARD_DIR = "tensorboard"
+LOCK_FILE = "run.lock"
+EXPERIMENT_FILE = "experiment.json"
+PROTOCOL_FILE = "protocol_eval.json"
+LOG_FILE = "train.log"
+
+#: What a run writes into its folder; any of them means the folder holds a run. (A
+#: ``*.tmp`` checkpoint is an unfinished write, replaced by the next save: not a record;
+#: ``*.old`` is a checkpoint whose swap was cut between its renames.)
+RUN_RECORDS = (
+    METRICS_FILE,
+    METRICS_CSV,
+    RESULTS_FILE,
+    CHECKPOINT_DIR,
+    f"{CHECKPOINT_DIR}.old",
+    BEST_DIR,
+    f"{BEST_DIR}.old",
+)
 
 
 def flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:

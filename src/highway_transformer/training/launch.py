@@ -10,7 +10,7 @@ import logging
 from collections.abc import Sequence
 
 from ..errors import ConfigError
-from .distributed import DistributedError
+from ..runtime.world import DistributedError
 from .stopping import interrupted
 
 #: How long torch's launcher waits for stopped ranks before killing them (its default).

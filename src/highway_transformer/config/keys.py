@@ -1,6 +1,6 @@
 """Every config key with its default and meaning (``highway config``).
 
-The meaning of a key is the comment on its field in :mod:`highway_transformer.config`
+The meaning of a key is the comment on its field in :mod:`highway_transformer.config.schema`
 (one source of truth); the fields whose names say too little there get a line here.
 """
 
@@ -12,9 +12,11 @@ from dataclasses import MISSING, Field, fields, is_dataclass
 from functools import cache
 from typing import Any
 
-from . import config as config_module
+from ..errors import ConfigError
+from .schema import Config
 
-#: What a field is, where its comment in config.py only explains special values (or is absent).
+#: What a field is, where its comment in config/schema.py only explains special values (or
+#: is absent).
 MEANINGS = {
     "model.family": "transformer | rtransformer | xl",
     "model.vocab_size": "symbols in the vocabulary",
@@ -82,7 +84,7 @@ def _default(f: Field) -> Any:
     return None  # pragma: no cover - every config field has a default
 
 
-def config_keys(cls: type = config_module.Config, prefix: str = "") -> list[tuple[str, Any, str]]:
+def config_keys(cls: type = Config, prefix: str = "") -> list[tuple[str, Any, str]]:
     """``(dotted key, default, meaning)`` for every leaf field of ``cls``, in field order."""
     out: list[tuple[str, Any, str]] = []
     comments = _field_comments(cls)
@@ -102,7 +104,7 @@ def format_keys(section: str | None = None) -> str:
     rows = [r for r in config_keys() if section is None or r[0].startswith(f"{section}.")]
     if not rows:
         sections = sorted({k.split(".")[0] for k, _, _ in config_keys() if "." in k})
-        raise config_module.ConfigError(
+        raise ConfigError(
             f"no config section {section!r}; choose one of: {', '.join(sections)}"
         )
     width = max(len(k) for k, _, _ in rows)

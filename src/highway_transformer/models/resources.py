@@ -15,8 +15,10 @@ from dataclasses import dataclass
 
 import torch
 
-from .config import Config
-from .errors import ConfigError
+from ..config import Config
+from ..errors import ConfigError
+from .families import block_layout, uses_memory
+from .lm import LanguageModel
 
 GiB = 1024**3
 #: Optimizer state in parameter-sized copies (SGD keeps a momentum buffer only if asked).
@@ -47,10 +49,8 @@ class MemoryEstimate:
 
 def count_parameters(config: Config) -> int:
     """Parameters of the configured language model, built on the meta device (no memory)."""
-    from .models.lm import build_model
-
     with torch.device("meta"):
-        model = build_model(config.model)
+        model = LanguageModel(config.model)
     unique = {id(p): p.numel() for p in model.parameters()}  # tied weights once
     return sum(unique.values())
 
@@ -59,12 +59,12 @@ def _activation_bytes(config: Config, rows: int, length: int) -> int:
     m = config.model
     itemsize = 4 if config.train.precision == "fp32" else 2
     tokens = rows * length
-    keys = length + (m.memory.mem_len if m.family == "xl" else 0)
+    keys = length + (m.memory.mem_len if uses_memory(m) else 0)
     inner = m.n_heads * m.head_dim
     per_layer = tokens * (6 * m.d_model + 3 * inner + 2 * m.d_inner)  # norms, qkv, ffn, residual
     per_layer += 2 * rows * m.n_heads * length * keys  # attention scores and their softmax
-    if m.family == "rtransformer":
-        per_layer += tokens * m.local_rnn.window * m.d_model * m.local_rnn.per_block
+    local_rnns = block_layout(m).count("rnn")  # each keeps its windows of k inputs
+    per_layer += tokens * m.local_rnn.window * m.d_model * local_rnns
     logits = 2 * tokens * max(m.vocab_size, 1)  # logits and their log-softmax
     return itemsize * (m.n_layers * per_layer + logits + 2 * tokens * m.d_model)
 

@@ -17,6 +17,7 @@ from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
 from ..errors import CheckpointError
+from .folder import MODEL_FILE, resolve, verify
 
 
 def _owns_storage(tensor: Tensor) -> bool:
@@ -76,6 +77,12 @@ def load_weights_checked(model: nn.Module, path: Path) -> None:
             f"weights in {path} do not fit the model (missing {sorted(missing)[:3]}, "
             f"unexpected {sorted(unexpected)[:3]})"
         )
+
+
+def load_weights(model: nn.Module, folder: str | Path) -> None:
+    """The weights of a checkpoint or pretrained folder into ``model``, verified against the
+    folder's manifest and required to fill the model exactly."""
+    load_weights_checked(model, verify(resolve(folder), MODEL_FILE))
 
 
 def _one_line(exc: Exception) -> str:

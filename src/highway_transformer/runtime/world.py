@@ -22,6 +22,7 @@ from torch import Tensor
 
 from ..config import TrainConfig
 from ..errors import ConfigError, HighwayError
+from .device import seed_everything, setup_runtime
 
 #: Seed offset between ranks' dropout streams (a large prime keeps them apart).
 RANK_SEED_STRIDE = 1_000_003
@@ -181,8 +182,6 @@ def seed_rank(world: World, seed: int, step: int = 0) -> None:
     ``step`` separates the streams of a resumed run.
     """
     if world.rank > 0:
-        from .trainer import seed_everything
-
         seed_everything(seed + RANK_SEED_STRIDE * world.rank + step)
 
 
@@ -197,6 +196,18 @@ def shard_batch(batch: Any, world: World) -> Any:
     if isinstance(batch, tuple | list):
         return type(batch)(shard_batch(v, world) for v in batch)
     raise ConfigError(f"cannot split a batch of type {type(batch).__name__} across processes")
+
+
+def setup_world(train: TrainConfig) -> World:
+    """:func:`~.device.setup_runtime`, then join the process group when torchrun started
+    several processes."""
+    world = init_world(train, setup_runtime(train))
+    if train.pin_memory and world.device.type != "cuda":
+        raise ConfigError(
+            f"train.pin_memory speeds up copies to a CUDA device; this run is on "
+            f"{world.device.type}: leave it off"
+        )
+    return world
 
 
 def close_world(world: World) -> None:

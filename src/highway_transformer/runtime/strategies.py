@@ -1,5 +1,8 @@
 """How several processes hold the model: replicated (DDP) or sharded (FSDP), one registry.
 
+The training step calls the wrapped model's ``forward`` only (a task passes its targets and
+gets its loss back), so the wrappers are PyTorch's own, unchanged.
+
 ``train.strategy=ddp`` (default): every rank holds the whole model and optimizer,
 gradients are all-reduced. ``train.strategy=fsdp``: parameters, gradients and optimizer
 state are sharded across ranks with ``fully_shard`` (each block, then the whole model), for
@@ -20,26 +23,12 @@ import torch
 from torch import nn
 
 from ..errors import unknown_choice
-from . import checkpoint as ckpt
-from .distributed import World
+from ..storage.weights import load_weights
+from .world import World
 
 #: Builds a fresh single-process copy of the model (from the config alone).
 Build = Callable[[], nn.Module]
-
-
-class DataParallel(nn.parallel.DistributedDataParallel):
-    """DDP that also offers the model's own methods and attributes (``token_nll``,
-    ``uses_memory``).
-
-    Those run outside DDP's ``forward`` yet their parameters' gradients are still averaged:
-    DDP hooks every parameter's gradient, wherever it was used.
-    """
-
-    def __getattr__(self, name: str) -> Any:
-        try:
-            return super().__getattr__(name)
-        except AttributeError:
-            return getattr(self.module, name)
+DataParallel = nn.parallel.DistributedDataParallel
 
 
 class Replicated:
@@ -70,7 +59,7 @@ class Replicated:
         return model if world.is_main else None
 
     def load_weights(self, model: nn.Module, folder: Path, build: Build) -> None:
-        ckpt.load_weights(model, folder)
+        load_weights(model, folder)
 
     def optimizer_state(self, model: nn.Module, optimizer: torch.optim.Optimizer) -> dict:
         """The optimizer's full state in ``optimizer.state_dict()`` form (rank 0)."""
@@ -117,7 +106,7 @@ class Sharded(Replicated):
         from torch.distributed.checkpoint.state_dict import set_model_state_dict
 
         whole = build()
-        ckpt.load_weights(whole, folder)
+        load_weights(whole, folder)
         set_model_state_dict(model, whole.state_dict(), options=_full(offload=False))
 
     def optimizer_state(self, model: nn.Module, optimizer: torch.optim.Optimizer) -> dict:

@@ -1,0 +1,78 @@
+"""The checked entry points: a user's config or checkpoint comes in, is validated once
+(:mod:`highway_transformer.validation`), and is built with the layers below.
+
+* :func:`build_model`: a language model from a :class:`~highway_transformer.config.ModelConfig`;
+* :func:`load_pretrained`: the model, config and vocabulary of a checkpoint folder;
+* :func:`evaluate_checkpoint`: a checkpoint's metrics on the valid/test splits of its task.
+
+Training's entry points, :func:`~highway_transformer.training.trainer.train` and
+:class:`~highway_transformer.training.trainer.Trainer`, validate their config the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from .config import Config, ModelConfig, apply_overrides
+from .data.vocab import Vocabulary, read_vocab
+from .errors import CheckpointError, ConfigError
+from .models.lm import LanguageModel
+from .runtime.device import autocast_context
+from .storage.folder import VOCAB_FILE, resolve
+from .storage.weights import load_weights
+from .tasks import build_task_model, task_class
+from .validation import checkpoint_config, validate, validate_model
+
+#: The splits a checkpoint is evaluated on.
+SPLITS = ("valid", "test")
+
+
+def build_model(config: ModelConfig) -> LanguageModel:
+    """A language model of ``config`` (validated first: wrong types, ranges, unknown names and
+    settings that do not apply are one-line :class:`~highway_transformer.errors.ConfigError`)."""
+    return LanguageModel(validate_model(config))
+
+
+def load_pretrained(
+    folder: str | Path, device: str | torch.device = "cpu"
+) -> tuple[nn.Module, Config, Vocabulary | None]:
+    """``(model, config, vocab)`` from a checkpoint folder, in eval mode on ``device``; the
+    model is built by the task named in the config (``vocab`` is None for tasks without
+    one)."""
+    folder = resolve(folder)
+    config = checkpoint_config(folder)
+    vocab = read_vocab(folder) if (folder / VOCAB_FILE).is_file() else None
+    if vocab is not None and len(vocab) != config.model.vocab_size:
+        raise CheckpointError(
+            f"{folder / VOCAB_FILE} has {len(vocab)} symbols but the model was built for "
+            f"{config.model.vocab_size}; the vocabulary belongs to another run"
+        )
+    model = build_task_model(config)
+    load_weights(model, folder)
+    return model.to(device).eval(), config, vocab
+
+
+def evaluate_checkpoint(
+    folder: str | Path,
+    splits: Sequence[str] = SPLITS,
+    device: str | torch.device = "cpu",
+    overrides: Sequence[str] = (),
+) -> dict[str, dict[str, float]]:
+    """The task's metrics of a checkpoint (or run folder) on ``splits``; ``overrides`` are
+    ``KEY=VALUE`` settings applied before the data are loaded (``data.path=DIR``)."""
+    for split in splits:
+        if split not in SPLITS:
+            raise ConfigError(f"unknown split {split!r}; choose valid or test")
+    device = torch.device(device)
+    folder = resolve(folder)
+    config = validate(apply_overrides(checkpoint_config(folder), None, list(overrides)))
+    model = build_task_model(config)  # after the overrides: evaluation settings apply
+    load_weights(model, folder)
+    model.to(device).eval()
+    task = task_class(config.task.name).for_checkpoint(config, device, folder)
+    with torch.no_grad(), autocast_context(device, config.train.precision):
+        return {split: task.evaluate(model, split) for split in splits}

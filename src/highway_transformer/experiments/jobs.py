@@ -1,0 +1,166 @@
+"""Training rows as processes on this machine: ``highway run --jobs N`` keeps N going.
+
+Each row trains as ``python -m highway_transformer.cli train`` logging to ``train.log`` in its
+folder, resuming where it stopped; a row that finishes and needs its validation measured the
+paper's way (HT Table 5) gets that as its next job. A stop signal is passed on to the running
+rows, which checkpoint and exit.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..config import save_config
+from ..errors import ExperimentFailed, TrainingInterrupted
+from ..storage import runfolder
+from ..training.stopping import StopRequests, interrupted, stop_when_parent_dies
+from .plan import RunSpec, threads_per_job, write_experiment_file
+from .protocols import measured_line, needs_protocol, protocol_command
+
+
+def prepare(spec: RunSpec) -> bool:
+    """Write experiment.json; clear the leftovers of a run that died before its first
+    checkpoint. Returns whether the run resumes."""
+    write_experiment_file(spec)
+    if spec.interrupted:
+        return True
+    for name in (runfolder.METRICS_FILE, runfolder.METRICS_CSV):
+        (spec.run_dir / name).unlink(missing_ok=True)
+    shutil.rmtree(spec.run_dir / runfolder.BEST_DIR, ignore_errors=True)
+    return False
+
+
+def run_inline(spec: RunSpec, log: Callable[[str], None], progress: bool) -> None:
+    from ..training.trainer import train  # torch: only when a row trains in this process
+
+    resume = prepare(spec)
+    log(f"{spec.experiment.name} seed {spec.seed}: {'resuming' if resume else 'training'}")
+    train(spec.config, spec.run_dir, resume=resume, progress=progress, log=log)
+
+
+def train_command(spec: RunSpec, nproc: int = 0) -> list[str]:
+    """``highway train`` of one row (resuming where it stopped; ``nproc``: data parallel)."""
+    resume = prepare(spec)
+    config_file = spec.run_dir / runfolder.CONFIG_FILE
+    save_config(spec.config, config_file)
+    command = [sys.executable, "-m", "highway_transformer.cli", "train", "--config",
+               str(config_file), "--out", str(spec.run_dir), "--no-progress"]  # fmt: skip
+    if resume:
+        command.append("--resume")
+    if nproc:
+        command += ["--nproc", str(nproc)]
+    return command
+
+
+#: What a job slot of ``highway run --jobs N`` does for a row: train it, or (HT Table 5)
+#: measure its finished best weights the paper's way.
+TRAIN, PROTOCOL = "train", "protocol"
+
+
+@dataclass(frozen=True)
+class Job:
+    spec: RunSpec
+    kind: str = TRAIN
+
+    @property
+    def name(self) -> str:
+        what = "" if self.kind == TRAIN else " (validation the paper's way)"
+        return f"{self.spec.experiment.name} seed {self.spec.seed}{what}"
+
+    def command(self) -> list[str]:
+        if self.kind == TRAIN:
+            return train_command(self.spec)
+        s = self.spec
+        return protocol_command(s.run_dir, s.experiment, s.scale, s.config.train.device)
+
+
+def _launch(job: Job, threads: int) -> subprocess.Popen[bytes]:
+    command = job.command()
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+    with open(job.spec.run_dir / runfolder.LOG_FILE, "ab") as handle:
+        return subprocess.Popen(
+            command, stdout=handle, stderr=subprocess.STDOUT, env=env,
+            preexec_fn=stop_when_parent_dies(),
+        )  # fmt: skip
+
+
+Running = list[tuple[Job, subprocess.Popen[bytes]]]
+
+
+def names(specs: list[RunSpec]) -> str:
+    return ", ".join(f"{s.experiment.name} seed {s.seed}" for s in specs)
+
+
+def run_parallel(jobs_todo: list[Job], jobs: int, log: Callable[[str], None]) -> None:
+    """Run ``jobs_todo``, ``jobs`` at a time; a row that finishes training and needs its
+    validation measured the paper's way gets that as the next job, so no slot waits on it.
+    A stop signal is passed on to the running jobs, which checkpoint and stop; nothing new
+    starts."""
+    threads = threads_per_job(jobs)
+    pending, running, forwarded = list(jobs_todo), [], False
+    ended: dict[str, list[Job]] = {"failed": [], "stopped": [], "finished": []}
+    with StopRequests() as stops:
+        while pending or running:
+            while pending and len(running) < jobs and not stops.requested:
+                job = pending.pop(0)
+                log(f"{job.name}: started ({job.spec.run_dir / runfolder.LOG_FILE})")
+                running.append((job, _launch(job, threads)))
+            if stops.requested and not forwarded:
+                pending, forwarded = [], True  # each running row checkpoints and exits
+                for _, process in running:
+                    process.send_signal(signal.SIGTERM)
+            running = _reap(running, stops.requested, ended, log)
+            for job in ended["finished"]:
+                if job.kind == PROTOCOL:
+                    log(measured_line(job.spec))
+                elif needs_protocol(job.spec, log):
+                    pending.insert(0, Job(job.spec, PROTOCOL))
+            ended["finished"] = []
+            time.sleep(0.2)
+    if ended["failed"]:
+        failed = ", ".join(job.name for job in ended["failed"])
+        raise ExperimentFailed(
+            f"{len(ended['failed'])} run(s) failed: {failed}; see train.log in their run folders"
+        )
+    if stops.signal_number is not None:
+        stopped = {id(job.spec) for job in ended["stopped"]}
+        in_order = list({id(j.spec): j.spec for j in jobs_todo if id(j.spec) in stopped}.values())
+        raise stopped_at_checkpoint(stops.signal_number, in_order)
+
+
+def _reap(
+    running: Running, stopping: bool, ended: dict[str, list[Job]], log: Callable[[str], None]
+) -> Running:
+    """The jobs still running; the others filed under ``ended`` (a job ended by a signal while
+    stopping is ``stopped``, any other non-zero exit ``failed``, exit 0 ``finished``)."""
+    still = []
+    for job, process in running:
+        code = process.poll()
+        if code is None:
+            still.append((job, process))
+            continue
+        log(f"{job.name}: exit status {code}")
+        if stopping and (code < 0 or code > 128):
+            ended["stopped"].append(job)
+        elif code != 0:
+            ended["failed"].append(job)
+        else:
+            ended["finished"].append(job)
+    return still
+
+
+def stopped_at_checkpoint(number: int, specs: list[RunSpec]) -> TrainingInterrupted:
+    return interrupted(
+        number,
+        f"{names(specs) or 'no run'} stopped at a checkpoint",
+        "the same `highway run` command resumes them and the rows not started",
+    )
+
+

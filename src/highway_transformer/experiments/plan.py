@@ -1,0 +1,254 @@
+"""Planning a request: one run folder per (row, seed), its final config, what it holds now
+and what ``highway run`` would do with it (``--plan`` prints this, trains nothing).
+
+Layout: ``OUT/<table>/<scale>/<row>/seed<N>/`` holding the trainer's run folder
+(``config.yaml``, ``metrics.jsonl``, ``checkpoint/``, ``best/``, ``results.json``) and an
+``experiment.json`` (name, table, scale, seed, published figures). Seed ``N`` trains with
+``train.seed + N - 1``; every row of a table shares the seed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..config import Config, parse_override
+from ..errors import ConfigError, HighwayError
+from ..storage import runfolder
+from ..training.runlock import holder
+from . import estimate
+from .param_match import match_parameters
+from .registry import Experiment, get_experiment, resolve_experiments
+from .scale import describe_scale, get_scale, scale_config
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One (row, seed) run: its experiment, folder and final configuration."""
+
+    experiment: Experiment
+    seed: int
+    scale: str
+    run_dir: Path
+    config: Config
+    overrides: tuple[str, ...] = ()  # what the run computes (all but the PLACE_KEYS ones)
+
+    @property
+    def finished(self) -> bool:
+        return (self.run_dir / runfolder.RESULTS_FILE).is_file()
+
+    @property
+    def interrupted(self) -> bool:
+        folder = self.run_dir / runfolder.CHECKPOINT_DIR
+        old = folder.with_name(f"{runfolder.CHECKPOINT_DIR}.old")  # a swap cut between its renames
+        return not self.finished and (folder.exists() or old.exists())
+
+
+def run_dir_for(out_root: str | Path, experiment: Experiment, scale: str, seed: int) -> Path:
+    """``out_root/<table>/<scale>/<row>/seed<N>``."""
+    return Path(out_root) / experiment.table / scale / experiment.row / f"seed{seed}"
+
+
+def experiment_config(
+    experiment: Experiment,
+    scale: str,
+    seed: int = 1,
+    data_path: str | Path | None = None,
+    overrides: Iterable[str] = (),
+) -> Config:
+    """The row's preset scaled to ``scale``, then ``data.path`` and overrides, then the seed."""
+    from ..validation import build_config  # torch: only when a run is planned
+    config = scale_config(experiment.config(), scale)
+    extra = ([f"data.path={data_path}"] if data_path is not None else []) + list(overrides)
+    config = build_config(config, None, extra)
+    if experiment.match_params_of:
+        matched = get_experiment(experiment.match_params_of)
+        config = match_parameters(config, experiment_config(matched, scale, seed, None, overrides))
+    config = config.replace(**{"train.seed": config.train.seed + seed - 1})
+    config.name = experiment.name.replace("/", "_") + f"_{scale}_seed{seed}"
+    return config
+
+
+def plan_runs(
+    names_or_table: str | Iterable[str],
+    out_root: str | Path,
+    scale: str,
+    seeds: int = 1,
+    data_path: str | Path | None = None,
+    overrides: Iterable[str] = (),
+) -> list[RunSpec]:
+    """Every (row, seed) run of the request, with its folder and config (nothing is written),
+    seed by seed: every row's first seed comes before any row's second, so a table stopped
+    part-way (runs of hours on a CPU) has compared every row."""
+    get_scale(scale)
+    if seeds < 1:
+        raise ConfigError(f"seeds must be >= 1, got {seeds}")
+    overrides = list(overrides)
+    recorded = tuple(o for o in overrides if parse_override(o)[0] not in PLACE_KEYS)
+    specs = []
+    experiments = resolve_experiments(names_or_table)
+    for seed in range(1, seeds + 1):
+        for experiment in experiments:
+            config = experiment_config(experiment, scale, seed, data_path, overrides)
+            folder = run_dir_for(out_root, experiment, scale, seed)
+            specs.append(RunSpec(experiment, seed, scale, folder, config, recorded))
+    return specs
+
+
+def write_experiment_file(spec: RunSpec) -> Path:
+    """``experiment.json``: what the run reproduces and the published figures."""
+    e = spec.experiment
+    info: dict[str, Any] = {
+        "name": e.name,
+        "table": e.table,
+        "also_in": list(e.also_in),
+        "row": e.row,
+        "preset": e.preset,
+        "scale": spec.scale,
+        "scale_description": describe_scale(spec.scale),
+        "overrides": list(spec.overrides),
+        "seed": spec.seed,
+        "train_seed": spec.config.train.seed,
+        "metric": e.metric,
+        "baseline": e.baseline,
+        "published": e.published,
+        "protocols": e.protocols,
+        "match_params_of": e.match_params_of,
+        "description": e.description,
+    }
+    spec.run_dir.mkdir(parents=True, exist_ok=True)
+    path = spec.run_dir / runfolder.EXPERIMENT_FILE
+    path.write_text(json.dumps(info, indent=2, ensure_ascii=False), encoding="utf-8")
+    return path
+
+
+def _check_same_overrides(spec: RunSpec) -> None:
+    """Refuse to skip or resume a run folder trained with other overrides (another budget)."""
+    path = spec.run_dir / runfolder.EXPERIMENT_FILE
+    if not path.is_file():
+        return
+    try:
+        stored = json.loads(path.read_text(encoding="utf-8")).get("overrides")
+    except (OSError, ValueError, AttributeError):
+        return  # unreadable: the run is re-prepared from this request
+    if stored is not None and list(stored) != list(spec.overrides):
+        raise ConfigError(
+            f"{spec.run_dir} was trained with overrides {stored or 'none'}, this request gives "
+            f"{list(spec.overrides) or 'none'}: pass another --out, or the same overrides"
+        )
+
+
+#: Settings that say where a run trains, not what it computes: a run may be resumed with
+#: others (each stretch of training records its machine and threads).
+PLACE_KEYS = frozenset(
+    {"data.path", "train.device", "train.threads", "train.compile", "train.fused_optimizer",
+     "train.pin_memory", "train.dist_backend", "train.dist_timeout", "train.wandb_project",
+     "train.tensorboard"}
+)  # fmt: skip
+
+
+def _check_same_config(spec: RunSpec) -> None:
+    """Refuse to skip or resume a run folder whose config is not the one this request plans
+    (e.g. the scale or a preset changed since it trained): its numbers would be mixed into
+    a table of other models."""
+    try:
+        differing = runfolder.config_differences(
+            spec.run_dir, spec.config, PLACE_KEYS | {"name", "source"}
+        )
+    except HighwayError:
+        return  # unreadable: training refuses or re-prepares it
+    if differing:
+        shown = ", ".join(f"{k}={saved!r} there, {now!r} now" for k, saved, now in differing[:3])
+        more = f" and {len(differing) - 3} more" if len(differing) > 3 else ""
+        raise ConfigError(
+            f"{spec.run_dir} was trained with another configuration ({shown}{more}): pass "
+            "another --out, or move that folder away to train it again"
+        )
+
+
+def check_existing(spec: RunSpec) -> None:
+    """A finished or interrupted run folder must hold this request's run."""
+    if spec.finished or spec.interrupted:
+        _check_same_overrides(spec)
+        _check_same_config(spec)
+
+
+@dataclass(frozen=True)
+class RunState:
+    """What ``highway run`` would do with a run: ``finished``, ``resume`` or ``start``."""
+
+    kind: str
+    words: str  # e.g. "resumes from its checkpoint at step 5,153 of 17,190"
+    steps_left: int
+
+
+def run_state(spec: RunSpec) -> RunState:
+    """The run's state, after the same checks ``highway run`` makes before it trains."""
+    from ..training.checkpoint import checkpoint_step  # torch: only for a resumable run
+    check_existing(spec)
+    total = spec.config.train.max_steps
+    if spec.finished:
+        return RunState("finished", "finished", 0)
+    busy = holder(spec.run_dir)
+    now = f"; training now: {busy}" if busy else ""
+    if spec.interrupted:
+        step = checkpoint_step(spec.run_dir / "checkpoint")
+        words = f"resumes from its checkpoint at step {step:,} of {total:,}{now}"
+        return RunState("resume", words, total - step)
+    return RunState("start", f"starts, {total:,} steps{now}", total)
+
+
+def describe_plan(specs: list[RunSpec], jobs: int = 1, launcher: str = "local") -> list[str]:
+    """One line per run (folder and state), then the totals and, for a local run, the time
+    they take here at the rates the rows' own runs measured (``jobs`` at once): ``highway run
+    --plan``."""
+    states = [run_state(spec) for spec in specs]
+    lines = [
+        f"{spec.experiment.name} seed {spec.seed} ({spec.run_dir}): {state.words}"
+        for spec, state in zip(specs, states, strict=True)
+    ]
+    count = {kind: sum(s.kind == kind for s in states) for kind in ("finished", "resume", "start")}
+    left = sum(s.steps_left for s in states)
+    lines.append(
+        f"{count['finished']} finished, {count['resume']} to resume, {count['start']} to start: "
+        f"{left:,} steps to train"
+    )
+    if launcher != "local":
+        return [*lines, f"submitted with --launcher {launcher}: no time estimate from here"]
+    return [*lines, _estimate(specs, states, jobs)]
+
+
+def launch_order(specs: list[RunSpec]) -> list[RunSpec]:
+    """The runs left to train, in the order the runner starts them: interrupted runs first
+    (a table part-way through completes before new rows start), then the rest seed by seed."""
+    todo = [spec for spec in specs if not spec.finished]
+    return sorted(todo, key=lambda spec: not spec.interrupted)  # stable: plan order kept
+
+
+def _estimate(specs: list[RunSpec], states: list[RunState], jobs: int) -> str:
+    """:func:`estimate.estimate_line` for a local run of ``specs`` with ``jobs`` at once
+    (each with :func:`threads_per_job` threads when several train at once, as the runner
+    launches them)."""
+    import torch
+
+    first = specs[0].config.train
+    threads = first.threads or (threads_per_job(jobs) if jobs > 1 else torch.get_num_threads())
+    here = estimate.machine_here(first.device, first.precision, threads)
+    rows: dict[str, list[Path]] = {}
+    for spec in specs:
+        rows.setdefault(spec.experiment.name, []).append(spec.run_dir)
+    rates = {row: estimate.seconds_per_step(dirs, here) for row, dirs in rows.items()}
+    left = {id(spec): state.steps_left for spec, state in zip(specs, states, strict=True)}
+    runs = [(spec.experiment.name, left[id(spec)]) for spec in launch_order(specs)]
+    return estimate.estimate_line(runs, rates, jobs, threads)
+
+
+def threads_per_job(jobs: int) -> int:
+    """CPU threads each of ``jobs`` rows training at once gets (the cores shared out)."""
+    return max(1, (os.cpu_count() or 1) // jobs)
+
+

@@ -1,0 +1,184 @@
+"""The checkpoint folder format: its file names, atomic writes with a manifest, verified reads.
+
+A checkpoint (``runs/NAME/checkpoint``, ``runs/NAME/best``) or pretrained folder::
+
+    model.safetensors    weights (tied weights stored once)
+    config.json          the full Config (checkpoint) or {"architecture", "model", "init"}
+                         (``save_pretrained``)
+    vocab.json           the vocabulary (language modelling)
+    tokenizer.json       the subword tokenizer (bpe/unigram levels; SHA-256 in vocab.json)
+    trainer.json         step, schedule, scaler, RNG, task position (resume only)
+    trainer.safetensors  optimizer tensors, RNG states, task tensors (resume only)
+    manifest.json        the SHA-256 of every other file, verified when a file is read
+
+Nothing is pickled. A folder is written under a temporary name, its files and the folder are
+fsync'ed, and only then is it swapped in, so an interrupted or failed save never replaces a
+good checkpoint. A swap interrupted between its two renames leaves ``NAME.old``, which the next
+save (or :func:`recover`) moves back into place; it is never deleted before a new checkpoint
+stands. Every file name of the format is declared here, once.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from safetensors import SafetensorError
+
+from ..config import Config, from_dict
+from ..errors import CheckpointError, HighwayError
+from ..files import first_line, read_text
+
+MODEL_FILE = "model.safetensors"
+CONFIG_FILE = "config.json"
+VOCAB_FILE = "vocab.json"
+TOKENIZER_FILE = "tokenizer.json"
+STATE_FILE = "trainer.json"
+TENSOR_FILE = "trainer.safetensors"
+MANIFEST_FILE = "manifest.json"
+
+
+def write_atomically(folder: Path, write: Callable[[Path], None]) -> None:
+    """Call ``write(tmp_folder)``, add the manifest, fsync, then swap it into ``folder``.
+
+    Any failure (a full disk included) leaves the previous checkpoint as it was.
+    """
+    folder = Path(folder)
+    tmp = folder.with_name(folder.name + ".tmp")
+    old = folder.with_name(folder.name + ".old")
+    recover(folder)
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        tmp.mkdir(parents=True)
+        write(tmp)
+        _write_manifest(tmp)
+        _fsync_tree(tmp)
+    except (OSError, SafetensorError) as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        full = isinstance(exc, OSError) and exc.errno == errno.ENOSPC
+        reason = "the disk is full" if full or "No space" in str(exc) else first_line(exc)
+        raise CheckpointError(
+            f"cannot write checkpoint {folder}: {reason}; free space or choose another --out "
+            "(the previous checkpoint is intact)"
+        ) from None
+    if folder.exists():
+        shutil.rmtree(old, ignore_errors=True)
+        os.replace(folder, old)
+    os.replace(tmp, folder)
+    _fsync_dir(folder.parent)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def recover(folder: str | Path) -> bool:
+    """Move ``NAME.old`` back to ``NAME`` when a swap stopped between its renames."""
+    folder = Path(folder)
+    old = folder.with_name(folder.name + ".old")
+    if folder.exists() or not (old / CONFIG_FILE).is_file():
+        return False
+    os.replace(old, folder)
+    _fsync_dir(folder.parent)
+    return True
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _write_manifest(folder: Path) -> None:
+    files = sorted(p.name for p in folder.iterdir() if p.is_file() and p.name != MANIFEST_FILE)
+    manifest = {"format": 1, "sha256": {name: _sha256(folder / name) for name in files}}
+    (folder / MANIFEST_FILE).write_text(json.dumps(manifest, indent=1), encoding="utf-8")
+
+
+def _fsync_tree(folder: Path) -> None:
+    for path in folder.iterdir():
+        with open(path, "rb") as handle:
+            os.fsync(handle.fileno())
+    _fsync_dir(folder)
+
+
+def _fsync_dir(folder: Path) -> None:
+    if not hasattr(os, "O_DIRECTORY"):  # Windows: directories cannot be opened for fsync
+        return
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def verify(folder: str | Path, name: str) -> Path:
+    """``folder/name`` after checking it against the manifest; an error names a changed file.
+
+    Checkpoints written before manifests existed (no ``manifest.json``) are read unchecked.
+    """
+    folder = Path(folder)
+    path = folder / name
+    if not path.is_file():
+        raise CheckpointError(f"{path} is missing; the checkpoint is incomplete")
+    manifest_path = folder / MANIFEST_FILE
+    if not manifest_path.exists():
+        return path
+    text = read_text(manifest_path, CheckpointError, "checkpoint manifest")
+    try:
+        expected = json.loads(text)["sha256"][name]
+    except (json.JSONDecodeError, KeyError, TypeError) as exc:
+        raise CheckpointError(
+            f"{manifest_path} is malformed or does not list {name} ({first_line(exc)}); "
+            "the checkpoint cannot be trusted"
+        ) from None
+    if _sha256(path) != expected:
+        raise CheckpointError(
+            f"{path} does not match its SHA-256 in {MANIFEST_FILE}: the file is corrupted or was "
+            "changed after saving; use another checkpoint (e.g. best/) or retrain"
+        )
+    return path
+
+
+def resolve(folder: str | Path) -> Path:
+    """The checkpoint folder, or its ``.old`` twin left by an interrupted swap."""
+    folder = Path(folder)
+    if (folder / CONFIG_FILE).is_file():
+        return folder
+    old = folder.with_name(folder.name + ".old")
+    if (old / CONFIG_FILE).is_file():
+        return old
+    if folder.is_dir() and (folder / "checkpoint" / CONFIG_FILE).is_file():
+        return folder / "checkpoint"
+    raise CheckpointError(
+        f"no checkpoint at {folder} (expected {CONFIG_FILE} and {MODEL_FILE}); give a checkpoint"
+        " folder or a run folder that holds one"
+    )
+
+
+def read_json(path: Path, what: str) -> Any:
+    """A JSON file of a checkpoint, parsed; a damaged one is a one-line CheckpointError."""
+    text = read_text(path, CheckpointError, what)
+    try:
+        return json.loads(text)
+    except (json.JSONDecodeError, RecursionError) as exc:
+        raise CheckpointError(f"cannot parse {path}: {first_line(exc)}") from None
+
+
+def read_config(folder: str | Path) -> Config:
+    """The checkpoint's config as the schema reads it (types coerced, unknown keys refused),
+    verified against the manifest; it is *not* validated here: the entry points that use it
+    validate it (:func:`highway_transformer.validation.checkpoint_config`)."""
+    path = verify(resolve(folder), CONFIG_FILE)
+    data = read_json(path, "checkpoint config")
+    if not isinstance(data, dict):
+        raise CheckpointError(f"{path} must hold a JSON object (the run's config)")
+    try:
+        return from_dict(Config, data)
+    except HighwayError as exc:
+        raise CheckpointError(f"{path} is not a valid config for this version: {exc}") from None
