@@ -229,14 +229,31 @@ def rel_score_terms(
     return a, b, c, d
 
 
-def rel_scores(q: Tensor, k: Tensor, r_k: Tensor, u: Tensor, v: Tensor) -> Tensor:
-    """``A^rel`` as the Transformer-XL code groups it, ``[L, K, B, H]``: ``AC = (q + u) kᵀ``
+def rel_scores(q_u: Tensor, q_v: Tensor, k: Tensor, r_k: Tensor) -> Tensor:
+    """``A^rel`` as the Transformer-XL code groups it, ``[L, K, B, H]``, from the biased
+    queries ``q_u = q + u`` and ``q_v = q + v`` (``[L, B, H, dh]``): ``AC = (q + u) kᵀ``
     (terms a + c) plus ``BD = rel_shift((q + v) (W_kR R)ᵀ)`` (terms b + d), the product taken
     over the position keys ``r_k [K, H, dh]`` of the distances ``K-1 … 0`` and shifted so that
     entry ``(i, j)`` reads distance ``M+i-j``."""
-    ac = torch.einsum("ibnd,jbnd->ijbn", q + u, k)  # [L, K, B, H]
-    bd = torch.einsum("ibnd,jnd->ijbn", q + v, r_k)  # [L, K, B, H], column c: distance K-1-c
+    ac = torch.einsum("ibnd,jbnd->ijbn", q_u, k)  # [L, K, B, H]
+    bd = torch.einsum("ibnd,jnd->ijbn", q_v, r_k)  # [L, K, B, H], column c: distance K-1-c
     return ac + rel_shift(bd)
+
+
+def rel_attend(
+    scores: Tensor, value: Tensor, mask: Tensor | None, scale: float, keep: Tensor | None = None
+) -> Tensor:
+    """HT eq. 17: ``softmax_j(scale · A_ij)`` over the unmasked keys, times ``v_j``, in the
+    Transformer-XL code's order (scale, mask, softmax, dropout ``keep``, value product).
+    ``scores`` / ``keep [L, K, B, H]``, ``value [K, B, H, dh]``, ``mask [L, K]``; returns
+    ``[L, B, H, dh]``."""
+    scores = scores * scale
+    if mask is not None:
+        scores = scores.masked_fill(mask[:, :, None, None], _NEG_INF)
+    prob = torch.softmax(scores, dim=1)  # over the keys j
+    if keep is not None:
+        prob = prob * keep
+    return torch.einsum("ijbn,jbnd->ibnd", prob, value)
 
 
 def rel_attention(
@@ -252,7 +269,7 @@ def rel_attention(
     keep: Tensor | None = None,
     shift: bool = True,
 ) -> Tensor:
-    """HT eqs. 14-17: ``softmax_j(scale · A^rel_ij)`` over the unmasked keys, times ``v_j``.
+    """HT eqs. 10-17 for one layer's heads: :func:`rel_attend` of the scores ``A^rel``.
 
     Time-major, as the Transformer-XL code: ``q [L, B, H, dh]``, ``k`` / ``value [K, B, H, dh]``,
     ``r_k [K, H, dh]`` (``W_kR R``, distances ``K-1 … 0``), ``u`` / ``v [H, dh]``, ``mask
@@ -261,17 +278,11 @@ def rel_attention(
     each pair's distance (:func:`rel_score_terms`): the same numbers on the unmasked keys.
     """
     if shift:
-        scores = rel_scores(q, k, r_k, u, v)
+        scores = rel_scores(q + u, q + v, k, r_k)
     else:
         a, b, c, d = rel_score_terms(q, k, pair_position_keys(r_k, q.shape[0]), u, v)
         scores = a + b + c + d
-    scores = scores * scale
-    if mask is not None:
-        scores = scores.masked_fill(mask[:, :, None, None], _NEG_INF)
-    prob = torch.softmax(scores, dim=1)  # over the keys j
-    if keep is not None:
-        prob = prob * keep
-    return torch.einsum("ijbn,jbnd->ibnd", prob, value)
+    return rel_attend(scores, value, mask, scale, keep)
 
 
 class RelAttentionWeights(NamedTuple):
