@@ -13,6 +13,7 @@ nothing with the library's fast path.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import pytest
@@ -104,11 +105,12 @@ def ref_layer(P: dict, i: int, case: Case, w, r, u, v, mask, mems):
     each through the code's pre- or post-LN connection, time-major ``[L, B, D]``."""
     a, ff = f"blocks.{i}.sublayers.0.attention", f"blocks.{i}.sublayers.1"
 
-    def norm(k: int):
+    def norm(k: int) -> Callable[[Tensor], Tensor]:
         weight, bias = (P[f"blocks.{i}.connections.{k}.norm.{n}"] for n in ("weight", "bias"))
         return lambda x: reference.layer_norm(x, weight, bias, 1e-5)
 
-    def combine(k: int):  # the fork's g = σ(w1(x)) * w2(x); our combiner stores [W1; W2]
+    def combine(k: int) -> reference.Combine:
+        # the fork's g = σ(w1(x)) * w2(x); our combiner stores [W1; W2] as one projection
         if case.gate != "sdu":
             return reference.residual
         weight = P[f"blocks.{i}.connections.{k}.combiner.proj.weight"]
