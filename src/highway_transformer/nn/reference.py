@@ -658,9 +658,10 @@ def shaw_attention(
     ``j > i``. Returns ``z [B, H, L, d]``.
     """
     length, d_head = q.shape[-2], q.shape[-1]
+    q = q * (1.0 / math.sqrt(d_head))  # eq. 4's 1/√d on the queries: the same e_ij
     keys = k[:, :, None, :, :] + a_k  # [B, H, L(i), L(j), d]: k_j + a^K_ij
     values = v[:, :, None, :, :] + a_v  # [B, H, L(i), L(j), d]: v_j + a^V_ij
-    e = torch.einsum("bhid,bhijd->bhij", q, keys) / math.sqrt(d_head)  # [B, H, L, L]
+    e = torch.einsum("bhid,bhijd->bhij", q, keys)  # [B, H, L, L]
     if causal:
         e = e.masked_fill(_future(length, length, q.device), _NEG_INF)
     alpha = torch.softmax(e, dim=-1)
