@@ -80,8 +80,7 @@ def _worker(rank: int, size: int, args: argparse.Namespace, port: int, out: str)
     y = torch.randint(VOCAB, (rows, args.seq_len))
 
     def micro() -> tuple[torch.Tensor, int]:
-        hidden, _ = forward(x)
-        return forward.token_nll(hidden, y).sum(), y.numel()
+        return forward(x, targets=y, reduction="sum").loss, y.numel()
 
     def step() -> None:
         accumulate_gradients(forward, world, [micro])

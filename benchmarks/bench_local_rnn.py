@@ -3,7 +3,8 @@
 ``fast`` is :class:`highway_transformer.nn.local_rnn.LocalRNN` (one input projection for the
 whole sequence, shifted views per step, fused recurrence with a hand-written backward).
 ``oracle`` materialises every zero-padded window as ``[B·L, k, D]`` and runs the module's own
-``nn.GRU`` / ``nn.LSTM`` over it, keeping the last hidden state (as in the tests).
+``nn.GRU`` / ``nn.LSTM`` over it, keeping the last hidden state (the tests' oracle,
+``nn/reference.py``'s ``local_rnn_windows``).
 
 Both are measured for one forward + backward pass (``out.sum().backward()``) at the paper's
 language-modelling settings (HT A.1-A.2, RT code): word PTB (d 128, LSTM, k 9, length 80,
@@ -54,10 +55,10 @@ import time
 from collections.abc import Callable
 
 import torch
-import torch.nn.functional as F
-from torch import Tensor, nn
+from torch import Tensor
 
 from highway_transformer.nn.local_rnn import LocalRNN
+from highway_transformer.nn.reference import local_rnn_windows as oracle
 from highway_transformer.runtime.hardware import describe_line
 
 # name: (d_model, cell, window, length, batch)
@@ -66,14 +67,6 @@ SETTINGS: dict[str, tuple[int, str, int, int, int]] = {
     "char-ptb": (512, "gru", 7, 400, 16),
 }
 VARIANTS = ("fast", "oracle")
-
-
-def oracle(rnn: nn.RNNBase, x: Tensor, window: int) -> Tensor:
-    """Eq. 2 literally: every zero-padded window ``[B·L, k, D]`` through ``rnn``."""
-    batch, length, d = x.shape
-    windows = F.pad(x, (0, 0, window - 1, 0)).unfold(1, window, 1)
-    out, _ = rnn(windows.permute(0, 1, 3, 2).reshape(batch * length, window, d))
-    return out[:, -1].reshape(batch, length, -1)
 
 
 def build(

@@ -8,7 +8,7 @@ the same function (Shaw eqs. 2-5):
     The library's form: ``q · a^K`` for the ``2k+1`` distances (``[B, H, L, 2k+1]``) gathered
     to ``[B, H, L, L]``; ``α`` scattered into ``2k+1`` buckets times ``a^V``. No ``L×L×d``.
 ``oracle``
-    The definition, as in the tests' brute-force oracle: full ``[L, L, d_head]`` tables ``a^K``,
+    The definition, the tests' oracle (``nn/reference.py``): full ``[L, L, d_head]`` tables ``a^K``,
     ``a^V``, then ``k_j + a^K_ij`` and ``v_j + a^V_ij`` materialised per batch and head
     (``[B, H, L, L, d_head]``), contracted with einsum.
 ``tables``
@@ -41,6 +41,7 @@ import time
 import torch
 from torch import Tensor
 
+from highway_transformer.nn import reference
 from highway_transformer.nn.shaw import ShawAttention, relative_buckets
 from highway_transformer.runtime.hardware import describe_line
 
@@ -66,14 +67,12 @@ def _masked_softmax(attn: ShawAttention, scores: Tensor) -> Tensor:
 
 
 def oracle_forward(attn: ShawAttention, h: Tensor) -> Tensor:
-    """Shaw eqs. 2-4 with ``k_j + a^K_ij`` and ``v_j + a^V_ij`` as ``[B, H, L, L, d]``."""
-    q, k, v = _heads(attn, h)
+    """Shaw eqs. 2-4 with ``k_j + a^K_ij`` and ``v_j + a^V_ij`` as ``[B, H, L, L, d]``: the
+    tests' oracle :func:`reference.shaw_attention`, its edge tables gathered in one call."""
+    q, k, v = attn.split_heads(h)
     buckets = relative_buckets(h.shape[1], attn.clip, h.device)
     a_k, a_v = attn.rel_k(buckets), attn.rel_v(buckets)  # [L, L, d_head]
-    keys = k[:, :, None, :, :] + a_k
-    values = v[:, :, None, :, :] + a_v
-    alpha = _masked_softmax(attn, torch.einsum("bhid,bhijd->bhij", q, keys))
-    return _merge(attn, torch.einsum("bhij,bhijd->bhid", alpha, values))
+    return _merge(attn, reference.shaw_attention(q, k, v, a_k, a_v, attn.causal))
 
 
 def tables_forward(attn: ShawAttention, h: Tensor) -> Tensor:

@@ -9,6 +9,7 @@ import torch
 from highway_transformer.nn import attention
 from highway_transformer.nn import dropout as dropout_module
 from highway_transformer.nn.dropout import Dropout, keep_draw
+from highway_transformer.nn.reference import scaled_dot_attention
 
 
 def test_keeps_one_minus_p_and_scales_the_kept() -> None:
@@ -68,10 +69,10 @@ def test_the_mask_follows_torchs_generator_state() -> None:
 
 
 def reference_attention(q, k, v, allowed, keep, p: float, scale: float):
-    """softmax(scale·q kᵀ, masked) · keep / (1 − p) · v in float64: the oracle."""
+    """softmax(scale·q kᵀ, masked) · keep / (1 − p) · v in float64 (the oracle,
+    :func:`highway_transformer.nn.reference.scaled_dot_attention`)."""
     q, k, v, keep = (t.double() for t in (q, k, v, keep))
-    scores = (q @ k.transpose(-1, -2) * scale).masked_fill(~allowed, float("-inf"))
-    return (scores.softmax(-1) * keep / (1 - p)) @ v
+    return scaled_dot_attention(q, k, v, ~allowed, scale, keep / (1 - p))
 
 
 @pytest.mark.parametrize("masking", ["causal", "mask", "none"])

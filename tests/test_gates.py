@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 import torch
 from torch import nn
 
 from highway_transformer.config import Config, GateConfig, ModelConfig
 from highway_transformer.errors import ConfigError
+from highway_transformer.nn import reference
 from highway_transformer.nn.combiner import Residual
 from highway_transformer.nn.connections import COMBINERS, Connection, build_combiner
 from highway_transformer.nn.dropout import Dropout
@@ -18,14 +21,6 @@ from highway_transformer.validation import validate
 D = 5
 ATOL = 1e-6
 HT_GATES = {"sdu": SelfDependencyUnit, "highway": HighwayGate, "gated": GatedSublayer}
-
-
-def _sig(t: torch.Tensor) -> torch.Tensor:
-    return 1.0 / (1.0 + torch.exp(-t))
-
-
-def _tanh(t: torch.Tensor) -> torch.Tensor:
-    return (torch.exp(t) - torch.exp(-t)) / (torch.exp(t) + torch.exp(-t))
 
 
 def _inputs(seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -41,15 +36,17 @@ def _with_biases(combiner: nn.Module, seed: int = 1) -> nn.Module:
     return combiner
 
 
-def _parts(combiner: nn.Module):
-    w, b = combiner.proj.weight.detach(), combiner.proj.bias.detach()
-    return w[:D], b[:D], w[D:], b[D:]
+def _parts(combiner: nn.Module) -> tuple[torch.Tensor, ...]:
+    return tuple(w.detach() for w in reference.ht_gate_weights(combiner))
 
 
-def _layer_norm(v: torch.Tensor, ln: nn.LayerNorm) -> torch.Tensor:
-    mean = v.mean(-1, keepdim=True)
-    var = ((v - mean) ** 2).mean(-1, keepdim=True)
-    return (v - mean) / torch.sqrt(var + ln.eps) * ln.weight.detach() + ln.bias.detach()
+def _layer_norm(ln: nn.LayerNorm) -> Callable[[torch.Tensor], torch.Tensor]:
+    return lambda v: reference.layer_norm(v, ln.weight.detach(), ln.bias.detach(), ln.eps)
+
+
+def _sdu(combiner: nn.Module) -> reference.Combine:
+    """The connection's SDU (sigmoid) from nn.reference, with the combiner's weights."""
+    return lambda x, y: reference.sdu(x, y, *_parts(combiner), "sigmoid")
 
 
 # ------------------------------------------------------------------ combiners by hand
@@ -60,10 +57,7 @@ def test_sdu_matches_eqs_21_24(activation: str) -> None:
     torch.manual_seed(0)
     sdu = _with_biases(SelfDependencyUnit(D, activation))
     x, y = _inputs()
-    w1, b1, w2, b2 = _parts(sdu)
-    psi = _sig if activation == "sigmoid" else _tanh
-    gate = psi(x @ w1.T + b1)  # T(X) = Ψ(X W1 + b1)
-    expected = x + y + gate * (x @ w2.T + b2)  # X + Att(X) + SDU(X)
+    expected = reference.sdu(x, y, *_parts(sdu), activation)  # X + Att(X) + SDU(X)
     with torch.no_grad():
         got = sdu(x, y)
     torch.testing.assert_close(got, expected, atol=ATOL, rtol=0)
@@ -84,10 +78,7 @@ def test_highway_gate_matches_eqs_26_29() -> None:
     torch.manual_seed(0)
     gate = _with_biases(HighwayGate(D))
     x, y = _inputs()
-    w1, b1, w2, b2 = _parts(gate)
-    t = _sig(x @ w1.T + b1)
-    f = x @ w2.T + b2
-    expected = (1 - t) * x + t * f + y  # o(X) + Att(X)
+    expected = reference.highway_gate(x, y, *_parts(gate))  # o(X) + Att(X)
     with torch.no_grad():
         torch.testing.assert_close(gate(x, y), expected, atol=ATOL, rtol=0)
 
@@ -96,10 +87,7 @@ def test_gated_sublayer_matches_eqs_30_31() -> None:
     torch.manual_seed(0)
     gate = _with_biases(GatedSublayer(D))
     x, y = _inputs()
-    w1, b1, w2, b2 = _parts(gate)
-    t = _sig(x @ w1.T + b1)
-    f = x @ w2.T + b2
-    expected = (1 - t) * y + t * f + x  # o(X) + X
+    expected = reference.gated_sublayer(x, y, *_parts(gate))  # o(X) + X
     with torch.no_grad():
         torch.testing.assert_close(gate(x, y), expected, atol=ATOL, rtol=0)
 
@@ -175,7 +163,7 @@ def test_post_ln_connection_by_hand() -> None:
     conn, sub = _connection("post", 0.0).eval(), _sublayer()
     x, _ = _inputs()
     with torch.no_grad():
-        expected = _layer_norm(conn.combiner(x, sub(x)), conn.norm)
+        expected = reference.post_ln_connection(x, sub, _layer_norm(conn.norm), _sdu(conn.combiner))
         torch.testing.assert_close(conn(x, sub), expected, atol=1e-5, rtol=0)
 
 
@@ -186,11 +174,12 @@ def test_post_ln_connection_drops_out_the_sublayer_output() -> None:
         torch.manual_seed(7)
         got = conn(x, sub)
         torch.manual_seed(7)
-        dropped = Dropout(0.5).train()(sub(x))
-        expected = _layer_norm(conn.combiner(x, dropped), conn.norm)
+        dropped = Dropout(0.5).train()
+        norm, combine = _layer_norm(conn.norm), _sdu(conn.combiner)
+        expected = reference.post_ln_connection(x, lambda h: dropped(sub(h)), norm, combine)
     torch.testing.assert_close(got, expected, atol=1e-5, rtol=0)
     with torch.no_grad():  # dropout really acted
-        no_drop = _layer_norm(conn.combiner(x, sub(x)), conn.norm)
+        no_drop = reference.post_ln_connection(x, sub, norm, combine)
     assert not torch.allclose(got, no_drop, atol=1e-3)
 
 
@@ -198,7 +187,7 @@ def test_pre_ln_connection_by_hand() -> None:
     conn, sub = _connection("pre", 0.0).eval(), _sublayer()
     x, _ = _inputs()
     with torch.no_grad():
-        expected = conn.combiner(x, sub(_layer_norm(x, conn.norm)))
+        expected = reference.pre_ln_connection(x, sub, _layer_norm(conn.norm), _sdu(conn.combiner))
         got = conn(x, sub)
     torch.testing.assert_close(got, expected, atol=1e-5, rtol=0)
     # no normalisation on the output: the stream passes through un-normalised
@@ -216,8 +205,10 @@ def test_pre_ln_connection_with_dropout_and_context() -> None:
         torch.manual_seed(11)
         got = conn(x, sub, context=ctx)
         torch.manual_seed(11)
-        y = Dropout(0.5).train()(sub(_layer_norm(x, conn.norm), _layer_norm(ctx, conn.norm)))
-        expected = conn.combiner(x, y)
+        dropped = Dropout(0.5).train()
+        expected = reference.pre_ln_connection(
+            x, lambda h, c: dropped(sub(h, c)), _layer_norm(conn.norm), _sdu(conn.combiner), ctx
+        )
     torch.testing.assert_close(got, expected, atol=1e-5, rtol=0)
 
 

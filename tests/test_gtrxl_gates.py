@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from highway_transformer.errors import ConfigError
+from highway_transformer.nn import reference
 from highway_transformer.nn.combiner import Combiner
 from highway_transformer.nn.gtrxl import (
     DEFAULT_GATE_BIAS,
@@ -27,18 +28,6 @@ def _inputs(seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.randn(2, 3, D, generator=g), torch.randn(2, 3, D, generator=g)
 
 
-def _relu(t: torch.Tensor) -> torch.Tensor:
-    return torch.where(t > 0, t, torch.zeros_like(t))
-
-
-def _sig(t: torch.Tensor) -> torch.Tensor:
-    return 1.0 / (1.0 + torch.exp(-t))
-
-
-def _tanh(t: torch.Tensor) -> torch.Tensor:
-    return (torch.exp(t) - torch.exp(-t)) / (torch.exp(t) + torch.exp(-t))
-
-
 def _seeded(cls: type[Combiner], bias: float | None = None) -> Combiner:
     torch.manual_seed(1)
     return cls(D, bias)
@@ -47,8 +36,7 @@ def _seeded(cls: type[Combiner], bias: float | None = None) -> Combiner:
 def test_input_gate_matches_eq_11() -> None:
     gate = _seeded(InputGate)
     x, y = _inputs()
-    w_g = gate.w_g.weight.detach()
-    expected = _sig(x @ w_g.T) * x + _relu(y)
+    expected = reference.gtrxl_input_gate(x, y, gate.w_g.weight.detach())
     torch.testing.assert_close(gate(x, y), expected, atol=ATOL, rtol=0)
 
 
@@ -56,9 +44,8 @@ def test_input_gate_matches_eq_11() -> None:
 def test_output_gate_matches_eq_12(b_g: float | None) -> None:
     gate = _seeded(OutputGate, b_g)
     x, y = _inputs()
-    w_g = gate.w_g.weight.detach()
     b = DEFAULT_GATE_BIAS if b_g is None else b_g
-    expected = x + _sig(x @ w_g.T - b) * _relu(y)
+    expected = reference.gtrxl_output_gate(x, y, gate.w_g.weight.detach(), b)
     torch.testing.assert_close(gate(x, y), expected, atol=ATOL, rtol=0)
 
 
@@ -66,10 +53,8 @@ def test_output_gate_matches_eq_12(b_g: float | None) -> None:
 def test_highway_gate_matches_eq_13(b_g: float | None) -> None:
     gate = _seeded(HighwayGTrXLGate, b_g)
     x, y = _inputs()
-    w_g = gate.w_g.weight.detach()
     b = DEFAULT_GATE_BIAS if b_g is None else b_g
-    t = _sig(x @ w_g.T + b)
-    expected = t * x + (1 - t) * _relu(y)
+    expected = reference.gtrxl_highway_gate(x, y, gate.w_g.weight.detach(), b)
     torch.testing.assert_close(gate(x, y), expected, atol=ATOL, rtol=0)
 
 
@@ -79,8 +64,7 @@ def test_sigmoid_tanh_gate_matches_equation(b_g: float | None) -> None:
     x, y = _inputs()
     w_g, u_g = gate.wu_y.weight.detach().split(D, dim=0)
     b = DEFAULT_GATE_BIAS if b_g is None else b_g
-    yr = _relu(y)
-    expected = x + _sig(yr @ w_g.T - b) * _tanh(yr @ u_g.T)
+    expected = reference.gtrxl_sigmoid_tanh_gate(x, y, w_g, u_g, b)
     torch.testing.assert_close(gate(x, y), expected, atol=ATOL, rtol=0)
 
 
@@ -92,11 +76,7 @@ def test_gru_gate_matches_eq_14(b_g: float | None) -> None:
     u_r, u_z = gate.u_x.weight.detach().split(D, dim=0)
     u_g = gate.u_g.weight.detach()
     b = DEFAULT_GATE_BIAS if b_g is None else b_g
-    yr = _relu(y)
-    r = _sig(yr @ w_r.T + x @ u_r.T)
-    z = _sig(yr @ w_z.T + x @ u_z.T - b)
-    h_hat = _tanh(yr @ w_g.T + (r * x) @ u_g.T)
-    expected = (1 - z) * x + z * h_hat
+    expected = reference.gtrxl_gru_gate(x, y, w_r, u_r, w_z, u_z, w_g, u_g, b)
     torch.testing.assert_close(gate(x, y), expected, atol=ATOL, rtol=0)
 
 

@@ -1,26 +1,17 @@
-"""LocalRNN (R-Transformer, Wang et al., §3.1, eqs. 2-3) against a window-materialising oracle."""
+"""LocalRNN (R-Transformer, Wang et al., §3.1, eqs. 2-3) against a window-materialising oracle
+(:func:`highway_transformer.nn.reference.local_rnn_windows`)."""
 
 from __future__ import annotations
 
 import pytest
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from highway_transformer.errors import ConfigError
 from highway_transformer.nn.local_rnn import LocalRNN
+from highway_transformer.nn.reference import local_rnn_windows as local_rnn_oracle
 
 CELLS = ("rnn", "gru", "lstm")
-
-
-def local_rnn_oracle(rnn: nn.RNNBase, x: Tensor, window: int) -> Tensor:
-    """Eq. 2 literally: each position's zero-padded window ``[B·L, k, D]`` through ``rnn``."""
-    batch, length, d = x.shape
-    padded = F.pad(x, (0, 0, window - 1, 0))  # zero inputs before the sequence start
-    windows = padded.unfold(1, window, 1)  # [B, L, D, k]
-    windows = windows.permute(0, 1, 3, 2).reshape(batch * length, window, d)
-    out, _ = rnn(windows)  # zero initial state for every window
-    return out[:, -1].reshape(batch, length, -1)
 
 
 def _module(cell: str, d: int, window: int, seed: int = 0) -> LocalRNN:

@@ -5,12 +5,15 @@ computes (docs/fidelity.md): the Transformer-XL LM of ``kimiyoung/transformer-xl
 ``pytorch/mem_transformer.py`` (also the Highway Transformer authors' fork, whose SDU gate
 is one more case) and the R-Transformer block of ``DSE-MSU/R-transformer``
 ``models/RTransformer.py``. They read our model's parameters by name (the weight mapping) and
-share nothing else with the library.
+compose the equations of :mod:`highway_transformer.nn.reference` (the code's ``_rel_shift``,
+``dec_attn_mask``, ``PositionalEmbedding``, ``_update_mems``, LayerNorms, gates); they share
+nothing with the library's fast path.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import pytest
@@ -34,6 +37,7 @@ from highway_transformer.models.families import (
     scales_embedding,
 )
 from highway_transformer.models.lm import LanguageModel
+from highway_transformer.nn import reference
 from highway_transformer.nn.memory import MemoryPolicy
 from highway_transformer.nn.norms import RTLayerNorm, build_norm
 from highway_transformer.presets import PRESETS, get_preset
@@ -104,69 +108,44 @@ def randomised(model: torch.nn.Module, seed: int = 0) -> torch.nn.Module:
     return model
 
 
-def ref_rel_shift(x: Tensor) -> Tensor:
-    """``RelMultiHeadAttn._rel_shift`` on ``[qlen, klen, bsz, n_head]``."""
-    zero_pad = torch.zeros((x.size(0), 1, *x.size()[2:]), dtype=x.dtype)
-    x_padded = torch.cat([zero_pad, x], dim=1)
-    x_padded = x_padded.view(x.size(1) + 1, x.size(0), *x.size()[2:])
-    return x_padded[1:].view_as(x)
-
-
-def ref_pos_emb(pos_seq: Tensor) -> Tensor:
-    """``PositionalEmbedding``: ``[sin | cos]`` of ``pos_seq ⊗ inv_freq``, ``[klen, D]``."""
-    inv_freq = 1 / (10000 ** (torch.arange(0.0, D, 2.0, dtype=torch.float64) / D))
-    sinusoid_inp = torch.outer(pos_seq, inv_freq)
-    return torch.cat([sinusoid_inp.sin(), sinusoid_inp.cos()], dim=-1)
-
-
-def ref_gate(x: Tensor, proj_w: Tensor, proj_b: Tensor) -> Tensor:
-    """The fork's ``g = σ(w1(x)) * w2(x)`` (our combiner stores [W1; W2] as one projection)."""
-    w1, w2 = proj_w.split(D), proj_b.split(D)
-    return torch.sigmoid(x @ w1[0].T + w2[0]) * (x @ proj_w[D:].T + proj_b[D:])
-
-
 def ref_layer(P: dict, i: int, case: Case, w, r, u, v, mask, mems):
-    """``RelPartialLearnableDecoderLayer``: attention (glu_type 0 or 2) then ``PositionwiseFF``."""
-    pre = case.norm == "pre"
-    qlen, bsz = w.shape[:2]
+    """``RelPartialLearnableDecoderLayer``: attention (glu_type 0 or 2) then ``PositionwiseFF``,
+    each through the code's pre- or post-LN connection, time-major ``[L, B, D]``."""
     a, ff = f"blocks.{i}.sublayers.0.attention", f"blocks.{i}.sublayers.1"
-    ln_a = (P[f"blocks.{i}.connections.0.norm.weight"], P[f"blocks.{i}.connections.0.norm.bias"])
-    ln_f = (P[f"blocks.{i}.connections.1.norm.weight"], P[f"blocks.{i}.connections.1.norm.bias"])
 
-    def ln(x, p):
-        return F.layer_norm(x, (D,), p[0], p[1], 1e-5)
+    def norm(k: int) -> Callable[[Tensor], Tensor]:
+        weight, bias = (P[f"blocks.{i}.connections.{k}.norm.{n}"] for n in ("weight", "bias"))
+        return lambda x: reference.layer_norm(x, weight, bias, 1e-5)
 
-    cat = torch.cat([mems, w], 0)
-    w_heads = (ln(cat, ln_a) if pre else cat) @ P[f"{a}.qkv.weight"].T
-    r_head_k = r @ P[f"{a}.r_net.weight"].T
-    w_head_q, w_head_k, w_head_v = torch.chunk(w_heads, 3, dim=-1)
-    w_head_q = w_head_q[-qlen:]
-    klen = w_head_k.size(0)
-    w_head_q = w_head_q.view(qlen, bsz, H, DH)
-    w_head_k = w_head_k.view(klen, bsz, H, DH)
-    w_head_v = w_head_v.view(klen, bsz, H, DH)
-    r_head_k = r_head_k.view(klen, H, DH)
-    ac = torch.einsum("ibnd,jbnd->ijbn", w_head_q + u, w_head_k)
-    bd = ref_rel_shift(torch.einsum("ibnd,jnd->ijbn", w_head_q + v, r_head_k))
-    score = (ac + bd) * (1 / DH**0.5)
-    score = score.masked_fill(mask[:, :, None, None], -float("inf"))
-    prob = F.softmax(score, dim=1)
-    vec = torch.einsum("ijbn,jbnd->ibnd", prob, w_head_v).reshape(qlen, bsz, H * DH)
-    attn_out = vec @ P[f"{a}.out.weight"].T
-    g = 0.0
-    if case.gate == "sdu":
-        g = ref_gate(w, P[f"blocks.{i}.connections.0.combiner.proj.weight"],
-                     P[f"blocks.{i}.connections.0.combiner.proj.bias"])  # fmt: skip
-    out = w + attn_out + g if pre else ln(w + attn_out + g, ln_a)
+    def combine(k: int) -> reference.Combine:
+        # the fork's g = σ(w1(x)) * w2(x); our combiner stores [W1; W2] as one projection
+        if case.gate != "sdu":
+            return reference.residual
+        weight = P[f"blocks.{i}.connections.{k}.combiner.proj.weight"]
+        bias = P[f"blocks.{i}.connections.{k}.combiner.proj.bias"]
+        return lambda x, y: reference.sdu(x, y, weight[:D], bias[:D], weight[D:], bias[D:])
 
-    def core(x):
-        h = torch.relu(x @ P[f"{ff}.fc1.weight"].T + P[f"{ff}.fc1.bias"])
-        return h @ P[f"{ff}.fc2.weight"].T + P[f"{ff}.fc2.bias"]
+    def attention(h: Tensor, context: Tensor) -> Tensor:
+        qlen, bsz = h.shape[:2]
+        w_heads = torch.cat([context, h], 0) @ P[f"{a}.qkv.weight"].T
+        w_head_q, w_head_k, w_head_v = torch.chunk(w_heads, 3, dim=-1)
+        klen = w_head_k.size(0)
+        r_head_k = (r @ P[f"{a}.r_net.weight"].T).view(klen, H, DH)
+        vec = reference.rel_attention(
+            w_head_q[-qlen:].view(qlen, bsz, H, DH),
+            w_head_k.view(klen, bsz, H, DH),
+            w_head_v.view(klen, bsz, H, DH),
+            r_head_k, u, v, mask, 1 / DH**0.5,
+        )  # fmt: skip
+        return vec.reshape(qlen, bsz, H * DH) @ P[f"{a}.out.weight"].T
 
-    if case.gate == "sdu":
-        g = ref_gate(out, P[f"blocks.{i}.connections.1.combiner.proj.weight"],
-                     P[f"blocks.{i}.connections.1.combiner.proj.bias"])  # fmt: skip
-    return core(ln(out, ln_f)) + out + g if pre else ln(out + core(out) + g, ln_f)
+    def core(x: Tensor) -> Tensor:
+        weights = (P[f"{ff}.fc{n}.{kind}"] for n in (1, 2) for kind in ("weight", "bias"))
+        return reference.position_wise_ff(x, *weights)
+
+    connect = reference.pre_ln_connection if case.norm == "pre" else reference.post_ln_connection
+    out = connect(w, attention, norm(0), combine(0), context=mems)
+    return connect(out, core, norm(1), combine(1))
 
 
 def ref_segment(P: dict, case: Case, inp: Tensor, tgt: Tensor, mems: list[Tensor]):
@@ -176,17 +155,8 @@ def ref_segment(P: dict, case: Case, inp: Tensor, tgt: Tensor, mems: list[Tensor
     word_emb = emb[inp] * D**0.5  # AdaptiveEmbedding's emb_scale
     mlen = mems[0].size(0)
     klen = mlen + qlen
-    all_ones = torch.ones(qlen, klen)
-    if case.same_length:
-        mask_len = klen - case.mem_len
-        mask_shift_len = qlen - mask_len if mask_len > 0 else qlen
-        mask = (torch.triu(all_ones, 1 + mlen) + torch.tril(all_ones, -mask_shift_len)).bool()
-    else:
-        mask = torch.triu(all_ones, diagonal=1 + mlen).bool()
-    pos_seq = torch.arange(klen - 1, -1, -1.0, dtype=torch.float64)
-    if case.clamp_len > 0:
-        pos_seq = pos_seq.clamp(max=case.clamp_len)
-    pos_emb = ref_pos_emb(pos_seq)
+    mask = reference.xl_attention_mask(qlen, mlen, case.same_length, window=case.mem_len)
+    pos_emb = reference.relative_sinusoid(klen, D, case.clamp_len)
     core_out = word_emb
     hids = [core_out]
     for i in range(N_LAYERS):
@@ -195,11 +165,7 @@ def ref_segment(P: dict, case: Case, inp: Tensor, tgt: Tensor, mems: list[Tensor
         v = P[f"{a}.r_r_bias"] if case.untie_r else P["relative.r_r_bias"]
         core_out = ref_layer(P, i, case, core_out, pos_emb, u, v, mask, mems[i])
         hids.append(core_out)
-    end_idx = mlen + qlen
-    beg_idx = max(0, end_idx - case.mem_len)
-    new_mems = [
-        torch.cat([m, h], 0)[beg_idx:end_idx].detach() for m, h in zip(mems, hids, strict=True)
-    ]
+    new_mems = reference.xl_update_memory(mems, hids, case.mem_len)
     out_w = emb if case.tie else P["output.weight"]
     logits = core_out @ out_w.T + P["output.bias"]
     loss = F.cross_entropy(logits.reshape(-1, V), tgt.reshape(-1))
@@ -294,52 +260,20 @@ def test_xl_presets_use_the_reference_dropout_sites() -> None:
 # --------------------------------------------------------------------------- RT block
 
 
-def ref_rt_layer_norm(x: Tensor, a_2: Tensor, b_2: Tensor, eps: float = 1e-6) -> Tensor:
-    """``models/RTransformer.py`` ``LayerNorm``."""
-    mean = x.mean(-1, keepdim=True)
-    std = x.std(-1, keepdim=True)
-    return a_2 * (x - mean) / (std + eps) + b_2
-
-
 def ref_rt_block(block, x: Tensor, window: int, n_rnn: int) -> Tensor:
-    """``Block.forward``: N ``LocalRNNLayer`` then ``MHPooling`` and the FFN, each as
-    ``x + dropout(sublayer(norm(x)))``; weights read from our block."""
-
-    def norm(k: int, y: Tensor) -> Tensor:
-        return ref_rt_layer_norm(
-            y, block.connections[k].norm.weight, block.connections[k].norm.bias
-        )
-
-    def local_rnn(rnn, y: Tensor) -> Tensor:
-        batch, length, d = y.shape
-        padded = torch.cat([torch.zeros(batch, window - 1, d, dtype=y.dtype), y], dim=1)
-        idx = [
-            i for j in range(window - 1, window - 1 + length) for i in range(j - window + 1, j + 1)
-        ]
-        keys = padded[:, idx].reshape(batch, length, window, d)
-        return rnn(keys.view(-1, window, d))[0][:, -1, :].view(batch, length, d)
-
-    def pooling(attn, y: Tensor) -> Tensor:
-        nb, seq_len, _ = y.shape
-        wq, wk, wv = attn.qkv.weight.split(D)
-        bq, bk, bv = attn.qkv.bias.split(D)
-        q, k, v = (
-            (y @ w.T + b).view(nb, -1, H, D // H).transpose(1, 2)
-            for w, b in ((wq, bq), (wk, bk), (wv, bv))
-        )
-        scores = q @ k.transpose(-2, -1) / math.sqrt(D // H)
-        keep = torch.tril(torch.ones(seq_len, seq_len)).bool()
-        p_attn = F.softmax(scores.masked_fill(~keep, -1e9), dim=-1)
-        out = (p_attn @ v).transpose(1, 2).contiguous().view(nb, -1, D)
-        return out @ attn.out.weight.T + attn.out.bias
-
-    def ffn(f, y: Tensor) -> Tensor:
-        return f.fc2(torch.relu(f.fc1(y)))
-
-    for k in range(n_rnn):
-        x = x + local_rnn(block.sublayers[k].local_rnn.rnn, norm(k, x))
-    x = x + pooling(block.sublayers[n_rnn].attention, norm(n_rnn, x))
-    return x + ffn(block.sublayers[n_rnn + 1], norm(n_rnn + 1, x))
+    """``Block.forward`` of the RT code (:func:`reference.r_transformer_block`), the weights
+    read from our block: N ``LocalRNNLayer``, ``MHPooling``, the FFN."""
+    attention = block.sublayers[n_rnn].attention
+    ffn = block.sublayers[n_rnn + 1]
+    return reference.r_transformer_block(
+        x,
+        window,
+        norms=[(c.norm.weight, c.norm.bias) for c in block.connections],
+        rnns=[block.sublayers[k].local_rnn.rnn for k in range(n_rnn)],
+        attention=reference.attention_weights(attention.qkv, attention.out),
+        n_heads=H,
+        ffn=(ffn.fc1.weight, ffn.fc1.bias, ffn.fc2.weight, ffn.fc2.bias),
+    )
 
 
 @pytest.mark.parametrize("n_rnn", [1, 2])
@@ -374,7 +308,7 @@ def test_rt_layer_norm_differs_from_torch_layer_norm() -> None:
     torch.manual_seed(0)
     x = torch.randn(4, 128) * 3
     rt, plain = build_norm("rt", 128), build_norm("torch", 128)
-    torch.testing.assert_close(rt(x), ref_rt_layer_norm(x, rt.weight, rt.bias))
+    torch.testing.assert_close(rt(x), reference.rt_layer_norm(x, rt.weight, rt.bias))
     assert (rt(x) - plain(x)).abs().max() > 1e-3
 
 
@@ -389,7 +323,7 @@ def test_rt_layer_norm_backward_is_the_formulas(dtype: torch.dtype, tolerance: f
     upstream = torch.randn(3, 5, 16, dtype=dtype)
     params = (x, norm.weight, norm.bias)
     ours = norm(x)
-    ref = ref_rt_layer_norm(x, norm.weight, norm.bias)
+    ref = reference.rt_layer_norm(x, norm.weight, norm.bias)
     torch.testing.assert_close(ours, ref, atol=tolerance, rtol=0)
     got = torch.autograd.grad(ours, params, upstream)
     want = torch.autograd.grad(ref, params, upstream)

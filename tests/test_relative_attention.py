@@ -1,8 +1,9 @@
-"""Transformer-XL relative attention (Dai et al., 2019; HT eqs. 10-17) against a brute force.
+"""Transformer-XL relative attention (Dai et al., 2019; HT eqs. 10-17) against its reference.
 
-The oracle computes every score ``A_ij = q_iᵀk_j + q_iᵀW_kR R_{M+i-j} + uᵀk_j + vᵀW_kR R_{M+i-j}``
-one ``(i, j)`` pair at a time from the module's own weights, in float64, with the mask written
-from its definition (causal; ``same_length``: only the ``M`` most recent keys).
+The oracle is :func:`highway_transformer.nn.reference.rel_multihead_attention` in float64 from
+the module's own weights: every score ``A_ij = q_iᵀk_j + q_iᵀW_kR R_{M+i-j} + uᵀk_j +
+vᵀW_kR R_{M+i-j}`` term by term with each pair's distance (no shift), the mask as the
+reference code builds it (causal; ``same_length``: only the ``M`` most recent keys).
 """
 
 from __future__ import annotations
@@ -13,13 +14,9 @@ import pytest
 import torch
 
 from highway_transformer.errors import ConfigError
+from highway_transformer.nn import reference
 from highway_transformer.nn.dropout import keep_draw
-from highway_transformer.nn.positional import sinusoid
-from highway_transformer.nn.relative import (
-    RelativeMultiHeadAttention,
-    rel_shift,
-    relative_attention_mask,
-)
+from highway_transformer.nn.relative import RelativeMultiHeadAttention, relative_attention_mask
 from highway_transformer.nn.relative_core import relative_attention, shifted_view, zero_rows
 
 D_MODEL, N_HEADS, D_HEAD = 12, 3, 4
@@ -32,42 +29,19 @@ def oracle(
     clamp_len: int = 0,
     same_length: bool = False,
 ) -> torch.Tensor:
-    """Per-(i, j) brute force of the module's forward (float64, differentiable)."""
+    """The reference of the module's forward in float64 (differentiable into ``h``, the
+    memory and the module's parameters), cast back to ``h``'s dtype."""
     dt = torch.float64
-    n_h, d_h, d = m.n_heads, m.d_head, m.d_model
-    w_q, w_k, w_v = m.qkv.weight.to(dt).split(n_h * d_h, dim=0)
-    w_r, w_o = m.r_net.weight.to(dt), m.out.weight.to(dt)
-    u, v = m.r_w_bias.to(dt), m.r_r_bias.to(dt)
-    ctx = h if memory is None else torch.cat([memory, h], dim=1)
-    ctx, hd = ctx.to(dt), h.to(dt)
-    bsz, q_len, k_len = h.shape[0], h.shape[1], ctx.shape[1]
-    mem_len = k_len - q_len
-    outs = []
-    for b in range(bsz):
-        heads = []
-        for head in range(n_h):
-            sl = slice(head * d_h, (head + 1) * d_h)
-            rows = []
-            for i in range(q_len):
-                q_i = w_q[sl] @ hd[b, i]
-                scores, values = [], []
-                for j in range(k_len):
-                    dist = mem_len + i - j
-                    visible = dist >= 0 and (not same_length or mem_len == 0 or dist < mem_len)
-                    if not visible:
-                        continue
-                    k_j = w_k[sl] @ ctx[b, j]
-                    pos = dist if clamp_len <= 0 else min(dist, clamp_len)
-                    r = sinusoid(torch.tensor([float(pos)]), d, split=True)[0].to(dt)
-                    wr = w_r[sl] @ r
-                    a_ij = q_i @ k_j + q_i @ wr + u[head] @ k_j + v[head] @ wr
-                    scores.append(a_ij / math.sqrt(d_h))
-                    values.append(w_v[sl] @ ctx[b, j])
-                p = torch.softmax(torch.stack(scores), dim=0)
-                rows.append((p[:, None] * torch.stack(values)).sum(0))
-            heads.append(torch.stack(rows))  # [L, dh]
-        outs.append(torch.cat(heads, dim=-1) @ w_o.T)
-    return torch.stack(outs).to(h.dtype)
+    out = reference.rel_multihead_attention(
+        h.to(dt),
+        None if memory is None else memory.to(dt),
+        reference.rel_attention_weights(m).to(dt),
+        m.n_heads,
+        clamp_len=clamp_len,
+        same_length=same_length,
+        shift=False,
+    )
+    return out.to(h.dtype)
 
 
 def make(seed: int = 0, n_heads: int = N_HEADS, **kw: float) -> RelativeMultiHeadAttention:
@@ -163,12 +137,7 @@ def test_same_length_window():
     """Every query sees exactly its M most recent keys, as in the reference code's mask."""
     for q_len, mem_len in [(4, 3), (3, 5), (5, 5)]:
         mask = relative_attention_mask(q_len, mem_len, same_length=True)
-        k_len = q_len + mem_len
-        ones = torch.ones(q_len, k_len)
-        mask_len = k_len - mem_len
-        shift = q_len - mask_len if mask_len > 0 else q_len
-        ref = (torch.triu(ones, 1 + mem_len) + torch.tril(ones, -shift)).bool()
-        assert torch.equal(mask, ref)
+        assert torch.equal(mask, reference.xl_attention_mask(q_len, mem_len, same_length=True))
         assert torch.equal((~mask).sum(1), torch.full((q_len,), mem_len))
 
 
@@ -177,12 +146,7 @@ def test_same_length_window_while_memory_fills():
     with M < W keys held every query still sees at most its W most recent keys."""
     for q_len, held, window in [(4, 0, 2), (4, 1, 3), (3, 2, 6), (5, 0, 5)]:
         mask = relative_attention_mask(q_len, held, same_length=True, window=window)
-        k_len = q_len + held
-        ones = torch.ones(q_len, k_len)
-        mask_len = k_len - window
-        shift = q_len - mask_len if mask_len > 0 else q_len
-        ref = (torch.triu(ones, 1 + held) + torch.tril(ones, -shift)).bool()
-        assert torch.equal(mask, ref)
+        assert torch.equal(mask, reference.xl_attention_mask(q_len, held, True, window))
         visible = torch.minimum(torch.arange(q_len) + held + 1, torch.tensor(window))
         assert torch.equal((~mask).sum(1), visible)
 
@@ -251,26 +215,25 @@ def test_bf16_runs_without_nan(same_length):
 
 
 def core_oracle(q_u, q_v, key, value, r_rows, mask, scale, dropout):  # noqa: ANN001, ANN201
-    """:func:`relative_attention` by autograd, the BD shift gathered index by index: query
-    ``i``, key ``j`` reads the position key of distance ``M+i-j`` (``r_rows`` row
-    ``L-i+j`` after the zero row; beyond the rows: future keys, masked)."""
+    """:func:`relative_attention` by :func:`reference.rel_scores` (the reference code's
+    ``_rel_shift``) and :func:`reference.rel_attend`, its operands laid out time-major:
+    ``[H·B, N, dh]`` and ``[H, B·L, dh]`` -> ``[N, B, H, dh]``; the position keys after the
+    zero rows, ``[H, K, dh]`` -> ``[K, H, dh]``; the dropout mask drawn as the core draws it."""
     n_h = q_v.shape[0]
     hb, q_len, d_h = q_u.shape
     bsz, k_len = hb // n_h, key.shape[1]
-    # one zero row (rel_shift's padding column) before the K position keys
-    rows = r_rows[:, -(k_len + 1) :] if q_len > 1 else torch.cat([r_rows[:, :1] * 0, r_rows], 1)
-    bd_full = (q_v @ rows.transpose(1, 2)).view(n_h, bsz, q_len, k_len + 1)
-    i = torch.arange(q_len)[:, None]
-    j = torch.arange(k_len)[None, :]
-    col = (q_len - i + j).clamp(max=k_len)  # in the padded rows
-    bd = bd_full.gather(-1, col.expand(n_h, bsz, q_len, k_len)).reshape(hb, q_len, k_len)
-    scores = (q_u @ key.transpose(1, 2) + bd) * scale
-    future = (j > k_len - q_len + i).expand(q_len, k_len)
-    hidden = future if mask is None else mask | future
-    probs = torch.softmax(scores.masked_fill(hidden, float("-inf")), -1)
+
+    def time_major(t: torch.Tensor) -> torch.Tensor:
+        return t.reshape(n_h, bsz, -1, d_h).permute(2, 1, 0, 3)
+
+    keep = None
     if dropout > 0:
-        probs = probs * keep_draw(probs.shape, dropout).to(probs.dtype) / (1 - dropout)
-    return probs @ value
+        keep = keep_draw((hb, q_len, k_len), dropout).to(q_u.dtype) / (1 - dropout)
+        keep = keep.view(n_h, bsz, q_len, k_len).permute(2, 3, 1, 0)  # [L, K, B, H]
+    r_k = r_rows[:, -k_len:].transpose(0, 1)  # [K, H, dh], distances K-1 … 0
+    scores = reference.rel_scores(time_major(q_u), time_major(q_v), time_major(key), r_k)
+    out = reference.rel_attend(scores, time_major(value), mask, scale, keep)  # [L, B, H, dh]
+    return out.permute(2, 1, 0, 3).reshape(hb, q_len, d_h)
 
 
 @pytest.mark.parametrize("q_len", [1, 4])
@@ -325,7 +288,7 @@ def test_shifted_view_of_padded_rows_is_rel_shift(q_len: int, mem_len: int) -> N
     q = torch.randn(n_h, bsz * q_len, d_h, generator=g, dtype=torch.float64)
     r = torch.randn(n_h, k_len, d_h, generator=g, dtype=torch.float64)
     plain = (q @ r.transpose(1, 2)).view(n_h * bsz, q_len, k_len)
-    expected = rel_shift(plain) if q_len > 1 else plain
+    expected = reference.rel_shift(plain.permute(1, 2, 0)).permute(2, 0, 1)  # on [L, K, ·]
     visible = ~relative_attention_mask(q_len, mem_len)  # rel_shift's other entries are junk
     for pad in (1, 2, 5):
         rows = torch.cat([torch.zeros_like(r[:, :pad]), r], 1) if q_len > 1 else r

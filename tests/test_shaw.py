@@ -2,47 +2,24 @@
 
 from __future__ import annotations
 
-import math
-
 import pytest
 import torch
 
 from highway_transformer.errors import ConfigError
+from highway_transformer.nn import reference
 from highway_transformer.nn.shaw import ShawAttention, relative_buckets
 
 ATOL = 1e-5
 
 
 def oracle(attn: ShawAttention, h: torch.Tensor) -> torch.Tensor:
-    """Shaw eqs. 2-4 straight from the definition, with full ``[L, L, d_head]`` a^K and a^V.
-
-    The edge tensors are built entry by entry from ``clip(j − i, −k, k)``, and ``e_ij`` and
-    ``z_i`` are computed with explicit ``k_j + a^K_ij`` and ``v_j + a^V_ij`` pairs.
-    """
-    b, length, d = h.shape
-    n_heads, d_head, k = attn.n_heads, attn.d_head, attn.clip
-    rows_k, rows_v = [], []
-    for i in range(length):
-        rk, rv = [], []
-        for j in range(length):
-            r = max(-k, min(k, j - i)) + k
-            rk.append(attn.rel_k.weight[r])
-            rv.append(attn.rel_v.weight[r])
-        rows_k.append(torch.stack(rk))
-        rows_v.append(torch.stack(rv))
-    a_k = torch.stack(rows_k)  # [L, L, d_head]
-    a_v = torch.stack(rows_v)
-    qkv = attn.qkv(h).view(b, length, 3, n_heads, d_head)
-    q, key, v = (qkv[:, :, n].transpose(1, 2) for n in range(3))  # [B, H, L, d_head]
-    keys = key[:, :, None, :, :] + a_k  # [B, H, L(i), L(j), d_head]
-    values = v[:, :, None, :, :] + a_v
-    e = (q[:, :, :, None, :] * keys).sum(-1) / math.sqrt(d_head)
-    if attn.causal:
-        future = torch.ones(length, length, dtype=torch.bool).triu(1)
-        e = e.masked_fill(future, float("-inf"))
-    alpha = torch.softmax(e, dim=-1)
-    z = (alpha[..., None] * values).sum(-2)  # [B, H, L, d_head]
-    return attn.out(z.transpose(1, 2).reshape(b, length, d))
+    """Shaw eqs. 2-4 from the definition (:func:`reference.shaw_multihead_attention`): the
+    ``[L, L, d_head]`` tables a^K and a^V built entry by entry from ``clip(j − i, −k, k)``,
+    ``e_ij`` and ``z_i`` with explicit ``k_j + a^K_ij`` and ``v_j + a^V_ij`` pairs."""
+    weights = reference.attention_weights(attn.qkv, attn.out)
+    return reference.shaw_multihead_attention(
+        h, weights, attn.rel_k.weight, attn.rel_v.weight, attn.n_heads, attn.clip, attn.causal
+    )
 
 
 def _module(clip: int, causal: bool, d: int = 16, heads: int = 2) -> ShawAttention:

@@ -8,6 +8,7 @@ to its reference maths, drawing the mask with ``bernoulli_`` (slow on the CPU) a
 its masks on every call; there the same maths is written out (:func:`attend`), the mask
 drawn as every other dropout mask here (:mod:`.dropout`): one layer's attention forward and
 backward 1.2–1.6× faster at HT Table 2's `cpu` size (``benchmarks/bench_attention_dropout.py``).
+Oracles: :func:`.reference.multi_head_attention`, :func:`.reference.scaled_dot_attention`.
 """
 
 from __future__ import annotations

@@ -10,6 +10,8 @@ Sublayers share one call signature, ``sublayer(h, context=None, *, state=None, *
 ``context`` is the Transformer-XL memory (attention only), ``state`` a per-sublayer dict for
 incremental decoding (KV cache, LocalRNN window), ``options`` run-time attention knobs and
 the encoder-decoder's padding masks and encoder output (sublayers ignore what they do not use).
+
+Oracle of the R-Transformer block: :func:`.reference.r_transformer_block`.
 """
 
 from __future__ import annotations

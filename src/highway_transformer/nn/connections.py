@@ -18,6 +18,7 @@ with ``T = σ(x W1 + b1)`` and ``Ψ`` sigmoid or tanh. Post-LN wraps the combina
 ``LN(combine(x, y(x)))``; pre-LN feeds the sublayer a normalised input,
 ``combine(x, y(LN(x)))``. A new gate is one small :class:`Combiner` subclass registered in
 :data:`COMBINERS`.
+Oracles: :func:`.reference.post_ln_connection`, :func:`.reference.pre_ln_connection`.
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""Position-wise feed-forward network (HT eq. 8): ``FFN(U) = FF(ReLU(FF(U)))``."""
+"""Position-wise feed-forward network (HT eq. 8): ``FFN(U) = FF(ReLU(FF(U)))``.
+
+Oracle: :func:`.reference.position_wise_ff`.
+"""
 
 from __future__ import annotations
 

@@ -23,6 +23,7 @@ combiner                 formula                                                
 The matrices ``W``/``U`` are bias-free linear maps; ``b_g`` is a fixed constant (not learned),
 2.0 by default as in the GTrXL paper, so that the gates start close to the identity map
 ``g(x, y) ≈ x``. All gates are defined for the pre-LN ordering only (``pre_ln_only``).
+Oracles: :func:`.reference.gtrxl_input_gate` and its neighbours, one per gate.
 """
 
 from __future__ import annotations

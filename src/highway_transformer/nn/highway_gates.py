@@ -2,6 +2,7 @@
 
 Each is a :class:`~highway_transformer.nn.combiner.Combiner` applied to the stream ``x`` and
 the sublayer output ``y``. ``W1, W2 ∈ R^{d×d}`` cost ``2d(d+1)`` parameters per gated sublayer.
+Oracles: :func:`.reference.sdu`, :func:`.reference.highway_gate`, :func:`.reference.gated_sublayer`.
 """
 
 from __future__ import annotations

@@ -26,6 +26,9 @@ that keeps per step only what it needs (vanilla RNN: the hidden state; GRU: ``r`
 ``W_hn h + b_hn``, the candidate ``n`` and the step's input state; LSTM: the four gates, the
 cell and the input state) and none of the pointwise temporaries autograd would keep. The
 padded projection itself is freed after the forward pass.
+
+Oracle: :func:`.reference.local_rnn` (eq. 2 as a loop over positions and window steps, also for
+:meth:`LocalRNN.step`'s chunks) and :func:`.reference.local_rnn_windows` (the RT code's form).
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ is the last ``mem_len`` hidden states that entered it, kept without gradient.
 How much memory is kept and how it is attended to are run-time settings, passed to the
 model's ``forward`` as a :class:`MemoryPolicy` value (training and evaluation differ: HT A.3
 evaluates with a longer memory, clamped distances and ``same_length``); a config's policies
-come from :func:`highway_transformer.models.families.memory_policy`.
+come from :func:`highway_transformer.models.families.memory_policy`. Oracle of the update:
+:func:`.reference.xl_update_memory`.
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@
 ``rt``: the R-Transformer code's ``LayerNorm`` (``models/RTransformer.py``),
 ``g ⊙ (x - μ) / (σ_unbiased + 1e-6) + b``: the *unbiased* standard deviation, with ε added
 to the deviation rather than the variance. At d 128 the two differ by up to ~6e-2.
+Oracles: :func:`.reference.layer_norm`, :func:`.reference.rt_layer_norm`.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Sinusoidal position encodings (HT eqs. 4-6; Vaswani et al.).
 
 ``PE(pos, 2i) = sin(pos / 10000^(2i/d))``, ``PE(pos, 2i+1) = cos(pos / 10000^(2i/d))``.
-Computed per call for the positions asked for: no table, no length cap.
+Computed per call for the positions asked for: no table, no length cap. Oracles:
+:func:`.reference.absolute_sinusoid`, :func:`.reference.split_sinusoid`.
 """
 
 from __future__ import annotations

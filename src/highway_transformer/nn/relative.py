@@ -19,6 +19,9 @@ Efficient form (post on Transformer-XL, "Bonus"): ``(q + v)`` is multiplied once
 row ``i`` of the wanted ``BD`` matrix is row ``i`` of ``B̃`` shifted left by ``L-1-i``,
 done with the pad-and-reshape trick of the reference code. Scores, softmax and the value
 product run in :mod:`.relative_core` (one fused pass where autograd would make several).
+
+Oracle: :func:`.reference.rel_multihead_attention` (terms :func:`.reference.rel_score_terms`,
+mask :func:`.reference.xl_attention_mask`, ``R`` :func:`.reference.relative_sinusoid`).
 """
 
 from __future__ import annotations

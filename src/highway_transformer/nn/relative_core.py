@@ -25,8 +25,8 @@ kernels for the three products that touch them (18% of the GPU time of an eager 
 on an H100). A CPU keeps ``p = 1``.
 
 Layout: head-major, ``H·B`` matrices (head ``h`` of row ``b`` is matrix ``h·B + b``), so the
-shifted ``BD`` of ``[H, B·L, W]`` is a ``[H·B, L, K]`` view. A slow autograd composition of
-the same formula is the oracle in ``tests/test_relative_attention.py``.
+shifted ``BD`` of ``[H, B·L, W]`` is a ``[H·B, L, K]`` view. Oracle: the same formula by
+autograd, :func:`.reference.rel_attention` (the code's shift: :func:`.reference.rel_shift`).
 """
 
 from __future__ import annotations

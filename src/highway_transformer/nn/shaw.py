@@ -13,6 +13,8 @@ product of the queries with the ``2k+1`` key embeddings, ``[B, H, L, 2k+1]``, ga
 ``(i, j)`` to ``[B, H, L, L]``; the value term scatters ``α`` into the ``2k+1`` distance
 buckets, ``w_ir = Σ_{j: clip(j−i)=r} α_ij`` (``[B, H, L, 2k+1]``), then multiplies by the
 value embeddings: ``Σ_j α_ij a^V_ij = Σ_r w_ir a^V_r``.
+
+Oracle: :func:`.reference.shaw_multihead_attention` (edge tables built entry by entry).
 """
 
 from __future__ import annotations
