@@ -1,4 +1,4 @@
-"""Evaluation: loss in nats, bits per character/byte, perplexity.
+"""Language-model evaluation of a token stream: loss in nats, bits per character/byte, perplexity.
 
 Every target token of a split is counted exactly once (see
 :mod:`highway_transformer.data.batching`); Transformer-XL memory is carried along each row.
