@@ -131,6 +131,23 @@ def _check_clamp_len(clamp_len: int) -> None:
         raise ConfigError(f"clamp_len must be an integer (<= 0: no clamping); got {clamp_len!r}")
 
 
+def uv_biases(
+    n_heads: int, d_head: int, here: bool
+) -> tuple[nn.Parameter | None, nn.Parameter | None]:
+    """Transformer-XL's ``u`` and ``v`` (the code's ``r_w_bias``, ``r_r_bias``), one vector per
+    head, uninitialised; ``(None, None)`` where another module holds them (``here`` False)."""
+    if not here:
+        return None, None
+    return nn.Parameter(torch.empty(n_heads, d_head)), nn.Parameter(torch.empty(n_heads, d_head))
+
+
+def reset_uv_biases(*biases: nn.Parameter | None) -> None:
+    """``u`` and ``v`` from N(0, 0.02), as the reference code initialises them."""
+    for bias in biases:
+        if bias is not None:
+            nn.init.normal_(bias, std=0.02)
+
+
 class RelativePositions(nn.Module):
     """The model-level part of Transformer-XL attention: ``R``, the mask, shared ``u`` / ``v``.
 
@@ -146,17 +163,11 @@ class RelativePositions(nn.Module):
         super().__init__()
         self.d_model = d_model
         self.dropout = Dropout(dropout)
-        self.r_w_bias: nn.Parameter | None = None
-        self.r_r_bias: nn.Parameter | None = None
-        if shared_biases:
-            self.r_w_bias = nn.Parameter(torch.empty(n_heads, d_head))  # u
-            self.r_r_bias = nn.Parameter(torch.empty(n_heads, d_head))  # v
+        self.r_w_bias, self.r_r_bias = uv_biases(n_heads, d_head, shared_biases)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        for bias in (self.r_w_bias, self.r_r_bias):
-            if bias is not None:
-                nn.init.normal_(bias, std=0.02)
+        reset_uv_biases(self.r_w_bias, self.r_r_bias)
 
     def forward(
         self,
@@ -249,17 +260,11 @@ class RelativeMultiHeadAttention(nn.Module):
         self.qkv = nn.Linear(d_model, 3 * inner, bias=False)
         self.r_net = nn.Linear(d_model, inner, bias=False)  # W_kR
         self.out = nn.Linear(inner, d_model, bias=False)
-        self.r_w_bias: nn.Parameter | None = None
-        self.r_r_bias: nn.Parameter | None = None
-        if own_biases:
-            self.r_w_bias = nn.Parameter(torch.empty(n_heads, d_head))  # u
-            self.r_r_bias = nn.Parameter(torch.empty(n_heads, d_head))  # v
+        self.r_w_bias, self.r_r_bias = uv_biases(n_heads, d_head, own_biases)
         self.reset_biases()
 
     def reset_biases(self) -> None:
-        for bias in (self.r_w_bias, self.r_r_bias):
-            if bias is not None:
-                nn.init.normal_(bias, std=0.02)
+        reset_uv_biases(self.r_w_bias, self.r_r_bias)
 
     def extra_repr(self) -> str:
         return (
