@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from ..errors import CheckpointError
 from ..runtime.machine import machine_of
 from ..storage import runfolder
 
@@ -21,7 +22,6 @@ from ..storage import runfolder
 def _checkpoint_run_record(run_dir: Path) -> dict[str, Any]:
     """The run record of the run's checkpoint, checked as a resume checks it; {} when there is
     none or it cannot be trusted (a run writing it right now: the estimate skips it)."""
-    from ..errors import CheckpointError
     from ..training.checkpoint import checkpoint_run_record  # torch: lazily
 
     try:

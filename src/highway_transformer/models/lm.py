@@ -26,6 +26,8 @@ from torch import Tensor, nn
 
 from ..config import ModelConfig
 from ..errors import CheckpointError, ConfigError, HighwayError
+from ..nn.adaptive import AdaptiveInput
+from ..nn.adaptive_softmax import AdaptiveSoftmax
 from ..nn.block import AttentionSublayer, collect_gate_biases
 from ..nn.connections import combiner_class
 from ..nn.decoding import AppendBuffer, DistanceTable, KVCache
@@ -135,8 +137,6 @@ class LanguageModel(PretrainedMixin, nn.Module):
         d = config.d_model
         adaptive = bool(config.adaptive_cutoffs)
         if adaptive:
-            from ..nn.adaptive import AdaptiveInput
-
             self.embedding: nn.Module = AdaptiveInput(
                 config.vocab_size, d, config.adaptive_cutoffs, config.adaptive_div
             )
@@ -159,8 +159,6 @@ class LanguageModel(PretrainedMixin, nn.Module):
         self.output_dropout = Dropout(output_dropout(config))
         self.output: nn.Module
         if adaptive:
-            from ..nn.adaptive_softmax import AdaptiveSoftmax
-
             self.output = AdaptiveSoftmax(
                 d, config.vocab_size, config.adaptive_cutoffs, config.adaptive_div
             )

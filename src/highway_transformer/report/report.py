@@ -48,6 +48,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import CheckpointError, ConfigError, HighwayError
+from ..experiments.registry import CONTRASTS, PAPER_FIGURES, TABLES
+from ..experiments.scale import SCALES, describe_scale
 from ..files import make_folder
 from .annealing import before_annealing
 from .figures import plot_convergence, plot_gate_heatmaps, plot_pca
@@ -166,9 +168,6 @@ def write_report(
 
     ``baselines``: add the lines to beat (:func:`trivial_baselines`, reading the runs' data
     from ``data_path`` when given, else where the runs read it)."""
-    from ..experiments.registry import CONTRASTS, PAPER_FIGURES, TABLES
-    from ..experiments.scale import SCALES, describe_scale
-
     loaded = [load_run(path) for path in find_run_dirs(run_dirs)]
     table, scale = check_one_table(loaded)
     # A run still training is no result: it is listed, and left out of every figure.

@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from ..errors import ConfigError
+from ..experiments.registry import EXPERIMENTS
 from ..files import read_text
 from ..storage import runfolder
 from .annealing import rate_changes
@@ -192,8 +193,6 @@ def _check_complete(run: RunRecord) -> None:
 
 def _with_registry_defaults(experiment: dict[str, Any]) -> dict[str, Any]:
     """Fill what an older or hand-written experiment.json lacks from the registry."""
-    from ..experiments.registry import EXPERIMENTS
-
     experiment = {"overrides": [], **experiment}  # none recorded: none were given
     known = EXPERIMENTS.get(str(experiment["name"]))
     if known is None:
@@ -234,8 +233,6 @@ def check_one_table(runs: list[RunRecord]) -> tuple[str, str]:
 
 def group_runs(runs: list[RunRecord]) -> dict[str, list[RunRecord]]:
     """Runs by experiment name, rows in registry order, seeds in order."""
-    from ..experiments.registry import EXPERIMENTS
-
     order = {name: i for i, name in enumerate(EXPERIMENTS)}
     groups: dict[str, list[RunRecord]] = {}
     for run in sorted(runs, key=lambda r: (order.get(r.name, len(order)), r.name, r.seed)):

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from ..experiments.registry import Contrast
 from .convergence import steps_to_reach
 from .machines import one_kind_of_machine
 from .runs import RunRecord
@@ -21,9 +22,6 @@ from .stats import (
     steps_to_fraction,
     summary,
 )
-
-if TYPE_CHECKING:  # report.py imports the registry late, inside write_report
-    from ..experiments.registry import Contrast
 
 
 def _mean(s: dict[str, float] | None) -> float | None:
