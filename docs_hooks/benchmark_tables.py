@@ -46,13 +46,20 @@ def facts(record: dict) -> str:
     if record.get("uncommitted_changes"):
         commit += " with uncommitted changes"
     load = record.get("load_average") or {}
-    return (
-        f"Measured {record['date']} on {m['device']}{gpu}: {m['cpu_model']} "
+    text = (
+        f"Measured on {m['device']}{gpu} (finished {record['date']}): {m['cpu_model']} "
         f"({m['cpu_capability']}; flags {flags}), {m['cores']} cores, "
         f"{_threads(record)} torch thread(s), torch {m['torch']}, commit `{commit}`; "
         f"load average {load.get('before')} before and {load.get('after')} after; "
         f"{record.get('wall_seconds')} s in all."
     )
+    busiest = max((v for v in load.values() if v is not None), default=0)
+    if m.get("cores") and busiest > m["cores"]:
+        text += (
+            f" **The load average exceeded the {m['cores']} cores: other processes competed "
+            "for them, so these figures are less certain than their digits suggest.**"
+        )
+    return text
 
 
 def _table(table: dict) -> list[str]:
