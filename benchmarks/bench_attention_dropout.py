@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import median_seconds, print_machine  # noqa: E402
+from common import Record, add_json_argument, median_seconds, print_machine  # noqa: E402
 
 from highway_transformer.nn.attention import attend  # noqa: E402
 
@@ -73,20 +73,28 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--threads", type=int, default=1)
+    add_json_argument(parser)
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     print_machine()
-    print(
-        "| attention (B, H, L, d_head, p) | ours ms | torch sdpa ms | no dropout ms | sdpa / ours |"
-    )
-    print("| --- | ---: | ---: | ---: | ---: |")
+    record = Record()
+    rows, raw = [], {}
     for name, shape in SHAPES.items():
         r = measure(shape, args.rounds, args.repeats)
         low, high = r["range"]
-        print(
-            f"| {name} {shape} | {r['ours']:.2f} | {r['torch sdpa']:.2f} | "
-            f"{r['no dropout']:.2f} | {r['ratio']:.2f}× ({low:.2f}–{high:.2f}) |"
-        )
+        rows.append([
+            f"{name} {shape}", f"{r['ours']:.2f}", f"{r['torch sdpa']:.2f}",
+            f"{r['no dropout']:.2f}", f"{r['ratio']:.2f}× ({low:.2f}–{high:.2f})",
+        ])  # fmt: skip
+        raw[name] = r
+    record.table(
+        ["attention (B, H, L, d_head, p)", "ours ms", "torch sdpa ms", "no dropout ms",
+         "sdpa / ours"],
+        rows,
+        caption=f"forward + backward, {args.threads} thread(s), median of {args.rounds} rounds "
+        f"of {args.repeats} calls",
+    )  # fmt: skip
+    record.write(args.json, raw)
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import print_machine  # noqa: E402
+from common import Record, add_json_argument, print_machine  # noqa: E402
 
 PHASES = ("baseline", "in-memory", "first build", "cached load", "cached + 1 pass")
 
@@ -98,18 +98,20 @@ def main() -> None:
     parser.add_argument("--workdir", help="where the corpus and cache go (default: a temp dir)")
     parser.add_argument("--phase", choices=PHASES, help=argparse.SUPPRESS)
     parser.add_argument("--path", help=argparse.SUPPRESS)
+    add_json_argument(parser)
     args = parser.parse_args()
     if args.phase:
         print(json.dumps(run_phase(args.phase, Path(args.path), args.level)))
         return
     print_machine()
+    record = Record()
     with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
         path = Path(tmp) / "corpus.txt"
         start = time.perf_counter()
         write_corpus(path, args.tokens, args.level)
-        print(f"synthetic {args.level}-level corpus: {args.tokens:,} tokens, "
-              f"{path.stat().st_size / 2**20:,.0f} MiB, written in "
-              f"{time.perf_counter() - start:.1f} s")  # fmt: skip
+        record.note(f"synthetic {args.level}-level corpus: {args.tokens:,} tokens, "
+                    f"{path.stat().st_size / 2**20:,.0f} MiB, written in "
+                    f"{time.perf_counter() - start:.1f} s")  # fmt: skip
         env = {**os.environ, "HIGHWAY_TRANSFORMER_CACHE": str(Path(tmp) / "cache")}
         results = {}
         for phase in PHASES:
@@ -121,17 +123,19 @@ def main() -> None:
             results[phase] = json.loads(done.stdout.strip().splitlines()[-1])
         cache_bytes = sum(p.stat().st_size for p in (Path(tmp) / "cache").rglob("*.npy"))
     base = results["baseline"]["peak_mib"]
-    print(f"import baseline: peak RSS {base:,.0f} MiB")
-    print(f"{'phase':<18}{'seconds':>9}{'peak RSS MiB':>14}{'above baseline':>16}  ids")
+    record.note(f"import baseline: peak RSS {base:,.0f} MiB")
+    rows = []
     for phase in PHASES[1:]:
         r = results[phase]
         extra = ""
         if "pass_seconds" in r:
             extra = f" (+ a pass over all windows: {r['pass_seconds']:.1f} s)"
-        print(f"{phase:<18}{r['seconds']:>9.2f}{r['peak_mib']:>14,.0f}"
-              f"{r['peak_mib'] - base:>16,.0f}  {r['dtype']}{extra}")  # fmt: skip
+        rows.append([phase, f"{r['seconds']:.2f}", f"{r['peak_mib']:,.0f}",
+                     f"{r['peak_mib'] - base:,.0f}", f"{r['dtype']}{extra}"])  # fmt: skip
+    record.table(["phase", "seconds", "peak RSS MiB", "above baseline", "ids"], rows, align="lrrrl")
     n_ids = results["cached load"]["tokens"]
-    print(f"cache on disk: {cache_bytes / 2**20:,.0f} MiB for {n_ids:,} ids")
+    record.note(f"cache on disk: {cache_bytes / 2**20:,.0f} MiB for {n_ids:,} ids")
+    record.write(args.json, {**results, "cache_bytes": cache_bytes})
 
 
 if __name__ == "__main__":

@@ -25,7 +25,14 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import matmul_peak_flops, median_seconds, peak_rss_mib, print_machine  # noqa: E402
+from common import (  # noqa: E402
+    Record,
+    add_json_argument,
+    matmul_peak_flops,
+    median_seconds,
+    peak_rss_mib,
+    print_machine,
+)
 
 from highway_transformer.api import build_model  # noqa: E402
 from highway_transformer.config import GateConfig  # noqa: E402
@@ -84,6 +91,7 @@ def main() -> None:
     parser.add_argument("--preset", default="ht-table1/t-l3")
     parser.add_argument("--gates", default=",".join(GATES), help="comma-separated subset")
     parser.add_argument("--child", nargs=2, metavar=("GATE", "PRECISION"), help=argparse.SUPPRESS)
+    add_json_argument(parser)
     args = parser.parse_args()
     if args.child:
         result = child(
@@ -92,14 +100,16 @@ def main() -> None:
         print(json.dumps(result))
         return
     print_machine()
+    record = Record()
     precisions = ["fp32", "bf16"] if args.precision == "both" else [args.precision]
     if "bf16" in precisions and not cpu_native("bf16"):
-        print("bf16 skipped: this CPU has no native bf16 (autocast would be emulated)")
+        record.note("bf16 skipped: this CPU has no native bf16 (autocast would be emulated)")
         precisions.remove("bf16")
-    print(
+    record.note(
         f"torch {torch.__version__}, {torch.get_num_threads()} threads, preset {args.preset}, "
         f"batch {args.batch} x {args.seq_len} tokens"
     )
+    raw: dict[str, dict] = {}
     for precision in precisions:
         peak = matmul_peak_flops(torch.float32 if precision == "fp32" else torch.bfloat16)
         runs: dict[str, list[dict]] = {g: [] for g in args.gates.split(",")}
@@ -123,19 +133,24 @@ def main() -> None:
                 out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
                 runs[gate].append(json.loads(out.strip().splitlines()[-1]))
         plain_tps = statistics.median(r["tokens_per_s"] for r in runs["plain"])
-        print(
-            f"\n{precision}: matmul peak {peak / 1e9:.1f} GFLOP/s (best large matmul, same run)\n"
-        )
-        print("| gate | params | tokens/s | vs plain | step s | MFU | peak RSS MiB |")
-        print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+        rows = []
         for gate, rs in runs.items():
             tps = statistics.median(r["tokens_per_s"] for r in rs)
             mfu = statistics.median(r["model_flops_per_s"] for r in rs) / peak
-            print(
-                f"| {gate} | {rs[0]['parameters']:,} | {tps:,.0f} | {tps / plain_tps:.3f} | "
-                f"{statistics.median(r['seconds_per_step'] for r in rs):.3f} | {mfu:.1%} | "
-                f"{max(r['peak_rss_mib'] for r in rs):,.0f} |"
-            )
+            rows.append([
+                gate, f"{rs[0]['parameters']:,}", f"{tps:,.0f}", f"{tps / plain_tps:.3f}",
+                f"{statistics.median(r['seconds_per_step'] for r in rs):.3f}", f"{mfu:.1%}",
+                f"{max(r['peak_rss_mib'] for r in rs):,.0f}",
+            ])  # fmt: skip
+        print()
+        record.table(
+            ["gate", "params", "tokens/s", "vs plain", "step s", "MFU", "peak RSS MiB"],
+            rows,
+            caption=f"{precision}: matmul peak {peak / 1e9:.1f} GFLOP/s (best large matmul, "
+            "same run)",
+        )
+        raw[precision] = {"matmul_peak_flops": peak, "runs": runs}
+    record.write(args.json, raw)
 
 
 if __name__ == "__main__":

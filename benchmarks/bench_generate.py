@@ -31,7 +31,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import add_shape_arguments, print_machine  # noqa: E402
+from common import Record, add_json_argument, add_shape_arguments, print_machine  # noqa: E402
 
 from highway_transformer.api import build_model  # noqa: E402
 from highway_transformer.config import MemoryConfig, ModelConfig  # noqa: E402
@@ -92,28 +92,32 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=200, help="new tokens per run")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds")
+    add_json_argument(parser)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     print_machine()
+    record = Record()
     prompt = torch.randint(0, VOCAB, (args.prompt,), generator=torch.Generator().manual_seed(0))
     runs = variants(args, prompt.tolist())
     outputs = {name: run() for name, run in runs.items()}  # warm-up; greedy ids must agree
     for family in ("transformer", "xl"):
         same = {tuple(ids) for name, ids in outputs.items() if name.startswith(family)}
-        print(f"{family}: all variants generate the same ids: {len(same) == 1}")
+        record.note(f"{family}: all variants generate the same ids: {len(same) == 1}")
     times: dict[str, list[float]] = {name: [] for name in runs}
     for _ in range(args.rounds):
         for name, run in runs.items():
             start = time.perf_counter()
             run()
             times[name].append(time.perf_counter() - start)
-    print(
-        f"greedy generation, d {args.d_model}, {args.layers} layers, {args.heads} heads, "
+    rates = {name: args.tokens / statistics.median(values) for name, values in times.items()}
+    record.table(
+        ["variant", "tokens/s"],
+        [[name, f"{rate:.1f}"] for name, rate in rates.items()],
+        caption=f"greedy generation, d {args.d_model}, {args.layers} layers, {args.heads} heads, "
         f"d_inner {args.d_inner}, prompt {args.prompt}, {args.tokens} new tokens, batch 1, "
-        f"fp32; median of {args.rounds} interleaved rounds"
+        f"fp32; median of {args.rounds} interleaved rounds",
     )
-    for name, values in times.items():
-        print(f"{name:22s} {args.tokens / statistics.median(values):8.1f} tokens/s")
+    record.write(args.json, {"tokens_per_s": rates, "seconds": times})
 
 
 if __name__ == "__main__":

@@ -53,13 +53,17 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 from torch import Tensor
 
-from highway_transformer.nn.local_rnn import LocalRNN
-from highway_transformer.nn.reference import local_rnn_windows as oracle
-from highway_transformer.runtime.hardware import describe_line
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import Record, add_json_argument  # noqa: E402
+
+from highway_transformer.nn.local_rnn import LocalRNN  # noqa: E402
+from highway_transformer.nn.reference import local_rnn_windows as oracle  # noqa: E402
+from highway_transformer.runtime.hardware import describe_line  # noqa: E402
 
 # name: (d_model, cell, window, length, batch)
 SETTINGS: dict[str, tuple[int, str, int, int, int]] = {
@@ -212,6 +216,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--threads", type=int, default=1, help="0 = PyTorch's default")
     parser.add_argument("--settings", nargs="+", choices=sorted(SETTINGS), default=list(SETTINGS))
     parser.add_argument("--child", nargs=2, metavar=("VARIANT", "SETTING"), help=argparse.SUPPRESS)
+    add_json_argument(parser)
     args = parser.parse_args(argv)
     device = torch.device(args.device)
     if args.threads > 0:
@@ -220,30 +225,32 @@ def main(argv: list[str] | None = None) -> None:
         child(args.child[0], args.child[1], device)
         return
     print(f"machine: {describe_line(str(device))}")
-
-    print(
+    record = Record(str(device))
+    record.note(
         f"LocalRNN forward+backward, device {device}, torch {torch.__version__}, "
         f"{torch.get_num_threads()} threads, median of {args.repeats} rounds "
         f"({args.warmup} untimed + 1 timed run per variant and round)"
     )
     print()
-    print(
-        "| setting | d | cell | k | L | B | fast ms | oracle ms | speed-up "
-        "| fast matmuls alone ms | speed-up ceiling "
-        "| fast peak MiB | oracle peak MiB | memory ratio |"
-    )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    columns = [
+        "setting", "d", "cell", "k", "L", "B", "fast ms", "oracle ms", "speed-up",
+        "fast matmuls alone ms", "speed-up ceiling", "fast peak MiB", "oracle peak MiB",
+        "memory ratio",
+    ]  # fmt: skip
+    rows, raw = [], {}
     for setting in args.settings:
         d, cell, window, length, batch = SETTINGS[setting]
         ms = time_both(setting, device, args.warmup, args.repeats)
         mem = {v: peak_memory(v, setting, args.device, args.threads) for v in VARIANTS}
-        print(
-            f"| {setting} | {d} | {cell} | {window} | {length} | {batch} "
-            f"| {ms['fast']:.1f} | {ms['oracle']:.1f} | {ms['oracle'] / ms['fast']:.2f}x "
-            f"| {ms['floor']:.1f} | {ms['oracle'] / ms['floor']:.2f}x "
-            f"| {mem['fast']:.1f} | {mem['oracle']:.1f} | {mem['fast'] / mem['oracle']:.2f} |",
-            flush=True,
-        )
+        rows.append([
+            setting, d, cell, window, length, batch, f"{ms['fast']:.1f}", f"{ms['oracle']:.1f}",
+            f"{ms['oracle'] / ms['fast']:.2f}x", f"{ms['floor']:.1f}",
+            f"{ms['oracle'] / ms['floor']:.2f}x", f"{mem['fast']:.1f}", f"{mem['oracle']:.1f}",
+            f"{mem['fast'] / mem['oracle']:.2f}",
+        ])  # fmt: skip
+        raw[setting] = {"milliseconds": ms, "peak_mib": mem}
+    record.table(columns, rows, align="lrlrrr" + "r" * 8)
+    record.write(args.json, raw)
 
 
 if __name__ == "__main__":

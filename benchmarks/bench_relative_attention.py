@@ -34,13 +34,20 @@ import subprocess
 import sys
 import time
 from functools import partial
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
-from highway_transformer.nn.positional import sinusoid
-from highway_transformer.nn.relative import RelativeMultiHeadAttention, relative_attention_mask
-from highway_transformer.runtime.hardware import describe_line
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import Record, add_json_argument  # noqa: E402
+
+from highway_transformer.nn.positional import sinusoid  # noqa: E402
+from highway_transformer.nn.relative import (  # noqa: E402
+    RelativeMultiHeadAttention,
+    relative_attention_mask,
+)
+from highway_transformer.runtime.hardware import describe_line  # noqa: E402
 
 VARIANTS = ("efficient", "sdpa", "oracle")
 
@@ -138,11 +145,13 @@ def main() -> None:
     p.add_argument("--variant", choices=VARIANTS, help=argparse.SUPPRESS)
     p.add_argument("--q-len", type=int, help=argparse.SUPPRESS)
     p.add_argument("--mem-len", type=int, help=argparse.SUPPRESS)
+    add_json_argument(p)
     args = p.parse_args()
     if args.variant is not None:
         worker(args)
         return
     print(f"machine: {describe_line()}")
+    record = Record()
 
     common = [
         f"--d-model={args.d_model}",
@@ -152,15 +161,7 @@ def main() -> None:
         f"--reps={args.reps}",
         f"--threads={args.threads}",
     ]
-    print(
-        f"Relative attention fwd+bwd, batch {args.batch}, d_model {args.d_model}, "
-        f"{args.heads} heads x {args.d_head}, {args.threads} threads, torch {torch.__version__}; "
-        "peak = ru_maxrss growth over post-setup baseline, fresh subprocess per row.\n"
-    )
-    print(
-        "| L | M | variant | fwd+bwd ms (median) | peak MiB | time / efficient | peak / efficient |"
-    )
-    print("| ---: | ---: | --- | ---: | ---: | ---: | ---: |")
+    rows, raw = [], {}
     for pair in args.sizes.split(","):
         q_len, mem_len = (int(x) for x in pair.split(":"))
         res = {}
@@ -174,10 +175,21 @@ def main() -> None:
             r = res[variant]
             slower = r["seconds"] / eff["seconds"]
             bigger = r["peak_mib"] / max(eff["peak_mib"], 1e-9)
-            print(
-                f"| {q_len} | {mem_len} | {variant} | {1000 * r['seconds']:.1f} | "
-                f"{r['peak_mib']:.0f} | {slower:.2f}x | {bigger:.2f}x |"
-            )
+            rows.append([
+                q_len, mem_len, variant, f"{1000 * r['seconds']:.1f}", f"{r['peak_mib']:.0f}",
+                f"{slower:.2f}x", f"{bigger:.2f}x",
+            ])  # fmt: skip
+        raw[pair] = res
+    record.table(
+        ["L", "M", "variant", "fwd+bwd ms (median)", "peak MiB", "time / efficient",
+         "peak / efficient"],
+        rows,
+        caption=f"Relative attention fwd+bwd, batch {args.batch}, d_model {args.d_model}, "
+        f"{args.heads} heads x {args.d_head}, {args.threads} threads, torch {torch.__version__}; "
+        "peak = ru_maxrss growth over post-setup baseline, fresh subprocess per row.",
+        align="rrlrrrr",
+    )  # fmt: skip
+    record.write(args.json, raw)
 
 
 if __name__ == "__main__":

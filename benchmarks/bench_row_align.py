@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import median_seconds, print_machine  # noqa: E402
+from common import Record, add_json_argument, median_seconds, print_machine  # noqa: E402
 
 from highway_transformer.nn.relative import relative_attention_mask  # noqa: E402
 from highway_transformer.nn.relative_core import relative_attention, zero_rows  # noqa: E402
@@ -96,19 +96,25 @@ def main() -> None:
     p.add_argument("--heads", type=int, default=8)
     p.add_argument("--d-head", type=int, default=64)
     p.add_argument("--reps", type=int, default=20, help="timed repetitions (median)")
+    add_json_argument(p)
     args = p.parse_args()
     print_machine(args.device)
+    record = Record(args.device)
     times = compare(args, (1, aligned_pad(args.mem_len + args.q_len)))
-    print(
-        f"\nrelative-attention core, forward + backward, {args.precision}: H {args.heads} × "
-        f"B {args.batch}, L {args.q_len}, M {args.mem_len}, d_head {args.d_head}\n"
-    )
     k_len = args.mem_len + args.q_len
-    print("| position-score rows | ms | vs K+1 wide |")
-    print("| --- | ---: | ---: |")
-    for pad, seconds in times.items():
-        label = f"{k_len + pad} wide ({pad} zero rows)"
-        print(f"| {label} | {seconds * 1000:.3f} | {times[1] / seconds:.2f}× |")
+    rows = [
+        [f"{k_len + pad} wide ({pad} zero rows)", f"{seconds * 1000:.3f}",
+         f"{times[1] / seconds:.2f}×"]
+        for pad, seconds in times.items()
+    ]  # fmt: skip
+    print()
+    record.table(
+        ["position-score rows", "ms", "vs K+1 wide"],
+        rows,
+        caption=f"relative-attention core, forward + backward, {args.precision}: H {args.heads} × "
+        f"B {args.batch}, L {args.q_len}, M {args.mem_len}, d_head {args.d_head}",
+    )
+    record.write(args.json, {str(pad): seconds for pad, seconds in times.items()})
 
 
 if __name__ == "__main__":

@@ -37,13 +37,17 @@ import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import torch
 from torch import Tensor
 
-from highway_transformer.nn import reference
-from highway_transformer.nn.shaw import ShawAttention, relative_buckets
-from highway_transformer.runtime.hardware import describe_line
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import Record, add_json_argument  # noqa: E402
+
+from highway_transformer.nn import reference  # noqa: E402
+from highway_transformer.nn.shaw import ShawAttention, relative_buckets  # noqa: E402
+from highway_transformer.runtime.hardware import describe_line  # noqa: E402
 
 VARIANTS = ("efficient", "oracle", "tables")
 
@@ -135,12 +139,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS))
     parser.add_argument("--child", choices=VARIANTS, help=argparse.SUPPRESS)
+    add_json_argument(parser)
     args = parser.parse_args(argv)
 
     if args.child:
         sys.stdout.write(json.dumps(child(args)) + "\n")
         return
     print(f"machine: {describe_line()}")
+    record = Record()
 
     forwarded = [
         f"--batch={args.batch}",
@@ -162,18 +168,18 @@ def main(argv: list[str] | None = None) -> None:
         results[variant] = json.loads(proc.stdout.strip().splitlines()[-1])
 
     ref = results.get("efficient")
-    lines = [
-        f"Shaw attention fwd+bwd, B={args.batch}, L={args.length}, d={args.d_model}, "
+    rows = []
+    for variant, r in results.items():
+        ratio = f"{r['peak_mib'] / ref['peak_mib']:.1f}x" if ref and ref["peak_mib"] else "-"
+        rows.append([variant, f"{r['time_s']:.3f}", f"{r['peak_mib']:.0f}", ratio])
+    record.table(
+        ["variant", "time (s)", "peak memory (MiB)", "memory / efficient"],
+        rows,
+        caption=f"Shaw attention fwd+bwd, B={args.batch}, L={args.length}, d={args.d_model}, "
         f"H={args.heads}, clip={args.clip}, causal={not args.non_causal}, fp32 CPU, "
         f"{args.threads} threads, median of {args.repeats}",
-        "",
-        "| variant | time (s) | peak memory (MiB) | memory / efficient |",
-        "| --- | ---: | ---: | ---: |",
-    ]
-    for variant, r in results.items():
-        ratio = f"{r['peak_mib'] / ref['peak_mib']:.1f}x" if ref else "-"
-        lines.append(f"| {variant} | {r['time_s']:.3f} | {r['peak_mib']:.0f} | {ratio} |")
-    sys.stdout.write("\n".join(lines) + "\n")
+    )
+    record.write(args.json, results)
 
 
 if __name__ == "__main__":

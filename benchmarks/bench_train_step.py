@@ -35,7 +35,13 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import matmul_peak_flops, peak_rss_mib, print_machine  # noqa: E402
+from common import (  # noqa: E402
+    Record,
+    add_json_argument,
+    matmul_peak_flops,
+    peak_rss_mib,
+    print_machine,
+)
 
 from highway_transformer.config import PRECISIONS  # noqa: E402
 from highway_transformer.models.lm import count_flops_per_token  # noqa: E402
@@ -129,31 +135,35 @@ Variant = tuple[str, str]  # (preset, precision)
 
 
 def print_table(
-    runs: dict[Variant, list[dict]], peaks: dict[str, float], args: argparse.Namespace
+    runs: dict[Variant, list[dict]],
+    peaks: dict[str, float],
+    args: argparse.Namespace,
+    record: Record | None = None,
 ) -> None:
     first = next(iter(runs))
     rates = {v: statistics.median(r for run in rs for r in run["rates"]) for v, rs in runs.items()}
     some = runs[first][0]
     matmul = ", ".join(f"{p} {peak / 1e12:.3f}" for p, peak in peaks.items())
-    print(
-        f"batch {some['batch']}, device {args.device}, compile {args.compile}, "
-        f"fused optimiser {args.fused_optimizer}; {args.device} matmul peak (TFLOP/s): {matmul}; "
-        f"median of {args.windows} windows of {args.window} steps x {args.rounds} rounds\n"
-    )
-    print(
-        "| preset | precision | params | tokens/s | vs first | MFU | peak MiB "
-        "| train loss first → last |"
-    )
-    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |")
+    rows = []
     for (preset, precision), rs in runs.items():
         run, rate = rs[-1], rates[(preset, precision)]
         mfu = rate * run["flops_per_token"] / peaks[precision]
         loss = f"{run['first_loss']:.3f} → {run['last_loss']:.3f}"
-        print(
-            f"| {preset} | {precision} | {run['parameters']:,} | {rate:,.0f} | "
-            f"{rate / rates[first]:.3f} | {mfu:.1%} | "
-            f"{max(r['peak_mib'] for r in rs):,.0f} | {loss} |"
-        )
+        rows.append([
+            preset, precision, f"{run['parameters']:,}", f"{rate:,.0f}",
+            f"{rate / rates[first]:.3f}", f"{mfu:.1%}", f"{max(r['peak_mib'] for r in rs):,.0f}",
+            loss,
+        ])  # fmt: skip
+    (record or Record(args.device)).table(
+        ["preset", "precision", "params", "tokens/s", "vs first", "MFU", "peak MiB",
+         "train loss first → last"],
+        rows,
+        caption=f"batch {some['batch']}, device {args.device}, compile {args.compile}, "
+        f"fused optimiser {args.fused_optimizer}; {args.device} matmul peak (TFLOP/s): "
+        f"{matmul}; median of {args.windows} windows of {args.window} steps x {args.rounds} "
+        "rounds",
+        align="llrrrrrl",
+    )  # fmt: skip
 
 
 def main() -> None:
@@ -169,6 +179,7 @@ def main() -> None:
     parser.add_argument("--windows", type=int, default=3, help="timed windows per round")
     parser.add_argument("--rounds", type=int, default=2, help="interleaved rounds")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    add_json_argument(parser)
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -177,6 +188,7 @@ def main() -> None:
         print(json.dumps(train_child(args.presets[0], args)))
         return
     print_machine(args.device)
+    record = Record(args.device)
     peaks = {  # the products run in the autocast dtype
         p: matmul_peak_flops(AUTOCAST_DTYPES.get(p, torch.float32), args.device)
         for p in args.precision
@@ -187,7 +199,11 @@ def main() -> None:
         for preset, precision in variants:
             argv = child_argv(args, preset, precision)
             runs[(preset, precision)].append(run_child(preset, argv))
-    print_table(runs, peaks, args)
+    print_table(runs, peaks, args, record)
+    record.write(
+        args.json,
+        {"matmul_peak_flops": peaks, "runs": [[*v, rs] for v, rs in runs.items()]},
+    )
 
 
 if __name__ == "__main__":

@@ -37,7 +37,14 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import add_shape_arguments, matmul_peak_flops, median_seconds, print_machine  # noqa: E402
+from common import (  # noqa: E402
+    Record,
+    add_json_argument,
+    add_shape_arguments,
+    matmul_peak_flops,
+    median_seconds,
+    print_machine,
+)
 
 from highway_transformer.api import build_model  # noqa: E402
 from highway_transformer.config import ModelConfig  # noqa: E402
@@ -184,6 +191,7 @@ def main() -> None:
         metavar="STEPS",
         help="also profile each variant over STEPS steps (default 3) and group the kernels",
     )
+    add_json_argument(parser)
     args = parser.parse_args()
     try:
         import x_transformers  # noqa: F401
@@ -192,6 +200,7 @@ def main() -> None:
         return
     torch.set_num_threads(args.threads)
     print_machine()
+    record = Record()
     x = torch.randint(0, VOCAB, (args.batch, args.seq_len))
     y = torch.randint(0, VOCAB, (args.batch, args.seq_len))
     steps = variants(args, x, y)
@@ -205,27 +214,34 @@ def main() -> None:
             cpu_times[name].append((time.process_time() - start) / (args.steps + 1))
     tokens = args.batch * args.seq_len
     flops = count_flops_per_token(our_config(args), args.seq_len) * tokens
-    print(
-        f"T-L3 step, d {args.d_model}, {args.layers} layers, {args.heads} heads, d_inner "
-        f"{args.d_inner}, batch {args.batch} x {args.seq_len}, dropout {args.dropout}, fp32; "
-        f"matmul peak {peak / 1e9:.1f} GFLOP/s; median of {args.rounds} interleaved rounds"
-    )
     ours, ours_cpu = statistics.median(times["ours"]), statistics.median(cpu_times["ours"])
+    rows = []
     for name, values in times.items():
         seconds, cpu = statistics.median(values), statistics.median(cpu_times[name])
-        print(
-            f"{name:22s} {tokens / seconds:9.0f} tokens/s  {seconds * 1e3:7.1f} ms/step  "
-            f"MFU {flops / seconds / peak:5.1%}  ours/this {seconds / ours:5.2f}x  "
-            f"(CPU time {cpu * 1e3:7.1f} ms/step, ours/this {cpu / ours_cpu:5.2f}x)"
+        ratios = [theirs / mine for theirs, mine in zip(values, times["ours"], strict=True)]
+        within = (
+            ""
+            if name == "ours"
+            else (f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f}x)")
         )
-    print("ours/this within each round (the same minutes of a shared machine): median (range)")
-    for name, values in times.items():
-        if name != "ours":
-            ratios = [theirs / mine for theirs, mine in zip(values, times["ours"], strict=True)]
-            print(
-                f"  {name:22s} {statistics.median(ratios):5.2f}x "
-                f"({min(ratios):.2f}-{max(ratios):.2f}x over {len(ratios)} rounds)"
-            )
+        rows.append([
+            name, f"{tokens / seconds:,.0f}", f"{seconds * 1e3:.1f}",
+            f"{flops / seconds / peak:.1%}", f"{seconds / ours:.2f}x", f"{cpu * 1e3:.1f}",
+            f"{cpu / ours_cpu:.2f}x", within,
+        ])  # fmt: skip
+    record.table(
+        ["variant", "tokens/s", "ms/step", "MFU", "ours/this", "CPU ms/step",
+         "ours/this (CPU time)", "ours/this within each round: median (range)"],
+        rows,
+        caption=f"T-L3 step, d {args.d_model}, {args.layers} layers, {args.heads} heads, d_inner "
+        f"{args.d_inner}, batch {args.batch} x {args.seq_len}, dropout {args.dropout}, fp32; "
+        f"matmul peak {peak / 1e9:.1f} GFLOP/s; median of {args.rounds} interleaved rounds",
+        align="lrrrrrrr",
+    )  # fmt: skip
+    record.write(
+        args.json,
+        {"matmul_peak_flops": peak, "seconds": times, "cpu_seconds": cpu_times, "tokens": tokens},
+    )
     if args.profile:
         print_profiles(steps, args.profile)
 

@@ -23,7 +23,14 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import matmul_peak_flops, median_seconds, peak_rss_mib, print_machine  # noqa: E402
+from common import (  # noqa: E402
+    Record,
+    add_json_argument,
+    matmul_peak_flops,
+    median_seconds,
+    peak_rss_mib,
+    print_machine,
+)
 
 from highway_transformer.api import build_model  # noqa: E402
 from highway_transformer.config import GateConfig, MemoryConfig, ModelConfig  # noqa: E402
@@ -117,6 +124,7 @@ def main() -> None:
         "--threads", type=int, default=0, help="threads per process (0: torch's default)"
     )
     parser.add_argument("--child", help=argparse.SUPPRESS)
+    add_json_argument(parser)
     args = parser.parse_args()
     if args.threads:  # the matmul peak and every child alike
         torch.set_num_threads(args.threads)
@@ -125,6 +133,7 @@ def main() -> None:
         print(json.dumps(train_child(args.child, *shape)))
         return
     print_machine()
+    record = Record()
     peak = matmul_peak_flops(torch.float32)
     runs: dict[str, list[dict]] = {"plain": [], "sdu": [], "gtrxl-gru": []}
     for _ in range(args.rounds):
@@ -135,26 +144,28 @@ def main() -> None:
                    "--threads", str(args.threads)]  # fmt: skip
             out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
             runs[gate].append(json.loads(out.strip().splitlines()[-1]))
-    print(
-        f"L6-XL d_model {args.d_model} (d_inner {4 * args.d_model}, heads of {args.d_head}), "
-        f"segment {args.seq_len} = memory, batch {args.batch}, fp32, "
-        f"{torch.get_num_threads()} thread(s); "
-        f"matmul peak {peak / 1e9:.1f} GFLOP/s\n"
-    )
-    print("| gate | params | tokens/s | vs plain | MFU | peak RSS MiB |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: |")
     plain = statistics.median(r["tokens_per_s"] for r in runs["plain"])
+    rows = []
     for gate, rs in runs.items():
         tps = statistics.median(r["tokens_per_s"] for r in rs)
         mfu = statistics.median(r["flops_per_s"] for r in rs) / peak
-        print(f"| {gate} | {rs[0]['parameters']:,} | {tps:,.0f} | {tps / plain:.3f} | {mfu:.1%} "
-              f"| {max(r['peak_rss_mib'] for r in rs):,.0f} |")  # fmt: skip
+        rows.append([gate, f"{rs[0]['parameters']:,}", f"{tps:,.0f}", f"{tps / plain:.3f}",
+                     f"{mfu:.1%}", f"{max(r['peak_rss_mib'] for r in rs):,.0f}"])  # fmt: skip
+    record.table(
+        ["gate", "params", "tokens/s", "vs plain", "MFU", "peak RSS MiB"],
+        rows,
+        caption=f"L6-XL d_model {args.d_model} (d_inner {4 * args.d_model}, heads of "
+        f"{args.d_head}), segment {args.seq_len} = memory, batch {args.batch}, fp32, "
+        f"{torch.get_num_threads()} thread(s); matmul peak {peak / 1e9:.1f} GFLOP/s",
+    )
     speed = eval_speed(args.d_model, args.context, args.eval_seg, args.predict)
-    print(
-        f"\nEvaluation, context {args.context}, {args.predict} predicted tokens: XL with memory "
+    print()
+    record.note(
+        f"Evaluation, context {args.context}, {args.predict} predicted tokens: XL with memory "
         f"{speed['xl_tokens_per_s']:,.1f} tok/s (segments of {args.eval_seg}), vanilla "
         f"recompute {speed['vanilla_tokens_per_s']:,.1f} tok/s: {speed['speedup']:.0f}x faster"
     )
+    record.write(args.json, {"matmul_peak_flops": peak, "training": runs, "evaluation": speed})
 
 
 if __name__ == "__main__":

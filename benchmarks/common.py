@@ -1,16 +1,23 @@
-"""Shared helpers for the benchmark scripts: timing, matmul peak, peak memory."""
+"""Shared helpers for the benchmark scripts: timing, matmul peak, peak memory, JSON records."""
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import resource
+import shlex
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable
+from datetime import datetime, timezone
+from pathlib import Path
 
 import torch
 
-from highway_transformer.runtime.hardware import describe_line
+from highway_transformer.runtime.hardware import cpu_flags, describe, describe_line
 
 
 def _synchronize() -> None:
@@ -62,3 +69,114 @@ def add_shape_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--layers", type=int, default=3)
     parser.add_argument("--heads", type=int, default=8)
     parser.add_argument("--d-inner", type=int, default=512)
+
+
+#: CPU flags recorded with every result: the vector and matrix units that decide CPU speed.
+NOTABLE_FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_fp16", "amx")
+
+
+def add_json_argument(parser: argparse.ArgumentParser) -> None:
+    """``--json PATH``: also write the figures, with the machine and commit they come from."""
+    parser.add_argument(
+        "--json",
+        metavar="PATH",
+        help="also write the results as JSON, with the machine, torch, threads, date and "
+        "commit they were measured with (docs/benchmarks/ holds the documented ones)",
+    )
+
+
+def _git(*args: str) -> str | None:
+    root = Path(__file__).resolve().parents[1]
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(root), *args], capture_output=True, text=True, check=True
+        )
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return done.stdout.strip()
+
+
+def _command(argv: list[str]) -> str:
+    """The command line that produced a record, less its ``--json PATH``."""
+    kept, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == "--json":
+            skip = True
+        elif not arg.startswith("--json="):
+            kept.append(arg)
+    return shlex.join(["python", f"benchmarks/{Path(sys.argv[0]).name}", *kept])
+
+
+class Record:
+    """What one benchmark run measured: its tables and notes, printed as they come and, with
+    ``--json PATH``, written beside the facts every figure depends on (:func:`describe`: device,
+    CPU model and instruction set, cores, threads, torch), the date, the commit and the load
+    average before and after. ``docs/benchmarks/*.json`` are such files; the documentation
+    renders its tables from them."""
+
+    def __init__(self, device: str = "cpu") -> None:
+        self.device = str(device)
+        self.started = time.time()
+        self.load_before = _load_average()
+        self.tables: list[dict] = []
+        self.notes: list[str] = []
+
+    def table(
+        self,
+        columns: list[str],
+        rows: list[list[object]],
+        caption: str = "",
+        align: str = "",
+    ) -> None:
+        """Print a markdown table (``align``: one letter per column, ``l`` or ``r``; default
+        the first column left, the others right) and keep it."""
+        align = align or "l" + "r" * (len(columns) - 1)
+        cells = [[str(c) for c in row] for row in rows]
+        if caption:
+            print(caption + "\n")
+        print("| " + " | ".join(columns) + " |")
+        print("| " + " | ".join("---:" if a == "r" else "---" for a in align) + " |")
+        for row in cells:
+            print("| " + " | ".join(row) + " |", flush=True)
+        self.tables.append({"caption": caption, "columns": columns, "align": align, "rows": cells})
+
+    def note(self, text: str) -> None:
+        """Print a line of results outside the tables and keep it."""
+        print(text, flush=True)
+        self.notes.append(text)
+
+    def write(self, path: str | None, results: object = None) -> None:
+        """Write the record to ``path`` (nothing when ``path`` is None); ``results``: the raw
+        figures, for other tools."""
+        if not path:
+            return
+        dirty = _git("status", "--porcelain", "--", "src", "benchmarks")
+        record = {
+            "benchmark": Path(sys.argv[0]).name,
+            "command": _command(sys.argv[1:]),
+            "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "commit": _git("rev-parse", "HEAD"),
+            "uncommitted_changes": None if dirty is None else bool(dirty),
+            "machine": describe(self.device),
+            "cpu_flags": sorted(f for f in cpu_flags() if f.startswith(NOTABLE_FLAGS)),
+            "load_average": {"before": self.load_before, "after": _load_average()},
+            "wall_seconds": round(time.time() - self.started, 1),
+            "tables": self.tables,
+            "notes": self.notes,
+            "results": results,
+        }
+        out = Path(path)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        print(f"written to {out}")
+
+
+def _load_average() -> float | None:
+    """The one-minute load average (None where the OS has none): a busy machine slows every
+    figure."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (AttributeError, OSError):
+        return None

@@ -9,6 +9,7 @@ top-level module must be placed in :data:`LAYERS`.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -175,3 +176,10 @@ def test_every_package_folder_is_a_regular_package() -> None:
     """A folder of modules without ``__init__.py`` would be left out of the wheel."""
     folders = {p.parent for p in PACKAGE.rglob("*.py") if "__pycache__" not in p.parts}
     assert sorted(str(f) for f in folders if not (f / "__init__.py").is_file()) == []
+
+
+def test_the_architecture_page_lists_these_layers() -> None:
+    page = (PACKAGE.parents[1] / "docs" / "architecture.md").read_text(encoding="utf-8")
+    block = page.split("<!-- layers:", 1)[1].split("```text\n", 1)[1].split("```", 1)[0]
+    listed = [tuple(re.split(r"\s{2,}", line)[0].split()) for line in block.splitlines()]
+    assert listed == [tuple(name for name in layer if name) for layer in LAYERS]

@@ -1,38 +1,63 @@
-"""The README's examples run as written, with tiny budgets, so they cannot rot.
+"""The documentation's examples run as written, with tiny budgets, so they cannot rot.
+
+The pages are ``README.md`` and every page of ``docs/`` (:data:`PAGES`); ``docs/results/``
+is left out: its pages are reports of runs that took hours, and their commands are the record
+of how each report was made.
 
 * Every ```python block is executed verbatim in a fresh folder (they are sized to run in
   seconds on the embedded corpus).
-* The command blocks of "The command line", "Tasks" and "Reproducing the papers' tables" are
-  executed line by line (``a && b`` as two commands) through ``highway_transformer.cli.main``
-  with tiny-budget overrides appended. ``path/to/ptb`` / ``path/to/music`` are the real
-  character PTB / Nottingham when ``HIGHWAY_PTB`` / ``HIGHWAY_MUSIC`` (or the data folder
-  beside the checkout) hold them, and the commands that need them (and those reading their runs) are
-  skipped otherwise; MNIST is replaced by its offline stand-in ``task.dataset=digits``.
-  :data:`NOT_RUN` lists the commands never run, each with its reason.
+* Every ```bash block is read line by line (``\\`` continuations joined, ``# comments``
+  dropped, ``a && b`` as two commands). The ``highway`` commands of all pages run through
+  ``highway_transformer.cli.main`` in one folder, page by page in order, with tiny-budget
+  overrides appended; a command that an earlier page already ran is not run again (its run
+  is reused). ``path/to/ptb`` / ``path/to/music`` are the real character PTB / Nottingham when
+  ``HIGHWAY_PTB`` / ``HIGHWAY_MUSIC`` (or the data folder beside the checkout) hold them, and
+  the commands that need them (and those reading their runs) are skipped otherwise; MNIST is
+  replaced by its offline stand-in ``task.dataset=digits``; ``my_text.txt`` and
+  ``my_corpus.txt`` are small files written for the run.
+* Every other command (``make``, ``torchrun``, the benchmarks) and the ``highway`` commands
+  that are never run are in :data:`NOT_RUN`, each with its reason; a documented command that
+  is neither run nor listed there fails the test, and so does a listed one no page has.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import re
 import shlex
+from functools import cache
 from pathlib import Path
 
 import pytest
+import yaml
 
-from highway_transformer import cli
+from highway_transformer import cli, get_preset
 
-README = Path(__file__).resolve().parents[1] / "README.md"
-TEXT = README.read_text(encoding="utf-8")
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"  # beside the checkout, if there
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+#: Documentation pages whose examples are run, README first (later pages reuse its runs).
+PAGES = [ROOT / "README.md"] + sorted(
+    p for p in DOCS.rglob("*.md") if p.relative_to(DOCS).parts[0] != "results"
+)
+DATA = ROOT.parent / "shared" / "data"  # beside the checkout, if there
 PTB = Path(os.environ.get("HIGHWAY_PTB", DATA / "ptb"))
 MUSIC = Path(os.environ.get("HIGHWAY_MUSIC", DATA / "music"))
-#: README placeholder -> (real folder, whether it holds the data).
+#: Placeholder -> (real folder, whether it holds the data).
 REAL_DATA = {
     "path/to/ptb": (PTB, (PTB / "ptb.char.train.txt").is_file()),
     "path/to/music": (MUSIC, (MUSIC / "Nottingham.mat").is_file()),
 }
 HAS_PTB = REAL_DATA["path/to/ptb"][1]
+#: Files the examples name, written into the folder they run in.
+TEXT_FILES = {
+    "my_text.txt": "the cat sat on the mat.\nthe dog.\n",
+    "my_corpus.txt": "".join(
+        f"line {i}: the quick brown fox jumps over the lazy dog, {i % 7} times.\n"
+        for i in range(400)
+    ),
+}
 
 TINY_TRAIN = [
     "model.d_model=32",
@@ -47,7 +72,7 @@ TINY_TRAIN = [
     "train.max_steps=2",
     "train.eval_interval=2",
 ]
-#: Tiny budgets for the task runs (every task's model takes these keys).
+#: Tiny budgets for the other tasks' runs (every task's model takes these keys).
 TINY_TASK = [
     "model.n_layers=1",
     "model.d_model=16",
@@ -56,43 +81,87 @@ TINY_TASK = [
     "train.eval_interval=2",
     "train.eval_max_tokens=400",  # caps the generated evaluation sets (seq2seq)
 ]
-#: The README sections whose command block is executed.
-SECTIONS = ("The command line", "Tasks", "Reproducing the papers' tables")
-#: README commands that are never run here, and why.
+#: Documented commands that are never run here (by prefix), and why.
 NOT_RUN = {
+    "make demo": "installs the environment and trains for minutes; `highway demo` is tested "
+    "with a tiny model in test_cli.py",
+    "make test": "runs this test suite",
     "highway download": "needs the network",
     "highway demo": "takes minutes; tested with a tiny model in test_cli.py",
     "highway run ht-table5/": "needs enwik8 (a 100 MB download)",
+    "highway train --preset ht-table1/t-l3+sigmoid data.path=DIR --nproc": "starts 4 "
+    "processes; test_distributed.py runs `highway train --nproc 2`",
+    "torchrun": "starts several processes, or needs two machines; test_distributed.py runs "
+    "the same launcher with 2 processes",
+    "highway run ht-table1 --scale paper --seeds 3 --launcher slurm": "needs a Slurm "
+    "cluster; test_distributed.py runs the same jobs with --launcher submitit-local",
+    ".venv/bin/python benchmarks/": "a benchmark measures for minutes; its figures are the "
+    "JSON under docs/benchmarks/, and test_benchmarks.py checks that its variants agree",
+    "python benchmarks/": "a benchmark measures for minutes (see .venv/bin/python benchmarks/)",
+    "python -m pytest tests/test_device.py": "the accelerator tests themselves; they skip "
+    "where torch sees no GPU",
 }
 
 
-def python_blocks() -> list[str]:
-    return re.findall(r"```python\n(.*?)```", TEXT, re.S)
+def _name(page: Path) -> str:
+    return page.relative_to(ROOT).as_posix()
 
 
-def section_commands(heading: str) -> list[str]:
-    """The ``highway`` commands of the first bash block under ``## heading``."""
-    section = TEXT[TEXT.index(f"## {heading}") :]
-    block = re.search(r"```bash\n(.*?)```", section, re.S)
-    assert block is not None, heading
-    lines = [re.split(r"\s#\s", line)[0].strip() for line in block.group(1).splitlines()]
-    commands = [part.strip() for line in lines for part in line.split("&&")]
-    return [c for c in commands if c.startswith("highway ")]
+def blocks(page: Path, language: str) -> list[str]:
+    return re.findall(rf"```{language}\n(.*?)```", page.read_text(encoding="utf-8"), re.S)
 
 
-def cli_commands() -> list[str]:
-    return section_commands("The command line")
+def commands(page: Path) -> list[str]:
+    """Every command of the page's bash blocks, in order."""
+    found = []
+    for block in blocks(page, "bash"):
+        joined = re.sub(r"\\\n\s*", " ", block)
+        for line in joined.splitlines():
+            line = re.split(r"(?:^|\s)#\s", line)[0].strip()
+            found += [part.strip() for part in line.split("&&") if part.strip()]
+    return found
 
 
-@pytest.mark.parametrize("index", range(len(python_blocks())))
-def test_python_block_runs_as_written(index: int, tmp_path, monkeypatch) -> None:
-    monkeypatch.chdir(tmp_path)
-    code = python_blocks()[index]
-    exec(compile(code, f"README.md python block {index + 1}", "exec"), {"__name__": "readme"})
+def not_run_reason(line: str) -> str | None:
+    return next((why for prefix, why in NOT_RUN.items() if line.startswith(prefix)), None)
 
 
-def command_argv(line: str, tiny: list[str]) -> list[str]:
-    """The README line as arguments, with ``tiny`` budgets and the real data where needed."""
+@cache
+def preset_names() -> tuple[str, ...]:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert cli.main(["presets"]) == 0
+    return tuple(line.split()[0] for line in out.getvalue().splitlines() if line.strip())
+
+
+def task_of(name: str) -> set[str]:
+    """The tasks of a preset, or of a table's presets (``rt-table1`` -> its rows)."""
+    names = [n for n in preset_names() if n == name or n.startswith(f"{name}/")]
+    return {get_preset(n).task.name for n in names} or {"lm"}
+
+
+def tiny_for(argv: list[str]) -> list[str]:
+    """The tiny budget for a ``train`` or ``run`` command: the language model's, or the other
+    tasks' where every model it trains is another task's."""
+    if "--task" in argv:
+        tasks = {argv[argv.index("--task") + 1]}
+    elif "--preset" in argv:
+        tasks = task_of(argv[argv.index("--preset") + 1])
+    elif argv[0] == "run":
+        names = [a for a in argv[1:] if not a.startswith("-") and "=" not in a]
+        tasks = set().union(*(task_of(n) for n in names)) if names else {"lm"}
+    else:
+        tasks = {"lm"}
+    return TINY_TRAIN if tasks == {"lm"} else TINY_TASK
+
+
+def run_task(folder: Path) -> str:
+    config = yaml.safe_load((folder / "config.yaml").read_text(encoding="utf-8"))
+    return (config.get("task") or {}).get("name", "lm")
+
+
+def command_argv(line: str) -> list[str]:
+    """The documented line as arguments, with tiny budgets and the real data where needed."""
     argv = shlex.split(line)[1:]
     for placeholder, (folder, _) in REAL_DATA.items():
         argv = [str(folder) if a == placeholder else a for a in argv]
@@ -100,77 +169,102 @@ def command_argv(line: str, tiny: list[str]) -> list[str]:
         argv.remove("path/to/mnist")
         argv.remove("--data-path")
         argv.append("task.dataset=digits")
+    tiny = tiny_for(argv) if argv[0] in ("train", "run") else []
     if argv[0] == "run":
         argv = [*argv, *tiny, "--no-progress"]
-        if "rt-table1" in argv:
+        if any(a.startswith("rt-table1") for a in argv):
             argv.append("task.dataset=digits")
         if "--seeds" in argv:  # one seed is enough to show the command works
             argv[argv.index("--seeds") + 1] = "1"
     if argv[0] == "train":  # overrides go first: argparse takes them before the options
         more = ["train.max_steps=4"] if "--resume" in argv else []
         argv = ["train", *tiny, *more, *argv[1:], "--no-progress"]
-    if argv[0] == "eval" and "--split" in argv and tiny is TINY_TRAIN:
+    if argv[0] == "eval" and "--split" in argv and run_task(Path(argv[1])) == "lm":
         argv.insert(2, "data.max_eval_tokens=600")
     return argv
 
 
-def skipped(line: str) -> bool:
-    """Never run (:data:`NOT_RUN`), or needs real data this machine lacks."""
-    if line.startswith(tuple(NOT_RUN)):
-        return True
-    if any(p in line and not present for p, (_, present) in REAL_DATA.items()):
-        return True
+def skip_reason(line: str) -> str | None:
+    """Why a ``highway`` command is not run here (None: it runs)."""
+    if reason := not_run_reason(line):
+        return reason
+    for placeholder, (_, present) in REAL_DATA.items():
+        if placeholder in line and not present:
+            return f"no {placeholder} data here (HIGHWAY_PTB / HIGHWAY_MUSIC)"
     if line.split()[1] in ("eval", "generate", "compare", "report", "prune"):
-        needed = [a for a in shlex.split(line) if a.startswith("runs/")]
-        return not all(Path(a).is_dir() for a in needed)  # its training line was skipped
-    return False
+        missing = [a for a in shlex.split(line) if a.startswith("runs/") and not Path(a).is_dir()]
+        if missing:
+            return f"reads {missing[0]}, whose training was skipped"
+    return None
 
 
-def run_commands(commands: list[str], tiny: list[str], capsys) -> list[str]:
-    """Run each command that is not skipped; the ones that ran."""
-    ran = []
-    for line in commands:
-        if skipped(line):
-            continue
-        code = cli.main(command_argv(line, tiny))
-        output = capsys.readouterr()
-        assert code == 0, f"{line}\n{output.err}"
-        ran.append(line)
-    return ran
+@pytest.fixture(scope="module")
+def outcomes(tmp_path_factory) -> tuple[Path, dict[str, str]]:
+    """Run every page's ``highway`` commands in one folder; each line's outcome: ``"ran"``,
+    ``"skipped: why"`` or ``"failed: ..."``."""
+    folder = tmp_path_factory.mktemp("docs")
+    for name, text in TEXT_FILES.items():
+        (folder / name).write_text(text, encoding="utf-8")
+    done: dict[str, str] = {}
+    before = Path.cwd()
+    os.chdir(folder)
+    try:
+        for page in PAGES:
+            for line in commands(page):
+                if line in done or not line.startswith("highway "):
+                    continue
+                if reason := skip_reason(line):
+                    done[line] = f"skipped: {reason}"
+                    continue
+                out, err = io.StringIO(), io.StringIO()
+                with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                    code = cli.main(command_argv(line))
+                tail = " | ".join(err.getvalue().strip().splitlines()[-3:])
+                done[line] = "ran" if code == 0 else f"failed: exit {code}: {tail}"
+    finally:
+        os.chdir(before)
+    return folder, done
 
 
-def test_every_command_not_run_is_in_the_readme() -> None:
-    commands = [c for h in SECTIONS for c in section_commands(h)]
+@pytest.mark.parametrize("page", PAGES, ids=_name)
+def test_every_documented_command_runs_or_says_why_not(page: Path, outcomes) -> None:
+    _, done = outcomes
+    for line in commands(page):
+        if line.startswith("highway "):
+            assert not done[line].startswith("failed"), f"{_name(page)}: {line}\n{done[line]}"
+        else:
+            assert not_run_reason(line), f"{_name(page)}: add to NOT_RUN with a reason: {line}"
+
+
+def test_every_not_run_entry_is_documented() -> None:
+    documented = [c for page in PAGES for c in commands(page)]
     for prefix in NOT_RUN:
-        assert any(c.startswith(prefix) for c in commands), prefix
+        assert any(c.startswith(prefix) for c in documented), prefix
 
 
-def test_command_line_block_runs(tmp_path, monkeypatch, capsys) -> None:
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "my_text.txt").write_text("the cat sat on the mat.\nthe dog.\n", encoding="utf-8")
-    commands = cli_commands()
-    assert any(c.startswith("highway compare") for c in commands)
-    assert len(run_commands(commands, TINY_TRAIN, capsys)) >= 3
-    if HAS_PTB:
-        assert (tmp_path / "reports/t-l3/compare.md").is_file()
-
-
-def test_tasks_block_runs(tmp_path, monkeypatch, capsys) -> None:
-    pytest.importorskip("sklearn")  # the digits data
-    monkeypatch.chdir(tmp_path)
-    ran = run_commands(section_commands("Tasks"), TINY_TASK, capsys)
-    offline = ("digits/", "rt-table1/", "--task copy", "--task adding", "seq2seq/", "--resume")
+def test_the_documented_commands_did_their_work(outcomes) -> None:
+    folder, done = outcomes
+    ran = [line for line, outcome in done.items() if outcome == "ran"]
+    assert "highway experiments" in ran and "highway config train" in ran
+    offline = ("--task lm", "digits/", "--task copy", "--task adding", "seq2seq/", "--resume")
     assert all(any(word in line for line in ran) for word in offline)
-    assert (tmp_path / "runs/copy/checkpoint").is_dir()
-    assert (tmp_path / "report/index.md").is_file()  # run rt-table1 && report
-
-
-def test_experiments_block_runs(tmp_path, monkeypatch, capsys) -> None:
-    monkeypatch.chdir(tmp_path)
-    ran = run_commands(section_commands("Reproducing the papers' tables"), TINY_TRAIN, capsys)
-    assert ran[0] == "highway experiments"
+    assert (folder / "runs/copy/checkpoint").is_dir()
+    assert (folder / "report/index.md").is_file()  # run rt-table1 && report
     if HAS_PTB:
-        assert len(ran) == 6 and ran[-1].startswith("highway baselines")
-        assert ran[2].endswith("--plan")
-        index = (tmp_path / "reports/table1/index.md").read_text(encoding="utf-8")
+        assert (folder / "reports/t-l3/compare.md").is_file()
+        assert any(line.endswith("--plan") for line in ran)
+        index = (folder / "reports/table1/index.md").read_text(encoding="utf-8")
         assert "## Lines to beat" in index and "| trigram |" in index
+
+
+PYTHON_BLOCKS = [(page, i) for page in PAGES for i in range(len(blocks(page, "python")))]
+
+
+@pytest.mark.parametrize(
+    ("page", "index"), PYTHON_BLOCKS, ids=[f"{_name(p)}-{i + 1}" for p, i in PYTHON_BLOCKS]
+)
+def test_python_block_runs_as_written(page: Path, index: int, tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    code = blocks(page, "python")[index]
+    name = f"{_name(page)} python block {index + 1}"
+    exec(compile(code, name, "exec"), {"__name__": "docs_example"})
