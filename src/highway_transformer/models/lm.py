@@ -213,7 +213,8 @@ class LanguageModel(PretrainedMixin, nn.Module):
         so leading positions can be history only; -100 is ignored) it returns
         :class:`LMOutput` ``(loss, hidden, memory)``: the NLL in nats reduced as
         ``reduction`` says (``mean`` over the counted targets, ``sum``, or ``none``: ``[B, T]``
-        per token, 0 where ignored). Training and evaluation call the model this way only.
+        per token, 0 where ignored). A training step calls the model this way only, so a
+        DDP or FSDP wrapper needs nothing but ``forward``.
         """
         if targets is not None and reduction not in REDUCTIONS:
             raise ConfigError(

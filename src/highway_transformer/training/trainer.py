@@ -2,10 +2,10 @@
 
 The :class:`Trainer` asks its :class:`~highway_transformer.tasks.Task` for batches, the loss
 of a batch (the task calls the model's ``forward`` only: targets in, loss out) and the metrics
-of a split; everything else is here: optimiser and schedule,
-gradient clipping, fp16 loss scaling / bf16 autocast, periodic evaluation with best-weights
-tracking, divergence stop, metrics writers and atomic, exactly resumable checkpoints. The
-run-folder layout is :mod:`~highway_transformer.storage.runfolder`'s.
+of a split; everything else is here: optimiser and schedule, gradient clipping, fp16 loss
+scaling / bf16 autocast, periodic evaluation with best-weights tracking, divergence stop,
+metrics writers and atomic, exactly resumable checkpoints. The run-folder layout is
+:mod:`~highway_transformer.storage.runfolder`'s.
 """
 
 from __future__ import annotations
