@@ -1,16 +1,34 @@
-"""Suite-wide fixtures: one thread, a tiny text corpus and music file, tiny configs."""
+"""Suite-wide fixtures: one thread, a tiny text corpus and music file, tiny configs, run
+folders written by hand, and the model-family table that several test files parametrize over.
+
+The tests sit in folders that mirror ``src/highway_transformer``; this is the suite's only
+``conftest.py``. Tests take what they share as fixtures; the tables a ``parametrize`` needs
+while the module is collected (:data:`LM_FAMILIES`, :data:`LM_GATES`) are imported by name.
+"""
 
 from __future__ import annotations
 
+import json
+import math
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+import yaml
 
-from highway_transformer.config import Config, DataConfig, GateConfig, ModelConfig, TrainConfig
+from highway_transformer.config import (
+    Config,
+    DataConfig,
+    GateConfig,
+    LocalRNNConfig,
+    MemoryConfig,
+    ModelConfig,
+    TrainConfig,
+)
 from highway_transformer.data.download import CACHE_ENV
+from highway_transformer.models.lm import LanguageModel
 from highway_transformer.presets import get_preset
 
 #: A small repetitive text: a tiny model learns it in a few steps.
@@ -123,3 +141,154 @@ def write_music_file(path: Path, lengths: tuple[int, ...] = (6, 9, 4)) -> Path:
 def music_file(tmp_path: Path) -> Path:
     pytest.importorskip("scipy.io")
     return write_music_file(tmp_path / "tiny.mat")
+
+
+# ------------------------------------------------------------------ run folders by hand
+
+LN2 = math.log(2)
+#: The steps at which a hand-written run folder records its metrics.
+RUN_STEPS = (10, 20, 30, 40)
+
+
+def _make_run(
+    root: Path,
+    name: str,
+    valid: list[float],
+    valid_bpc: float,
+    test_bpc: float,
+    seconds: float,
+    seed: int = 1,
+    scale: str = "small",
+    table: str | None = None,
+    overrides: list[str] | None = None,
+) -> Path:
+    """A run folder as the runner writes it: experiment.json, config.yaml, metrics, results."""
+    from highway_transformer.experiments import get_experiment
+
+    e = get_experiment(name)
+    table = table or e.table
+    run_dir = root / table / scale / e.row / f"seed{seed}"
+    run_dir.mkdir(parents=True)
+    info = {"name": name, "table": table, "row": e.row, "scale": scale, "seed": seed,
+            "metric": e.metric, "baseline": e.baseline, "published": e.published}  # fmt: skip
+    if overrides is not None:
+        info["overrides"] = overrides
+    (run_dir / "experiment.json").write_text(json.dumps(info), encoding="utf-8")
+    config = {"model": {"gate": {"kind": "none"}}, "train": {"max_steps": RUN_STEPS[-1]}}
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
+    lines = []
+    for step, loss in zip(RUN_STEPS, valid, strict=True):
+        for split, value in (("train", loss + 0.1), ("valid", loss)):
+            record = {"step": step, "split": split, "loss": value, "bpc": value / LN2,
+                      "ppl": math.exp(value), "time": step * seconds / RUN_STEPS[-1]}  # fmt: skip
+            lines.append(json.dumps(record))
+    (run_dir / "metrics.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    results = {
+        "steps": RUN_STEPS[-1],
+        "train_seconds": seconds,
+        "parameters": 1000,
+        "valid": {"loss": valid_bpc * LN2, "bpc": valid_bpc, "ppl": 2**valid_bpc},
+        "test": {"loss": test_bpc * LN2, "bpc": test_bpc, "ppl": 2**test_bpc},
+    }
+    (run_dir / "results.json").write_text(json.dumps(results), encoding="utf-8")
+    return run_dir
+
+
+@pytest.fixture(scope="session")
+def make_run() -> Callable[..., Path]:
+    """``make_run(root, name, valid, valid_bpc, test_bpc, seconds, seed=1, ...)``: a finished
+    run folder of experiment ``name`` under ``root``, written by hand (validation losses
+    ``valid`` at :data:`RUN_STEPS`)."""
+    return _make_run
+
+
+# ------------------------------------------------------------------ interrupted runs
+
+
+@pytest.fixture(scope="session")
+def interrupt_after_step() -> Callable[[pytest.MonkeyPatch, int], None]:
+    """``interrupt_after_step(monkeypatch, step)``: the trainer raises ``KeyboardInterrupt``
+    right after saving the checkpoint of ``step``."""
+    from highway_transformer.training.trainer import Trainer
+
+    def interrupt(monkeypatch: pytest.MonkeyPatch, step: int) -> None:
+        original = Trainer.save
+
+        def save_then_stop(self: Trainer) -> Path:
+            path = original(self)
+            if self.state.step == step:
+                raise KeyboardInterrupt
+            return path
+
+        monkeypatch.setattr(Trainer, "save", save_then_stop)
+
+    return interrupt
+
+
+# ------------------------------------------------------------------ model families
+
+#: The vocabulary of the family table's language models.
+LM_VOCAB = 23
+
+
+def _family_config(**overrides) -> ModelConfig:
+    base = dict(
+        vocab_size=LM_VOCAB,
+        d_model=16,
+        n_layers=2,
+        n_heads=2,
+        d_inner=32,
+        dropout=0.0,
+        init="normal",
+        init_std=0.2,
+    )
+    base.update(overrides)
+    return ModelConfig(**base)
+
+
+def _xl_config(mem_len: int, **overrides) -> ModelConfig:
+    return _family_config(
+        family="xl", attention="relative", memory=MemoryConfig(mem_len=mem_len), **overrides
+    )
+
+
+#: One tiny language model of each family (two layers of width 16, N(0, 0.2) weights).
+LM_FAMILIES = {
+    "transformer": _family_config(),
+    "transformer-pre": _family_config(norm="pre"),
+    "rtransformer": _family_config(
+        family="rtransformer",
+        positional="none",
+        local_rnn=LocalRNNConfig(cell="gru", window=3, per_block=2),
+    ),
+    "xl": _xl_config(6),
+    "shaw": _family_config(attention="shaw", shaw_clip=3, positional="none"),
+    "gtrxl": _xl_config(6, norm="pre", gate=GateConfig(kind="gtrxl-gru", bias=2.0)),
+}
+#: Every Highway Transformer gate (and none).
+LM_GATES = [
+    GateConfig(kind="none"),
+    GateConfig(kind="sdu", activation="sigmoid"),
+    GateConfig(kind="sdu", activation="tanh"),
+    GateConfig(kind="highway"),
+    GateConfig(kind="gated"),
+]
+
+
+def build_lm(config: ModelConfig, seed: int = 0) -> LanguageModel:
+    """The language model of ``config`` with weights drawn from ``seed``, in evaluation mode."""
+    torch.manual_seed(seed)
+    return LanguageModel(config).eval()
+
+
+@pytest.fixture(scope="session")
+def family_config() -> Callable[..., ModelConfig]:
+    """``family_config(**overrides)``: a model of the family table's settings (a plain
+    Transformer unless ``family`` says otherwise)."""
+    return _family_config
+
+
+@pytest.fixture(scope="session")
+def xl_config() -> Callable[..., ModelConfig]:
+    """``xl_config(mem_len, **overrides)``: the family table's Transformer-XL."""
+    return _xl_config

@@ -6,66 +6,22 @@ import json
 import math
 import random
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
 
 from highway_transformer.errors import ConfigError
-from highway_transformer.experiments import get_experiment, run_experiments
+from highway_transformer.experiments import run_experiments
 from highway_transformer.report.gates import pca_embedding
 from highway_transformer.report.markdown import DOWN, _fmt_change
 from highway_transformer.report.report import write_report
 
-LN2 = math.log(2)
-STEPS = (10, 20, 30, 40)
-
-
-def make_run(
-    root: Path,
-    name: str,
-    valid: list[float],
-    valid_bpc: float,
-    test_bpc: float,
-    seconds: float,
-    seed: int = 1,
-    scale: str = "small",
-    table: str | None = None,
-    overrides: list[str] | None = None,
-) -> Path:
-    """A run folder as the runner writes it: experiment.json, config.yaml, metrics, results."""
-    e = get_experiment(name)
-    table = table or e.table
-    run_dir = root / table / scale / e.row / f"seed{seed}"
-    run_dir.mkdir(parents=True)
-    info = {"name": name, "table": table, "row": e.row, "scale": scale, "seed": seed,
-            "metric": e.metric, "baseline": e.baseline, "published": e.published}  # fmt: skip
-    if overrides is not None:
-        info["overrides"] = overrides
-    (run_dir / "experiment.json").write_text(json.dumps(info), encoding="utf-8")
-    config = {"model": {"gate": {"kind": "none"}}, "train": {"max_steps": STEPS[-1]}}
-    (run_dir / "config.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
-    lines = []
-    for step, loss in zip(STEPS, valid, strict=True):
-        for split, value in (("train", loss + 0.1), ("valid", loss)):
-            record = {"step": step, "split": split, "loss": value, "bpc": value / LN2,
-                      "ppl": math.exp(value), "time": step * seconds / STEPS[-1]}  # fmt: skip
-            lines.append(json.dumps(record))
-    (run_dir / "metrics.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    results = {
-        "steps": STEPS[-1],
-        "train_seconds": seconds,
-        "parameters": 1000,
-        "valid": {"loss": valid_bpc * LN2, "bpc": valid_bpc, "ppl": 2**valid_bpc},
-        "test": {"loss": test_bpc * LN2, "bpc": test_bpc, "ppl": 2**test_bpc},
-    }
-    (run_dir / "results.json").write_text(json.dumps(results), encoding="utf-8")
-    return run_dir
-
+MakeRun = Callable[..., Path]
 
 @pytest.fixture
-def table1(tmp_path: Path) -> Path:
+def table1(tmp_path: Path, make_run: MakeRun) -> Path:
     """Baseline, σ-SDU (two seeds) and tanh-SDU rows of HT Table 1, by hand."""
     root = tmp_path / "runs"
     make_run(root, "ht-table1/t-l3", [2.0, 1.5, 1.2, 1.1], 1.6, 1.5, 100.0)
@@ -180,7 +136,7 @@ def test_figures_are_written(table1: Path, tmp_path: Path) -> None:
     assert "## Convergence (HT Figure 4 at this scale)" in index  # the paper's curves
 
 
-def test_table7_hours_beside_table5_runs(tmp_path: Path) -> None:
+def test_table7_hours_beside_table5_runs(tmp_path: Path, make_run: MakeRun) -> None:
     root = tmp_path / "runs"
     make_run(root, "ht-table5/l6-xl", [2.0, 1.5, 1.2, 1.1], 1.3, 1.25, 100.0)
     make_run(root, "ht-table5/l6-xl+tanh", [2.0, 1.4, 1.15, 1.05], 1.25, 1.2, 101.0)
@@ -192,7 +148,7 @@ def test_table7_hours_beside_table5_runs(tmp_path: Path) -> None:
     assert report["also_in"] == ["ht-table7"]
 
 
-def test_row_against_row_claims_are_paired_by_seed(tmp_path: Path) -> None:
+def test_row_against_row_claims_are_paired_by_seed(tmp_path: Path, make_run: MakeRun) -> None:
     """HT Table 5's "gate the lower layers": L1-3 minus L3-6, seed by seed, against values
     worked by hand; a claim whose rows did not both run is left out."""
     root = tmp_path / "runs"
@@ -275,7 +231,9 @@ def test_a_table_with_no_finished_run_is_refused(table1: Path, tmp_path: Path) -
         write_report([run], tmp_path / "report")
 
 
-def test_mixing_tables_or_scales_is_refused(table1: Path, tmp_path: Path) -> None:
+def test_mixing_tables_or_scales_is_refused(
+    table1: Path, tmp_path: Path, make_run: MakeRun
+) -> None:
     make_run(table1, "ht-table3/t-l3", [5.0, 4.9, 4.8, 4.7], 7.0, 7.0, 10.0)
     with pytest.raises(ConfigError, match=r"mix tables: ht-table1 \(4 runs\), ht-table3 \(1 run\)"):
         write_report([table1], tmp_path / "report")
@@ -289,7 +247,9 @@ def test_mixing_tables_or_scales_is_refused(table1: Path, tmp_path: Path) -> Non
         write_report([empty], tmp_path / "report")
 
 
-def test_runs_with_other_overrides_are_refused_or_named(tmp_path: Path) -> None:
+def test_runs_with_other_overrides_are_refused_or_named(
+    tmp_path: Path, make_run: MakeRun
+) -> None:
     root = tmp_path / "runs"
     longer = ["train.max_steps=80"]
     make_run(root, "ht-table1/t-l3", [2.0, 1.5, 1.2, 1.1], 1.6, 1.5, 100.0, overrides=longer)
@@ -307,7 +267,9 @@ def test_runs_with_other_overrides_are_refused_or_named(tmp_path: Path) -> None:
     assert "other data than the paper's" not in index
 
 
-def test_runs_on_other_data_say_the_paper_columns_are_not_comparable(tmp_path: Path) -> None:
+def test_runs_on_other_data_say_the_paper_columns_are_not_comparable(
+    tmp_path: Path, make_run: MakeRun
+) -> None:
     root = tmp_path / "runs"
     other = ["data.corpus=ptb-char", "train.max_steps=80"]
     make_run(root, "ht-table5/l6-xl", [2.0, 1.5, 1.2, 1.1], 1.6, 1.5, 100.0, overrides=other)
@@ -411,7 +373,7 @@ def test_results_readme_snippet_adds_gate_biases_to_older_runs(
     results = json.loads((run / "results.json").read_text(encoding="utf-8"))
     recorded = results.pop("gate_biases")
     (run / "results.json").write_text(json.dumps(results), encoding="utf-8")
-    readme = (Path(__file__).resolve().parents[1] / "results" / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[2] / "results" / "README.md").read_text()
     (snippet,) = re.findall(r"```python\n(.*?)```", readme, re.S)
     monkeypatch.chdir(tmp_path)
     exec(compile(snippet, "results/README.md", "exec"), {"__name__": "snippet"})

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -48,18 +49,6 @@ def _config(case: str, tmp_path: Path) -> Config:
     return tiny_task_config(preset[case])
 
 
-def _interrupt_after_step(monkeypatch: pytest.MonkeyPatch, step: int) -> None:
-    original = Trainer.save
-
-    def save_then_stop(self: Trainer) -> Path:
-        path = original(self)
-        if self.state.step == step:
-            raise KeyboardInterrupt
-        return path
-
-    monkeypatch.setattr(Trainer, "save", save_then_stop)
-
-
 def _without_clock(records: list[dict]) -> list[dict]:
     return [{k: v for k, v in r.items() if k not in ("time", "rate")} for r in records]
 
@@ -68,14 +57,17 @@ def _without_clock(records: list[dict]) -> list[dict]:
     "case", ["lm", "xl-memory", "music", "pixels", "copy", "adding", "seq2seq"]
 )
 def test_interrupted_and_resumed_equals_uninterrupted(
-    case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    case: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    interrupt_after_step: Callable[[pytest.MonkeyPatch, int], None],
 ) -> None:
     """Bit for bit: weights, best weights, metrics records and results."""
     config = _config(case, tmp_path)
     one, two = tmp_path / "one", tmp_path / "two"
     train(config, one)
     with monkeypatch.context() as patch:
-        _interrupt_after_step(patch, 2)
+        interrupt_after_step(patch, 2)
         with pytest.raises(KeyboardInterrupt):
             train(config, two)
     assert ckpt.load_trainer_state(two / "checkpoint").step == 2

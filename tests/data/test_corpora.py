@@ -25,7 +25,7 @@ from highway_transformer.data.encoding import line_chunks
 from highway_transformer.data.vocab import EOS, UNK, Vocabulary, count_symbols
 from highway_transformer.errors import CheckpointError, ConfigError, DataError
 
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 
 # ------------------------------------------------------------------ batching
 

@@ -22,7 +22,7 @@ from highway_transformer.errors import ConfigError, DataError
 
 scipy_io = pytest.importorskip("scipy.io")
 
-MUSIC_DIR = Path(__file__).resolve().parents[2] / "shared" / "data" / "music"
+MUSIC_DIR = Path(__file__).resolve().parents[3] / "shared" / "data" / "music"
 
 
 def _cells(pieces: list[np.ndarray]) -> np.ndarray:

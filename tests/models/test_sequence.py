@@ -20,7 +20,7 @@ from highway_transformer.tasks import MusicTask, build_task_model
 from highway_transformer.training.trainer import train
 from highway_transformer.validation import validate
 
-DATA_DIR = Path(__file__).resolve().parents[2] / "shared" / "data"
+DATA_DIR = Path(__file__).resolve().parents[3] / "shared" / "data"
 NOTTINGHAM = DATA_DIR / "music" / "Nottingham.mat"
 
 

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from test_report import make_run
 
 from highway_transformer.cli import main
 from highway_transformer.experiments.prune import prune
+
+MakeRun = Callable[..., Path]
 
 
 def _with_weights(run_dir: Path, gate_biases: bool = True) -> Path:
@@ -24,7 +26,9 @@ def _with_weights(run_dir: Path, gate_biases: bool = True) -> Path:
     return run_dir
 
 
-def test_only_finished_runs_that_need_nothing_lose_their_weights(tmp_path: Path) -> None:
+def test_only_finished_runs_that_need_nothing_lose_their_weights(
+    tmp_path: Path, make_run: MakeRun
+) -> None:
     root = tmp_path / "runs"
     done = _with_weights(make_run(root, "ht-table1/t-l3", [2.0, 1.5, 1.2, 1.1], 1.6, 1.5, 9.0))
     older = _with_weights(
@@ -57,7 +61,7 @@ def test_only_finished_runs_that_need_nothing_lose_their_weights(tmp_path: Path)
     assert lines[-1] == "2 of 4 run(s) pruned: freed 0.0 MiB"
 
 
-def test_a_run_in_use_keeps_its_weights(tmp_path: Path) -> None:
+def test_a_run_in_use_keeps_its_weights(tmp_path: Path, make_run: MakeRun) -> None:
     import os
     import socket
 
@@ -68,7 +72,9 @@ def test_a_run_in_use_keeps_its_weights(tmp_path: Path) -> None:
     assert decision.keep_reason.startswith("in use by PID") and (run / "checkpoint").is_dir()
 
 
-def test_cli_prunes_a_table_root(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_prunes_a_table_root(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], make_run: MakeRun
+) -> None:
     run = _with_weights(make_run(tmp_path, "ht-table1/t-l3", [2.0, 1.5, 1.2, 1.1], 1.6, 1.5, 9))
     assert main(["prune", str(tmp_path / "ht-table1"), "--dry-run"]) == 0
     assert (run / "best").is_dir() and "would drop best, checkpoint" in capsys.readouterr().out

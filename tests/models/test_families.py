@@ -2,84 +2,42 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 import torch
+from conftest import LM_FAMILIES, LM_GATES, LM_VOCAB, build_lm
 
-from highway_transformer.config import GateConfig, LocalRNNConfig, MemoryConfig, ModelConfig
+from highway_transformer.config import GateConfig, LocalRNNConfig, ModelConfig
 from highway_transformer.errors import ConfigError
 from highway_transformer.models.generation import beam_search, generate_ids, tokenize_prompt
 from highway_transformer.models.lm import LanguageModel
 from highway_transformer.nn.memory import MemoryPolicy
 from highway_transformer.validation import validate
 
-V = 23
+XLConfig = Callable[..., ModelConfig]
 
 
-def tiny(**kwargs) -> ModelConfig:
-    base = dict(
-        vocab_size=V,
-        d_model=16,
-        n_layers=2,
-        n_heads=2,
-        d_inner=32,
-        dropout=0.0,
-        init="normal",
-        init_std=0.2,
-    )
-    base.update(kwargs)
-    return ModelConfig(**base)
-
-
-def xl(mem_len: int, **kwargs) -> ModelConfig:
-    return tiny(family="xl", attention="relative", memory=MemoryConfig(mem_len=mem_len), **kwargs)
-
-
-FAMILIES = {
-    "transformer": tiny(),
-    "transformer-pre": tiny(norm="pre"),
-    "rtransformer": tiny(
-        family="rtransformer",
-        positional="none",
-        local_rnn=LocalRNNConfig(cell="gru", window=3, per_block=2),
-    ),
-    "xl": xl(6),
-    "shaw": tiny(attention="shaw", shaw_clip=3, positional="none"),
-    "gtrxl": xl(6, norm="pre", gate=GateConfig(kind="gtrxl-gru", bias=2.0)),
-}
-GATES = [
-    GateConfig(kind="none"),
-    GateConfig(kind="sdu", activation="sigmoid"),
-    GateConfig(kind="sdu", activation="tanh"),
-    GateConfig(kind="highway"),
-    GateConfig(kind="gated"),
-]
-
-
-def build(config: ModelConfig, seed: int = 0) -> LanguageModel:
-    torch.manual_seed(seed)
-    return LanguageModel(config).eval()
-
-
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", LM_FAMILIES)
 def test_causality_every_family(family: str) -> None:
-    model = build(FAMILIES[family])
-    tokens = torch.randint(0, V, (2, 10))
+    model = build_lm(LM_FAMILIES[family])
+    tokens = torch.randint(0, LM_VOCAB, (2, 10))
     hidden, _ = model(tokens)
     for t in (0, 4, 8):
         changed = tokens.clone()
-        changed[:, t + 1] = (changed[:, t + 1] + 1) % V
+        changed[:, t + 1] = (changed[:, t + 1] + 1) % LM_VOCAB
         other, _ = model(changed)
         torch.testing.assert_close(other[:, : t + 1], hidden[:, : t + 1], rtol=0, atol=0)
         assert not torch.allclose(other[:, t + 1], hidden[:, t + 1])
 
 
 @pytest.mark.parametrize("family", ["transformer", "rtransformer", "xl", "shaw"])
-@pytest.mark.parametrize("gate", GATES, ids=lambda g: f"{g.kind}-{g.activation}")
+@pytest.mark.parametrize("gate", LM_GATES, ids=lambda g: f"{g.kind}-{g.activation}")
 def test_every_family_takes_every_gate(family: str, gate: GateConfig) -> None:
-    config = FAMILIES[family]
+    config = LM_FAMILIES[family]
     config = ModelConfig(**{**config.__dict__, "gate": gate})
-    model = build(config)
-    tokens = torch.randint(0, V, (2, 7))
+    model = build_lm(config)
+    tokens = torch.randint(0, LM_VOCAB, (2, 7))
     hidden, _ = model(tokens)
     loss = model.token_nll(hidden, tokens).mean()
     loss.backward()
@@ -90,26 +48,26 @@ def test_every_family_takes_every_gate(family: str, gate: GateConfig) -> None:
 
 
 @pytest.mark.parametrize("family", ["xl", "gtrxl"])
-def test_gates_none_equals_plain_and_layer_none(family: str) -> None:
-    plain = build(xl(4))
-    no_layers = build(xl(4, gate=GateConfig(kind="sdu", layers="none")))
-    tokens = torch.randint(0, V, (2, 6))
+def test_gates_none_equals_plain_and_layer_none(family: str, xl_config: XLConfig) -> None:
+    plain = build_lm(xl_config(4))
+    no_layers = build_lm(xl_config(4, gate=GateConfig(kind="sdu", layers="none")))
+    tokens = torch.randint(0, LM_VOCAB, (2, 6))
     torch.testing.assert_close(plain(tokens)[0], no_layers(tokens)[0], rtol=0, atol=0)
 
 
 @pytest.mark.parametrize(
-    "config",
+    "overrides",
     [
-        xl(8),
-        xl(8, norm="pre", gate=GateConfig(kind="gtrxl-gru")),
-        xl(8, gate=GateConfig(kind="sdu", layers="1")),
+        {},
+        {"norm": "pre", "gate": GateConfig(kind="gtrxl-gru")},
+        {"gate": GateConfig(kind="sdu", layers="1")},
     ],
     ids=["xl", "gtrxl", "xl-sdu"],
 )
-def test_memory_equivalence(config: ModelConfig) -> None:
+def test_memory_equivalence(overrides: dict, xl_config: XLConfig) -> None:
     """Segments run with memory equal the same positions run as one sequence (same span)."""
-    model = build(config)
-    tokens = torch.randint(0, V, (2, 12))
+    model = build_lm(xl_config(8, **overrides))
+    tokens = torch.randint(0, LM_VOCAB, (2, 12))
     full, _ = model(tokens)
     memory = None
     outputs = []
@@ -119,9 +77,9 @@ def test_memory_equivalence(config: ModelConfig) -> None:
     torch.testing.assert_close(torch.cat(outputs, dim=1), full, rtol=1e-5, atol=1e-5)
 
 
-def test_memory_shorter_than_segment_and_no_memory_equals_empty() -> None:
-    model = build(xl(3))
-    tokens = torch.randint(0, V, (2, 5))
+def test_memory_shorter_than_segment_and_no_memory_equals_empty(xl_config: XLConfig) -> None:
+    model = build_lm(xl_config(3))
+    tokens = torch.randint(0, LM_VOCAB, (2, 5))
     hidden, memory = model(tokens)
     assert memory is not None and all(m.shape == (2, 3, 16) for m in memory)
     assert all(not m.requires_grad for m in memory)
@@ -129,21 +87,23 @@ def test_memory_shorter_than_segment_and_no_memory_equals_empty() -> None:
     torch.testing.assert_close(model(tokens, memory=empty)[0], hidden, rtol=0, atol=1e-6)
 
 
-def test_memory_of_wrong_width_or_layers_is_rejected() -> None:
-    model = build(xl(3))
-    tokens = torch.randint(0, V, (2, 5))
+def test_memory_of_wrong_width_or_layers_is_rejected(
+    family_config: Callable[..., ModelConfig], xl_config: XLConfig
+) -> None:
+    model = build_lm(xl_config(3))
+    tokens = torch.randint(0, LM_VOCAB, (2, 5))
     with pytest.raises(ConfigError, match="d_model=16"):
         model(tokens, memory=[torch.zeros(2, 3, 8)] * 2)
     with pytest.raises(ConfigError, match="2"):
         model(tokens, memory=[torch.zeros(2, 3, 16)])
-    plain = build(tiny())
+    plain = build_lm(family_config())
     with pytest.raises(ConfigError, match="relative"):
         plain(tokens, memory=[torch.zeros(2, 3, 16)] * 2)
 
 
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", LM_FAMILIES)
 def test_cached_generation_equals_full_recomputation(family: str) -> None:
-    model = build(FAMILIES[family])
+    model = build_lm(LM_FAMILIES[family])
     cached = generate_ids(model, [1, 2, 3, 4], 10, temperature=0)
     recomputed = generate_ids(model, [1, 2, 3, 4], 10, temperature=0, use_cache=False)
     assert cached == recomputed
@@ -151,8 +111,8 @@ def test_cached_generation_equals_full_recomputation(family: str) -> None:
 
 def test_incremental_hidden_states_equal_full_pass() -> None:
     for name in ("transformer", "rtransformer"):
-        model = build(FAMILIES[name])
-        tokens = torch.randint(0, V, (2, 9))
+        model = build_lm(LM_FAMILIES[name])
+        tokens = torch.randint(0, LM_VOCAB, (2, 9))
         full, _ = model(tokens)
         state = model.new_state()
         parts = [model(tokens[:, a:b], state=state)[0] for a, b in ((0, 4), (4, 5), (5, 9))]
@@ -164,8 +124,8 @@ def test_xl_decoding_from_cached_keys_equals_full_pass_and_memory_recomputation(
     """XL decoding keeps each layer's keys/values and position keys: a new token projects
     only itself, and the hidden states equal one full pass and the memory path that
     re-projects the whole memory every step (the memory holds every position)."""
-    model = build(FAMILIES[name])
-    tokens = torch.randint(0, V, (2, 9))
+    model = build_lm(LM_FAMILIES[name])
+    tokens = torch.randint(0, LM_VOCAB, (2, 9))
     policy = MemoryPolicy(mem_len=9, clamp_len=4)
     full, _ = model(tokens, policy=policy)
     state = model.new_state()
@@ -184,7 +144,7 @@ def test_xl_decoding_from_cached_keys_equals_full_pass_and_memory_recomputation(
 
 
 def test_xl_beam_search_reorders_its_cache() -> None:
-    model = build(FAMILIES["xl"])
+    model = build_lm(LM_FAMILIES["xl"])
     cached = beam_search(model, [3, 1, 4], 6, num_beams=3)
     assert cached == beam_search(model, [3, 1, 4], 6, num_beams=3, use_cache=False)
 
@@ -199,8 +159,8 @@ def test_xl_cache_follows_a_memory_shorter_than_the_context(policy: MemoryPolicy
     positions only: outputs and memories equal the memory path (also with same_length,
     whose mask cuts single queries too), and a memory handed out earlier is never altered
     by later steps."""
-    model = build(FAMILIES["xl"])
-    tokens = torch.randint(0, V, (2, 10))
+    model = build_lm(LM_FAMILIES["xl"])
+    tokens = torch.randint(0, LM_VOCAB, (2, 10))
     state, memory = model.new_state(), None
     handed_out = []
     for a, b in ((0, 2), *((i, i + 1) for i in range(2, 10))):
@@ -214,36 +174,38 @@ def test_xl_cache_follows_a_memory_shorter_than_the_context(policy: MemoryPolicy
         assert all(torch.equal(v, c) for v, c in zip(views, values, strict=True))
 
 
-def test_sampling_is_seeded() -> None:
-    model = build(tiny())
+def test_sampling_is_seeded(family_config: Callable[..., ModelConfig]) -> None:
+    model = build_lm(family_config())
     a = generate_ids(model, [1], 15, temperature=1.0, top_k=5, seed=3)
     b = generate_ids(model, [1], 15, temperature=1.0, top_k=5, seed=3)
     c = generate_ids(model, [1], 15, temperature=1.0, top_p=0.5, seed=4)
     assert a == b and len(c) == 15
 
 
-def test_gtrxl_identity_path() -> None:
+def test_gtrxl_identity_path(xl_config: XLConfig) -> None:
     """With every sublayer output zeroed, the output gate passes the stream through untouched."""
-    model = build(xl(4, norm="pre", gate=GateConfig(kind="gtrxl-output")))
+    model = build_lm(xl_config(4, norm="pre", gate=GateConfig(kind="gtrxl-output")))
     with torch.no_grad():
         for block in model.blocks:
             block.sublayers[0].attention.out.weight.zero_()
             block.sublayers[1].fc2.weight.zero_()
             block.sublayers[1].fc2.bias.zero_()
-    tokens = torch.randint(0, V, (2, 6))
+    tokens = torch.randint(0, LM_VOCAB, (2, 6))
     hidden, _ = model(tokens)
     expected = model.final_norm(model.embedding(tokens) * model.embedding_scale)
     torch.testing.assert_close(hidden, expected, rtol=1e-6, atol=1e-6)
 
 
-def test_gtrxl_with_post_ln_is_an_error() -> None:
+def test_gtrxl_with_post_ln_is_an_error(xl_config: XLConfig) -> None:
     with pytest.raises(ConfigError, match="pre"):
-        LanguageModel(xl(4, norm="post", gate=GateConfig(kind="gtrxl-gru")))
+        LanguageModel(xl_config(4, norm="post", gate=GateConfig(kind="gtrxl-gru")))
 
 
-def test_adaptive_softmax_nll_matches_log_prob() -> None:
-    model = build(tiny(adaptive_cutoffs=(5, 12), tie_weights=False))
-    tokens = torch.randint(0, V, (2, 6))
+def test_adaptive_softmax_nll_matches_log_prob(
+    family_config: Callable[..., ModelConfig],
+) -> None:
+    model = build_lm(family_config(adaptive_cutoffs=(5, 12), tie_weights=False))
+    tokens = torch.randint(0, LM_VOCAB, (2, 6))
     hidden, _ = model(tokens)
     nll = model.token_nll(hidden, tokens)
     log_probs = model.logits(hidden)
@@ -268,29 +230,31 @@ def test_prompt_outside_vocabulary_is_a_clear_error() -> None:
 
 
 def test_shaw_has_no_cache_but_generates() -> None:
-    model = build(FAMILIES["shaw"])
+    model = build_lm(LM_FAMILIES["shaw"])
     assert not model.supports_cache
     assert len(generate_ids(model, [1, 2], 5, temperature=0)) == 5
 
 
 def test_rtransformer_gates_none_equals_plain() -> None:
-    plain = build(FAMILIES["rtransformer"])
+    plain = build_lm(LM_FAMILIES["rtransformer"])
     config = ModelConfig(
-        **{**FAMILIES["rtransformer"].__dict__, "gate": GateConfig(kind="sdu", layers="none")}
+        **{**LM_FAMILIES["rtransformer"].__dict__, "gate": GateConfig(kind="sdu", layers="none")}
     )
-    no_layers = build(config)
-    tokens = torch.randint(0, V, (2, 7))
+    no_layers = build_lm(config)
+    tokens = torch.randint(0, LM_VOCAB, (2, 7))
     torch.testing.assert_close(plain(tokens)[0], no_layers(tokens)[0], rtol=0, atol=0)
 
 
-def test_small_rt_l3_trains_on_a_tiny_corpus(tmp_path) -> None:
+def test_small_rt_l3_trains_on_a_tiny_corpus(
+    tmp_path, family_config: Callable[..., ModelConfig]
+) -> None:
     from highway_transformer.config import Config, DataConfig, TrainConfig
     from highway_transformer.training.trainer import train
 
     text = tmp_path / "abc.txt"
     text.write_text("the cat sat on the mat. " * 300, encoding="utf-8")
     config = Config(
-        model=tiny(
+        model=family_config(
             family="rtransformer", n_layers=3, positional="none", dropout=0.0, vocab_size=0,
             gate=GateConfig(kind="sdu", activation="sigmoid"),
             local_rnn=LocalRNNConfig(cell="gru", window=4),

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
+
 import pytest
 
 from highway_transformer.report.stats import (
@@ -68,10 +71,8 @@ def test_plateau_needs_a_flat_tail() -> None:
     assert not plateaued(BASELINE[:2])
 
 
-def _report_runs(root, with_metadata: bool):  # noqa: ANN001, ANN202
+def _report_runs(root: Path, with_metadata: bool, make_run: Callable[..., Path]) -> None:
     import json
-
-    from test_report import make_run
 
     for seed, (base, gated) in enumerate([(1.6, 1.5), (1.7, 1.55), (1.65, 1.6)], 1):
         make_run(root, "ht-table1/t-l3", [2.0, 1.5, 1.2, 1.1], base, base - 0.05, 100.0, seed)
@@ -85,10 +86,12 @@ def _report_runs(root, with_metadata: bool):  # noqa: ANN001, ANN202
             (path / "results.json").write_text(json.dumps(results))
 
 
-def test_report_json_holds_per_seed_values_paired_intervals_and_metadata(tmp_path) -> None:  # noqa: ANN001
+def test_report_json_holds_per_seed_values_paired_intervals_and_metadata(
+    tmp_path: Path, make_run: Callable[..., Path]
+) -> None:
     from highway_transformer.report.report import write_report
 
-    _report_runs(tmp_path / "runs", with_metadata=True)
+    _report_runs(tmp_path / "runs", with_metadata=True, make_run=make_run)
     report = write_report([tmp_path / "runs"], tmp_path / "report")
     rows = {r["name"]: r for r in report["paper_table"]}
     gated = rows["ht-table1/t-l3+sigmoid"]
@@ -236,9 +239,9 @@ def test_curves_leave_out_a_last_partial_log_interval(tmp_path) -> None:  # noqa
     assert [s for s, _, _ in mean_curve([run], "valid", "loss")] == [23]
 
 
-def test_direction_summary_does_not_count_the_param_matched_row(tmp_path) -> None:  # noqa: ANN001
-    from test_report import make_run
-
+def test_direction_summary_does_not_count_the_param_matched_row(
+    tmp_path: Path, make_run: Callable[..., Path]
+) -> None:
     from highway_transformer.report.report import write_report
 
     root = tmp_path / "runs"
