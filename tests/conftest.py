@@ -65,44 +65,94 @@ def text_file(tmp_path: Path) -> Path:
     return path
 
 
-def tiny_lm_config(path: Path, **overrides) -> Config:
-    """A one-layer σ-SDU character model of the text file ``path`` (8 Adam steps)."""
+# ------------------------------------------------------------------ tiny configurations
+
+#: The unit tests' tiny model: two layers of width 16, two heads, no dropout.
+TINY_MODEL_FIELDS = {"d_model": 16, "n_layers": 2, "n_heads": 2, "d_inner": 32, "dropout": 0.0}
+
+
+def _tiny_model_config(**overrides) -> ModelConfig:
+    return ModelConfig(**{**TINY_MODEL_FIELDS, **overrides})
+
+
+@pytest.fixture(scope="session")
+def tiny_model_config() -> Callable[..., ModelConfig]:
+    """``tiny_model_config(**overrides)``: :data:`TINY_MODEL_FIELDS` with ``overrides``."""
+    return _tiny_model_config
+
+
+def _tiny_stack_config(
+    family: str = "transformer", gate: str = "none", norm: str = "post", **overrides
+) -> ModelConfig:
+    return _tiny_model_config(
+        family=family,
+        norm=norm,
+        init="torch",
+        gate=GateConfig(kind=gate),
+        local_rnn=LocalRNNConfig(cell="gru", window=3),
+        **overrides,
+    )
+
+
+@pytest.fixture(scope="session")
+def tiny_stack_config() -> Callable[..., ModelConfig]:
+    """``tiny_stack_config(family="transformer", gate="none", norm="post", **overrides)``:
+    the tiny model of a family with a gate kind and a norm position, PyTorch's default
+    initialisation, and a GRU LocalRNN of window 3 (R-Transformer)."""
+    return _tiny_stack_config
+
+
+def _tiny_file_config(path: Path, **overrides) -> Config:
     config = Config(
-        name="tiny",
-        model=ModelConfig(
-            d_model=16, n_layers=1, n_heads=2, d_inner=32, dropout=0.1, gate=GateConfig(kind="sdu")
-        ),
-        data=DataConfig(
-            corpus="file",
-            path=str(path),
-            level="char",
-            batch_size=4,
-            seq_len=16,
-            context=4,
-            eval_batch_size=4,
-        ),
-        train=TrainConfig(
-            optimizer="adam",
-            lr=1e-2,
-            schedule="constant",
-            clip=1.0,
-            max_steps=8,
-            eval_interval=4,
-            log_interval=2,
-            seed=7,
-        ),
+        model=ModelConfig(d_model=16, n_layers=1, n_heads=2, d_inner=32),
+        data=DataConfig(corpus="file", path=str(path), batch_size=4, seq_len=16, eval_batch_size=4),
+        train=TrainConfig(optimizer="adam", lr=1e-2),
     )
     return config.replace(**overrides) if overrides else config
+
+
+@pytest.fixture(scope="session")
+def tiny_file_config() -> Callable[..., Config]:
+    """``tiny_file_config(path, **overrides)``: a one-layer width-16 model (other model
+    settings the defaults) of the text file ``path`` in batches of 4 × 16 symbols, trained
+    by Adam at 1e-2; ``overrides`` are dotted keys (``"train.max_steps": 2``)."""
+    return _tiny_file_config
+
+
+def _tiny_lm_config(path: Path, **overrides) -> Config:
+    return _tiny_file_config(
+        path,
+        **{
+            "name": "tiny",
+            "model.dropout": 0.1,
+            "model.gate.kind": "sdu",
+            "data.level": "char",
+            "data.context": 4,
+            "train.schedule": "constant",
+            "train.clip": 1.0,
+            "train.max_steps": 8,
+            "train.eval_interval": 4,
+            "train.log_interval": 2,
+            "train.seed": 7,
+            **overrides,
+        },
+    )
+
+
+@pytest.fixture(scope="session")
+def tiny_lm_config() -> Callable[..., Config]:
+    """``tiny_lm_config(path, **overrides)``: a one-layer σ-SDU character model of the text
+    file ``path`` (:func:`tiny_file_config`; dropout 0.1, context 4, 8 steps, seed 7)."""
+    return _tiny_lm_config
 
 
 @pytest.fixture
 def lm_config(text_file: Path) -> Callable[..., Config]:
     """``lm_config(**overrides)``: :func:`tiny_lm_config` of the :func:`text_file`."""
-    return lambda **overrides: tiny_lm_config(text_file, **overrides)
+    return lambda **overrides: _tiny_lm_config(text_file, **overrides)
 
 
-def tiny_task_config(preset: str, **overrides) -> Config:
-    """``preset`` made tiny (:data:`TINY_MODEL`), 6 Adam steps, small evaluation sets."""
+def _tiny_task_config(preset: str, **overrides) -> Config:
     small = {
         **TINY_MODEL,
         "train.max_steps": 6,
@@ -121,8 +171,32 @@ def tiny_task_config(preset: str, **overrides) -> Config:
     return get_preset(preset).replace(**{**small, **overrides})
 
 
-def write_music_file(path: Path, lengths: tuple[int, ...] = (6, 9, 4)) -> Path:
-    """A tiny piano-roll ``.mat`` file (train/valid/test cells) in the Boulanger layout."""
+@pytest.fixture(scope="session")
+def tiny_task_config() -> Callable[..., Config]:
+    """``tiny_task_config(preset, **overrides)``: ``preset`` made tiny (:data:`TINY_MODEL`),
+    6 Adam steps, small evaluation sets."""
+    return _tiny_task_config
+
+
+def _rt_preset_config(preset: str, **overrides) -> Config:
+    from highway_transformer.presets import rt_tables
+
+    config = rt_tables.PRESETS[preset][1]()
+    small = {"model.d_model": 16, "model.d_inner": 32, "train.log_interval": 10}
+    return config.replace(**{**small, **overrides})
+
+
+@pytest.fixture(scope="session")
+def rt_preset_config() -> Callable[..., Config]:
+    """``rt_preset_config(preset, **overrides)``: an R-Transformer table preset at width 16
+    (its own depth, steps and optimiser), logging every 10 steps."""
+    return _rt_preset_config
+
+
+# ------------------------------------------------------------------ music files
+
+
+def _write_music_file(path: Path, lengths: tuple[int, ...] = (6, 9, 4)) -> Path:
     from scipy.io import savemat
 
     rng = np.random.RandomState(0)
@@ -137,10 +211,18 @@ def write_music_file(path: Path, lengths: tuple[int, ...] = (6, 9, 4)) -> Path:
     return path
 
 
+@pytest.fixture(scope="session")
+def write_music_file() -> Callable[..., Path]:
+    """``write_music_file(path, lengths=(6, 9, 4))``: a tiny piano-roll ``.mat`` file
+    (train/valid/test cells; the valid pieces one step longer, the test pieces two) in the
+    Boulanger layout."""
+    return _write_music_file
+
+
 @pytest.fixture
 def music_file(tmp_path: Path) -> Path:
     pytest.importorskip("scipy.io")
-    return write_music_file(tmp_path / "tiny.mat")
+    return _write_music_file(tmp_path / "tiny.mat")
 
 
 # ------------------------------------------------------------------ run folders by hand
@@ -232,18 +314,9 @@ LM_VOCAB = 23
 
 
 def _family_config(**overrides) -> ModelConfig:
-    base = dict(
-        vocab_size=LM_VOCAB,
-        d_model=16,
-        n_layers=2,
-        n_heads=2,
-        d_inner=32,
-        dropout=0.0,
-        init="normal",
-        init_std=0.2,
+    return _tiny_model_config(
+        **{"vocab_size": LM_VOCAB, "init": "normal", "init_std": 0.2, **overrides}
     )
-    base.update(overrides)
-    return ModelConfig(**base)
 
 
 def _xl_config(mem_len: int, **overrides) -> ModelConfig:
@@ -282,13 +355,13 @@ def build_lm(config: ModelConfig, seed: int = 0) -> LanguageModel:
 
 
 @pytest.fixture(scope="session")
-def family_config() -> Callable[..., ModelConfig]:
-    """``family_config(**overrides)``: a model of the family table's settings (a plain
+def lm_family_config() -> Callable[..., ModelConfig]:
+    """``lm_family_config(**overrides)``: a model of the family table's settings (a plain
     Transformer unless ``family`` says otherwise)."""
     return _family_config
 
 
 @pytest.fixture(scope="session")
-def xl_config() -> Callable[..., ModelConfig]:
-    """``xl_config(mem_len, **overrides)``: the family table's Transformer-XL."""
+def lm_xl_config() -> Callable[..., ModelConfig]:
+    """``lm_xl_config(mem_len, **overrides)``: the family table's Transformer-XL."""
     return _xl_config

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import LM_FAMILIES, LM_GATES, LM_VOCAB, build_lm, tiny_lm_config, tiny_task_config
+from conftest import LM_FAMILIES, LM_GATES, LM_VOCAB, build_lm
 
-from highway_transformer.config import ModelConfig
+from highway_transformer.config import Config, ModelConfig
 from highway_transformer.models.lm import LanguageModel
 from highway_transformer.storage.folder import STATE_FILE
 from highway_transformer.training.trainer import train
@@ -125,7 +125,9 @@ def test_greedy_and_beam_decoding_equal_the_cpus(family: str) -> None:
 
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
-def test_training_in_each_precision(precision: str, text_file: Path, tmp_path: Path) -> None:
+def test_training_in_each_precision(
+    precision: str, text_file: Path, tmp_path: Path, tiny_lm_config: Callable[..., Config]
+) -> None:
     if DEVICE.type == "cpu" and precision != "fp32":
         pytest.skip("reduced precision on a CPU is tested in test_trainer/test_hardware")
     config = tiny_lm_config(
@@ -144,6 +146,7 @@ def test_interrupted_and_resumed_equals_uninterrupted(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     interrupt_after_step: Callable[[pytest.MonkeyPatch, int], None],
+    tiny_lm_config: Callable[..., Config],
 ) -> None:
     """Within the device's own reproducibility: atomics in some backward kernels (the
     embedding's on CUDA) add in any order, so close rather than bit for bit (the CPU's
@@ -163,7 +166,9 @@ def test_interrupted_and_resumed_equals_uninterrupted(
 @pytest.mark.parametrize(
     "preset", ["copy/transformer", "adding/transformer", "seq2seq/toy", "digits/rtransformer"]
 )
-def test_every_task_trains(preset: str, tmp_path: Path) -> None:
+def test_every_task_trains(
+    preset: str, tmp_path: Path, tiny_task_config: Callable[..., Config]
+) -> None:
     if preset.startswith("digits"):
         pytest.importorskip("sklearn")
     results = train(tiny_task_config(preset, **{"train.device": str(DEVICE)}), tmp_path / "r")

@@ -6,11 +6,12 @@ import hashlib
 import json
 import random
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from highway_transformer import Config, DataConfig, ModelConfig, TrainConfig, load_corpus, train
+from highway_transformer import Config, load_corpus, train
 from highway_transformer.api import load_pretrained
 from highway_transformer.data.vocab import SubwordVocabulary, Vocabulary
 from highway_transformer.errors import CheckpointError, ConfigError, DataError, MissingExtra
@@ -73,20 +74,25 @@ def test_vocabulary_saves_its_tokenizer_with_a_checksum(tmp_path: Path) -> None:
         Vocabulary.load(tmp_path / "vocab.json")
 
 
-def _config(path: Path, level: str = "bpe") -> Config:
-    return Config(
-        model=ModelConfig(d_model=16, n_layers=1, n_heads=2, d_inner=32),
-        data=DataConfig(corpus="file", path=str(path), level=level, subword_vocab_size=300,
-                        batch_size=4, seq_len=16, eval_batch_size=4),
-        train=TrainConfig(optimizer="adam", lr=1e-2, schedule="constant", max_steps=4,
-                          eval_interval=2, log_interval=2),
-    )  # fmt: skip
+@pytest.fixture
+def subword_config(tiny_file_config: Callable[..., Config]) -> Callable[..., Config]:
+    """``subword_config(path, level="bpe")``: the tiny model of ``path`` with 300 subwords."""
+    settings = {
+        "data.subword_vocab_size": 300,
+        "train.schedule": "constant",
+        "train.max_steps": 4,
+        "train.eval_interval": 2,
+        "train.log_interval": 2,
+    }
+    return lambda path, level="bpe": tiny_file_config(path, **{"data.level": level, **settings})
 
 
-def test_a_bpe_corpus_trains_and_round_trips(tmp_path: Path) -> None:
+def test_a_bpe_corpus_trains_and_round_trips(
+    tmp_path: Path, subword_config: Callable[..., Config]
+) -> None:
     text = _text(600)
     (tmp_path / "corpus.txt").write_text(text, encoding="utf-8")
-    config = validate(_config(tmp_path / "corpus.txt"))
+    config = validate(subword_config(tmp_path / "corpus.txt"))
     corpus = load_corpus(config.data)
     assert isinstance(corpus.vocab, SubwordVocabulary) and len(corpus.vocab) <= 300
     # the three splits decode back to the file, in order
@@ -104,7 +110,9 @@ def test_a_bpe_corpus_trains_and_round_trips(tmp_path: Path) -> None:
     assert isinstance(out, str) and out
 
 
-def test_subword_settings_that_do_not_apply_are_errors(tmp_path: Path) -> None:
+def test_subword_settings_that_do_not_apply_are_errors(
+    tmp_path: Path, subword_config: Callable[..., Config]
+) -> None:
     with pytest.raises(ConfigError, match="data.corpus=file"):
         build_config(Config(), overrides=["data.level=bpe"])
     with pytest.raises(ConfigError, match="subword_vocab_size applies"):
@@ -116,7 +124,7 @@ def test_subword_settings_that_do_not_apply_are_errors(tmp_path: Path) -> None:
     char_vocab = Vocabulary.build("abc", "char")
     (tmp_path / "c.txt").write_text(_text(50), encoding="utf-8")
     with pytest.raises(DataError, match="needs a bpe tokenizer"):
-        load_corpus(_config(tmp_path / "c.txt").data, vocab=char_vocab)
+        load_corpus(subword_config(tmp_path / "c.txt").data, vocab=char_vocab)
 
 
 def test_missing_tokenizers_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 import pytest
 import torch
@@ -34,16 +35,10 @@ from highway_transformer.validation import check_model, validate
 V = 11
 
 
-def tiny(**kwargs) -> ModelConfig:
-    base = {
-        "d_model": 16,
-        "n_layers": 2,
-        "n_heads": 2,
-        "d_inner": 32,
-        "dropout": 0.0,
-        "vocab_size": V,
-    }
-    return ModelConfig(**{**base, **kwargs})
+@pytest.fixture
+def tiny(tiny_model_config: Callable[..., ModelConfig]) -> Callable[..., ModelConfig]:
+    """``tiny(**kwargs)``: the tiny model over V symbols."""
+    return lambda **kwargs: tiny_model_config(**{"vocab_size": V, **kwargs})
 
 
 def all_classes(config: ModelConfig, score: str = "scaled_dot") -> dict[str, nn.Module]:
@@ -60,7 +55,9 @@ def all_classes(config: ModelConfig, score: str = "scaled_dot") -> dict[str, nn.
 
 @pytest.mark.parametrize("kind", ["sdu", "highway", "gated"])
 @pytest.mark.parametrize("init", ["uniform", "normal", "torch"])
-def test_gate_bias_takes_effect_on_every_model_class(kind: str, init: str) -> None:
+def test_gate_bias_takes_effect_on_every_model_class(
+    kind: str, init: str, tiny: Callable[..., ModelConfig]
+) -> None:
     config = tiny(gate=GateConfig(kind=kind, bias=-1.5), init=init)
     for name, model in all_classes(config).items():
         biases = model.gate_biases()
@@ -72,7 +69,7 @@ def test_gate_bias_takes_effect_on_every_model_class(kind: str, init: str) -> No
                 assert not module.proj.bias[module.d_model :].any()
 
 
-def test_gate_spec_means_the_same_in_every_model_class() -> None:
+def test_gate_spec_means_the_same_in_every_model_class(tiny: Callable[..., ModelConfig]) -> None:
     config = tiny(gate=GateConfig(kind="sdu", layers="2", sublayers=("attn",)))
     for name, model in all_classes(config).items():
         stacks = [model.encoder, model.decoder] if name == "encoder-decoder" else [model.blocks]
@@ -89,13 +86,15 @@ def test_gate_spec_means_the_same_in_every_model_class() -> None:
                         assert isinstance(connection.combiner, Residual)
 
 
-def test_decoder_layer_is_self_attention_cross_attention_ffn() -> None:
+def test_decoder_layer_is_self_attention_cross_attention_ffn(
+    tiny: Callable[..., ModelConfig],
+) -> None:
     assert block_layout(tiny(), cross=True) == ["attn", "cross", "ffn"]
     rt = tiny(family="rtransformer")
     assert block_layout(rt, cross=True) == ["rnn", "attn", "cross", "ffn"]
 
 
-def test_decoder_block_equals_its_oracle() -> None:
+def test_decoder_block_equals_its_oracle(tiny: Callable[..., ModelConfig]) -> None:
     """A post-LN decoder block: LN(x + SA(x)), LN(x + CA(x, enc)), LN(x + FFN(x))."""
     config = tiny(family="transformer", n_layers=1)
     torch.manual_seed(1)
@@ -117,7 +116,7 @@ def test_decoder_block_equals_its_oracle() -> None:
 
 
 @pytest.mark.parametrize("untie_r", [False, True])
-def test_xl_u_v_are_left_to_their_module(untie_r: bool) -> None:
+def test_xl_u_v_are_left_to_their_module(untie_r: bool, tiny: Callable[..., ModelConfig]) -> None:
     """Type-based initialisation never touches u/v: the same seed gives the same u/v under
     every scheme, drawn by the module holding them (N(0, 0.02)), not by the scheme: the
     model's shared pair, or each attention layer's own with untie_r."""
@@ -135,7 +134,7 @@ def test_xl_u_v_are_left_to_their_module(untie_r: bool) -> None:
     assert torch.equal(us[0], us[1]) and torch.equal(us[0], us[2])
 
 
-def test_shaw_edges_and_score_parameters_survive_build() -> None:
+def test_shaw_edges_and_score_parameters_survive_build(tiny: Callable[..., ModelConfig]) -> None:
     torch.manual_seed(0)
     model = build_model(tiny(attention="shaw", shaw_clip=8, init="normal", init_std=5.0))
     shaw = [m for m in model.modules() if isinstance(m, ShawAttention)]
@@ -149,7 +148,7 @@ def test_shaw_edges_and_score_parameters_survive_build() -> None:
         assert torch.equal(module.w_general, torch.eye(8).expand_as(module.w_general))
 
 
-def test_transformer_xl_reference_initialisation() -> None:
+def test_transformer_xl_reference_initialisation(tiny: Callable[..., ModelConfig]) -> None:
     """XL code (train.py weights_init): Linear/Embedding N(0, 0.02), biases 0, adaptive
     projections N(0, proj_init_std = 0.01), LayerNorm weight N(1, 0.02)."""
     config = tiny(
@@ -236,7 +235,9 @@ def test_bad_model_settings_are_one_line_config_errors(overrides: dict, message:
     assert "\n" not in str(error.value)
 
 
-def test_hand_made_model_configs_are_checked_at_the_boundary() -> None:
+def test_hand_made_model_configs_are_checked_at_the_boundary(
+    tiny: Callable[..., ModelConfig],
+) -> None:
     """``build_model`` validates; a task's model is validated with the task's config (by the
     trainer, or ``validate``), and its constructor checks only its own arguments."""
     with pytest.raises(ConfigError, match="unknown model family"):
@@ -249,7 +250,9 @@ def test_hand_made_model_configs_are_checked_at_the_boundary() -> None:
         EncoderDecoder(tiny(family="xl"), V, V)
 
 
-def test_pre_ln_only_gates_are_found_by_their_class_flag(monkeypatch) -> None:
+def test_pre_ln_only_gates_are_found_by_their_class_flag(
+    monkeypatch, tiny: Callable[..., ModelConfig]
+) -> None:
     class PreOnly(Residual):
         pre_ln_only = True
 
@@ -259,7 +262,9 @@ def test_pre_ln_only_gates_are_found_by_their_class_flag(monkeypatch) -> None:
     check_model(tiny(gate=GateConfig(kind="mine"), norm="pre"))
 
 
-def test_a_new_attention_kind_is_one_registry_entry(monkeypatch) -> None:
+def test_a_new_attention_kind_is_one_registry_entry(
+    monkeypatch, tiny: Callable[..., ModelConfig]
+) -> None:
     built = []
 
     def build(config: ModelConfig, causal: bool) -> nn.Module:

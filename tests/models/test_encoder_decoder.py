@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 import pytest
 import torch
 
 from highway_transformer.api import load_pretrained
-from highway_transformer.config import GateConfig, LocalRNNConfig, ModelConfig
+from highway_transformer.config import ModelConfig
 from highway_transformer.data.seq2seq import make_toy_pairs, toy_batch, toy_vocabs
 from highway_transformer.errors import ConfigError, DataError
 from highway_transformer.models.encoder_decoder import EncoderDecoder
@@ -18,25 +19,23 @@ from highway_transformer.training.trainer import train
 VOCAB = 13  # toy vocabularies: pad, bos, eos + 10 letters
 
 
-def _config(family: str = "transformer", gate: str = "none", norm: str = "post") -> ModelConfig:
-    return ModelConfig(
-        family=family,
-        d_model=16,
-        n_layers=2,
-        n_heads=2,
-        d_inner=32,
-        dropout=0.0,
-        norm=norm,
-        init="torch",
-        tie_weights=False,
-        gate=GateConfig(kind=gate),
-        local_rnn=LocalRNNConfig(cell="gru", window=3),
+@pytest.fixture
+def ed_config(tiny_stack_config: Callable[..., ModelConfig]) -> Callable[..., ModelConfig]:
+    """``ed_config(family, gate, norm)``: the tiny stack, output layer untied."""
+    return lambda family="transformer", gate="none", norm="post": tiny_stack_config(
+        family, gate, norm, tie_weights=False
     )
 
 
-def _model(score: str = "scaled_dot", **kwargs) -> EncoderDecoder:
-    torch.manual_seed(0)
-    return EncoderDecoder(_config(**kwargs), VOCAB, VOCAB, score=score, max_len=16).eval()
+@pytest.fixture
+def ed_model(ed_config: Callable[..., ModelConfig]) -> Callable[..., EncoderDecoder]:
+    """``ed_model(score="scaled_dot", **ed_config_arguments)``: seeded, in evaluation mode."""
+
+    def build(score: str = "scaled_dot", **kwargs: str) -> EncoderDecoder:
+        torch.manual_seed(0)
+        return EncoderDecoder(ed_config(**kwargs), VOCAB, VOCAB, score=score, max_len=16).eval()
+
+    return build
 
 
 def _ids(rows: list[list[int]]) -> torch.Tensor:
@@ -54,8 +53,10 @@ CASES = [
 
 
 @pytest.mark.parametrize(("family", "score", "gate"), CASES)
-def test_padding_never_changes_real_positions(family, score, gate):
-    model = _model(score, family=family, gate=gate)
+def test_padding_never_changes_real_positions(
+    family, score, gate, ed_model: Callable[..., EncoderDecoder]
+):
+    model = ed_model(score, family=family, gate=gate)
     sources = [[3, 4, 5, 6, 7, 2], [8, 9, 2], [10, 11, 12, 3, 2]]
     targets = [[1, 4, 5, 6], [1, 7], [1, 8, 9, 10, 11, 12]]
     batched = model(_ids(sources), _ids(targets))
@@ -65,8 +66,8 @@ def test_padding_never_changes_real_positions(family, score, gate):
 
 
 @pytest.mark.parametrize(("family", "score", "gate"), CASES)
-def test_decoder_is_causal(family, score, gate):
-    model = _model(score, family=family, gate=gate)
+def test_decoder_is_causal(family, score, gate, ed_model: Callable[..., EncoderDecoder]):
+    model = ed_model(score, family=family, gate=gate)
     src = torch.tensor([[3, 4, 5, 6, 2]])
     tgt = torch.tensor([[1, 4, 5, 6, 7, 8]])
     base = model(src, tgt)
@@ -79,8 +80,8 @@ def test_decoder_is_causal(family, score, gate):
 
 
 @pytest.mark.parametrize(("family", "score", "gate"), CASES)
-def test_beam_one_equals_greedy(family, score, gate):
-    model = _model(score, family=family, gate=gate)
+def test_beam_one_equals_greedy(family, score, gate, ed_model: Callable[..., EncoderDecoder]):
+    model = ed_model(score, family=family, gate=gate)
     src = _ids([[3, 4, 5, 6, 7, 2], [8, 9, 2], [10, 11, 12, 3, 2], [5, 2]])
     greedy = model.greedy_decode(src, max_len=9)
     assert torch.equal(model.beam_search(src, 1, max_len=9), greedy)
@@ -90,8 +91,10 @@ def test_beam_one_equals_greedy(family, score, gate):
     assert not ((wide == 1).any())  # <bos> is never produced
 
 
-def test_decoding_pads_after_eos_and_matches_teacher_forcing():
-    model = _model()
+def test_decoding_pads_after_eos_and_matches_teacher_forcing(
+    ed_model: Callable[..., EncoderDecoder],
+):
+    model = ed_model()
     with torch.no_grad():  # make <eos> win at step 3 of every hypothesis
         model.output.bias.zero_()
     src = _ids([[3, 4, 5, 2], [6, 2]])
@@ -109,9 +112,9 @@ def test_decoding_pads_after_eos_and_matches_teacher_forcing():
 
 
 @pytest.mark.parametrize("gate", ["none", "sdu", "highway", "gated", "gtrxl-gru"])
-def test_every_gate_builds_trains_and_reports_biases(gate):
+def test_every_gate_builds_trains_and_reports_biases(gate, ed_model: Callable[..., EncoderDecoder]):
     norm = "pre" if gate.startswith("gtrxl") else "post"
-    model = _model(gate=gate, norm=norm).train()
+    model = ed_model(gate=gate, norm=norm).train()
     batch = toy_batch(make_toy_pairs(4, seed=1), *toy_vocabs())
     logits = model(batch["src"], batch["tgt_in"])
     loss = model.token_nll(logits, batch["tgt_out"]).mean()
@@ -124,8 +127,8 @@ def test_every_gate_builds_trains_and_reports_biases(gate):
         assert len(biases) == 10 and "decoder.layer2.cross" in biases
 
 
-def test_gate_layer_spec_applies_to_both_stacks():
-    config = _config(gate="sdu")
+def test_gate_layer_spec_applies_to_both_stacks(ed_config: Callable[..., ModelConfig]):
+    config = ed_config(gate="sdu")
     config.gate.layers = "1\\FFN"
     model = EncoderDecoder(config, VOCAB, VOCAB)
     assert sorted(model.gate_biases()) == [
@@ -135,20 +138,20 @@ def test_gate_layer_spec_applies_to_both_stacks():
     ]
 
 
-def test_shared_and_tied_embeddings():
-    config = _config()
+def test_shared_and_tied_embeddings(ed_config: Callable[..., ModelConfig]):
+    config = ed_config()
     config.tie_weights = True
     model = EncoderDecoder(config, VOCAB, VOCAB, share_embeddings=True)
     assert model.src_embedding is model.tgt_embedding
     assert model.output.weight is model.tgt_embedding.weight
-    separate = EncoderDecoder(_config(), VOCAB, VOCAB)
+    separate = EncoderDecoder(ed_config(), VOCAB, VOCAB)
     assert separate.src_embedding is not separate.tgt_embedding
     with pytest.raises(ConfigError, match="shared embeddings"):
-        EncoderDecoder(_config(), 13, 20, share_embeddings=True)
+        EncoderDecoder(ed_config(), 13, 20, share_embeddings=True)
 
 
-def test_errors():
-    model = _model()
+def test_errors(ed_model: Callable[..., EncoderDecoder]):
+    model = ed_model()
     with pytest.raises(DataError, match="task.max_len=16"):
         model(torch.full((1, 17), 3), torch.ones(1, 2, dtype=torch.long))
     with pytest.raises(ConfigError, match="beam_size"):

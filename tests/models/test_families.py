@@ -48,9 +48,9 @@ def test_every_family_takes_every_gate(family: str, gate: GateConfig) -> None:
 
 
 @pytest.mark.parametrize("family", ["xl", "gtrxl"])
-def test_gates_none_equals_plain_and_layer_none(family: str, xl_config: XLConfig) -> None:
-    plain = build_lm(xl_config(4))
-    no_layers = build_lm(xl_config(4, gate=GateConfig(kind="sdu", layers="none")))
+def test_gates_none_equals_plain_and_layer_none(family: str, lm_xl_config: XLConfig) -> None:
+    plain = build_lm(lm_xl_config(4))
+    no_layers = build_lm(lm_xl_config(4, gate=GateConfig(kind="sdu", layers="none")))
     tokens = torch.randint(0, LM_VOCAB, (2, 6))
     torch.testing.assert_close(plain(tokens)[0], no_layers(tokens)[0], rtol=0, atol=0)
 
@@ -64,9 +64,9 @@ def test_gates_none_equals_plain_and_layer_none(family: str, xl_config: XLConfig
     ],
     ids=["xl", "gtrxl", "xl-sdu"],
 )
-def test_memory_equivalence(overrides: dict, xl_config: XLConfig) -> None:
+def test_memory_equivalence(overrides: dict, lm_xl_config: XLConfig) -> None:
     """Segments run with memory equal the same positions run as one sequence (same span)."""
-    model = build_lm(xl_config(8, **overrides))
+    model = build_lm(lm_xl_config(8, **overrides))
     tokens = torch.randint(0, LM_VOCAB, (2, 12))
     full, _ = model(tokens)
     memory = None
@@ -77,8 +77,8 @@ def test_memory_equivalence(overrides: dict, xl_config: XLConfig) -> None:
     torch.testing.assert_close(torch.cat(outputs, dim=1), full, rtol=1e-5, atol=1e-5)
 
 
-def test_memory_shorter_than_segment_and_no_memory_equals_empty(xl_config: XLConfig) -> None:
-    model = build_lm(xl_config(3))
+def test_memory_shorter_than_segment_and_no_memory_equals_empty(lm_xl_config: XLConfig) -> None:
+    model = build_lm(lm_xl_config(3))
     tokens = torch.randint(0, LM_VOCAB, (2, 5))
     hidden, memory = model(tokens)
     assert memory is not None and all(m.shape == (2, 3, 16) for m in memory)
@@ -88,15 +88,15 @@ def test_memory_shorter_than_segment_and_no_memory_equals_empty(xl_config: XLCon
 
 
 def test_memory_of_wrong_width_or_layers_is_rejected(
-    family_config: Callable[..., ModelConfig], xl_config: XLConfig
+    lm_family_config: Callable[..., ModelConfig], lm_xl_config: XLConfig
 ) -> None:
-    model = build_lm(xl_config(3))
+    model = build_lm(lm_xl_config(3))
     tokens = torch.randint(0, LM_VOCAB, (2, 5))
     with pytest.raises(ConfigError, match="d_model=16"):
         model(tokens, memory=[torch.zeros(2, 3, 8)] * 2)
     with pytest.raises(ConfigError, match="2"):
         model(tokens, memory=[torch.zeros(2, 3, 16)])
-    plain = build_lm(family_config())
+    plain = build_lm(lm_family_config())
     with pytest.raises(ConfigError, match="relative"):
         plain(tokens, memory=[torch.zeros(2, 3, 16)] * 2)
 
@@ -174,17 +174,17 @@ def test_xl_cache_follows_a_memory_shorter_than_the_context(policy: MemoryPolicy
         assert all(torch.equal(v, c) for v, c in zip(views, values, strict=True))
 
 
-def test_sampling_is_seeded(family_config: Callable[..., ModelConfig]) -> None:
-    model = build_lm(family_config())
+def test_sampling_is_seeded(lm_family_config: Callable[..., ModelConfig]) -> None:
+    model = build_lm(lm_family_config())
     a = generate_ids(model, [1], 15, temperature=1.0, top_k=5, seed=3)
     b = generate_ids(model, [1], 15, temperature=1.0, top_k=5, seed=3)
     c = generate_ids(model, [1], 15, temperature=1.0, top_p=0.5, seed=4)
     assert a == b and len(c) == 15
 
 
-def test_gtrxl_identity_path(xl_config: XLConfig) -> None:
+def test_gtrxl_identity_path(lm_xl_config: XLConfig) -> None:
     """With every sublayer output zeroed, the output gate passes the stream through untouched."""
-    model = build_lm(xl_config(4, norm="pre", gate=GateConfig(kind="gtrxl-output")))
+    model = build_lm(lm_xl_config(4, norm="pre", gate=GateConfig(kind="gtrxl-output")))
     with torch.no_grad():
         for block in model.blocks:
             block.sublayers[0].attention.out.weight.zero_()
@@ -196,15 +196,15 @@ def test_gtrxl_identity_path(xl_config: XLConfig) -> None:
     torch.testing.assert_close(hidden, expected, rtol=1e-6, atol=1e-6)
 
 
-def test_gtrxl_with_post_ln_is_an_error(xl_config: XLConfig) -> None:
+def test_gtrxl_with_post_ln_is_an_error(lm_xl_config: XLConfig) -> None:
     with pytest.raises(ConfigError, match="pre"):
-        LanguageModel(xl_config(4, norm="post", gate=GateConfig(kind="gtrxl-gru")))
+        LanguageModel(lm_xl_config(4, norm="post", gate=GateConfig(kind="gtrxl-gru")))
 
 
 def test_adaptive_softmax_nll_matches_log_prob(
-    family_config: Callable[..., ModelConfig],
+    lm_family_config: Callable[..., ModelConfig],
 ) -> None:
-    model = build_lm(family_config(adaptive_cutoffs=(5, 12), tie_weights=False))
+    model = build_lm(lm_family_config(adaptive_cutoffs=(5, 12), tie_weights=False))
     tokens = torch.randint(0, LM_VOCAB, (2, 6))
     hidden, _ = model(tokens)
     nll = model.token_nll(hidden, tokens)
@@ -246,7 +246,7 @@ def test_rtransformer_gates_none_equals_plain() -> None:
 
 
 def test_small_rt_l3_trains_on_a_tiny_corpus(
-    tmp_path, family_config: Callable[..., ModelConfig]
+    tmp_path, lm_family_config: Callable[..., ModelConfig]
 ) -> None:
     from highway_transformer.config import Config, DataConfig, TrainConfig
     from highway_transformer.training.trainer import train
@@ -254,7 +254,7 @@ def test_small_rt_l3_trains_on_a_tiny_corpus(
     text = tmp_path / "abc.txt"
     text.write_text("the cat sat on the mat. " * 300, encoding="utf-8")
     config = Config(
-        model=family_config(
+        model=lm_family_config(
             family="rtransformer", n_layers=3, positional="none", dropout=0.0, vocab_size=0,
             gate=GateConfig(kind="sdu", activation="sigmoid"),
             local_rnn=LocalRNNConfig(cell="gru", window=4),

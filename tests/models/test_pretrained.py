@@ -3,6 +3,7 @@ model.generate (batched prompts, beam search, stop strings) and forward with tar
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -19,33 +20,28 @@ from highway_transformer.models.sequence import SequenceModel
 V = 12
 
 
-def lm_config(**changes) -> ModelConfig:
-    base = {
-        "vocab_size": V,
-        "d_model": 16,
-        "n_layers": 2,
-        "n_heads": 2,
-        "d_inner": 32,
-        "dropout": 0.0,
-        "gate": GateConfig(kind="sdu", activation="tanh", layers="1"),
-    }
-    return ModelConfig(**{**base, **changes})
-
-
+#: This file's families, as changes to :func:`gated_lm_config`'s model.
 FAMILIES = {
-    "transformer": lm_config(),
-    "rtransformer": lm_config(
-        family="rtransformer", local_rnn=LocalRNNConfig(cell="gru", window=3)
-    ),
-    "xl": lm_config(family="xl", attention="relative", memory=MemoryConfig(mem_len=4)),
-    "shaw": lm_config(attention="shaw", shaw_clip=4),
+    "transformer": {},
+    "rtransformer": {"family": "rtransformer", "local_rnn": LocalRNNConfig(cell="gru", window=3)},
+    "xl": {"family": "xl", "attention": "relative", "memory": MemoryConfig(mem_len=4)},
+    "shaw": {"attention": "shaw", "shaw_clip": 4},
 }
 
 
+@pytest.fixture
+def gated_lm_config(tiny_model_config: Callable[..., ModelConfig]) -> Callable[..., ModelConfig]:
+    """``gated_lm_config(**changes)``: the tiny model over V symbols, tanh-SDU gates on layer 1."""
+    gate = GateConfig(kind="sdu", activation="tanh", layers="1")
+    return lambda **changes: tiny_model_config(**{"vocab_size": V, "gate": gate, **changes})
+
+
 @pytest.mark.parametrize("family", FAMILIES)
-def test_language_model_round_trip_gives_identical_logits(family: str, tmp_path: Path) -> None:
+def test_language_model_round_trip_gives_identical_logits(
+    family: str, tmp_path: Path, gated_lm_config: Callable[..., ModelConfig]
+) -> None:
     torch.manual_seed(0)
-    model = LanguageModel(FAMILIES[family]).eval()
+    model = LanguageModel(gated_lm_config(**FAMILIES[family])).eval()
     model.save_pretrained(tmp_path / "m")
     loaded = LanguageModel.from_pretrained(tmp_path / "m")
     x = torch.randint(0, V, (2, 7))
@@ -54,14 +50,16 @@ def test_language_model_round_trip_gives_identical_logits(family: str, tmp_path:
     assert not loaded.training
 
 
-def test_sequence_and_encoder_decoder_round_trip(tmp_path: Path) -> None:
+def test_sequence_and_encoder_decoder_round_trip(
+    tmp_path: Path, gated_lm_config: Callable[..., ModelConfig]
+) -> None:
     torch.manual_seed(0)
-    seq = SequenceModel(lm_config(), n_in=3, n_out=5, head="pooled", pooling="mean").eval()
+    seq = SequenceModel(gated_lm_config(), n_in=3, n_out=5, head="pooled", pooling="mean").eval()
     seq.save_pretrained(tmp_path / "seq")
     x = torch.randn(2, 6, 3)
     assert torch.equal(seq(x), SequenceModel.from_pretrained(tmp_path / "seq")(x))
 
-    ed = EncoderDecoder(lm_config(), 9, 11, score="additive", share_embeddings=False).eval()
+    ed = EncoderDecoder(gated_lm_config(), 9, 11, score="additive", share_embeddings=False).eval()
     ed.save_pretrained(tmp_path / "ed")
     src, tgt = torch.randint(0, 9, (2, 5)), torch.randint(0, 11, (2, 4))
     assert torch.equal(ed(src, tgt), EncoderDecoder.from_pretrained(tmp_path / "ed")(src, tgt))
@@ -69,9 +67,11 @@ def test_sequence_and_encoder_decoder_round_trip(tmp_path: Path) -> None:
         LanguageModel.from_pretrained(tmp_path / "ed")
 
 
-def test_pretrained_folder_is_json_and_safetensors(tmp_path: Path) -> None:
+def test_pretrained_folder_is_json_and_safetensors(
+    tmp_path: Path, gated_lm_config: Callable[..., ModelConfig]
+) -> None:
     vocab = Vocabulary([chr(97 + i) for i in range(V)], "char")
-    LanguageModel(lm_config()).save_pretrained(tmp_path, vocab=vocab)
+    LanguageModel(gated_lm_config()).save_pretrained(tmp_path, vocab=vocab)
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "config.json",
         "model.safetensors",
@@ -85,10 +85,12 @@ def test_pretrained_folder_is_json_and_safetensors(tmp_path: Path) -> None:
         LanguageModel.from_pretrained(tmp_path / "empty")
 
 
-def test_hub_repository_id_loads_through_snapshot_download(tmp_path, monkeypatch) -> None:
+def test_hub_repository_id_loads_through_snapshot_download(
+    tmp_path, monkeypatch, gated_lm_config: Callable[..., ModelConfig]
+) -> None:
     hub = pytest.importorskip("huggingface_hub")
     torch.manual_seed(0)
-    model = LanguageModel(lm_config()).eval()
+    model = LanguageModel(gated_lm_config()).eval()
     model.save_pretrained(tmp_path / "repo")
     asked = {}
 
@@ -103,9 +105,11 @@ def test_hub_repository_id_loads_through_snapshot_download(tmp_path, monkeypatch
     assert torch.equal(model(x)[0], loaded(x)[0])
 
 
-def test_forward_with_targets_returns_the_mean_loss() -> None:
+def test_forward_with_targets_returns_the_mean_loss(
+    gated_lm_config: Callable[..., ModelConfig],
+) -> None:
     torch.manual_seed(0)
-    model = LanguageModel(lm_config()).eval()
+    model = LanguageModel(gated_lm_config()).eval()
     x = torch.randint(0, V, (2, 8))
     targets = x[:, 1:].clone()
     targets[0, :3] = -100
@@ -120,9 +124,11 @@ def test_forward_with_targets_returns_the_mean_loss() -> None:
 
 
 @pytest.mark.parametrize("family", FAMILIES)
-def test_beam_size_one_equals_greedy(family: str) -> None:
+def test_beam_size_one_equals_greedy(
+    family: str, gated_lm_config: Callable[..., ModelConfig]
+) -> None:
     torch.manual_seed(1)
-    model = LanguageModel(FAMILIES[family]).eval()
+    model = LanguageModel(gated_lm_config(**FAMILIES[family])).eval()
     prompt = [1, 4, 2]
     greedy = generate_ids(model, prompt, 8, temperature=0.0)
     assert beam_search(model, prompt, 8, num_beams=1) == greedy
@@ -131,17 +137,21 @@ def test_beam_size_one_equals_greedy(family: str) -> None:
 
 
 @pytest.mark.parametrize("family", ["transformer", "xl", "rtransformer"])
-def test_beam_search_with_cache_matches_recomputation(family: str) -> None:
+def test_beam_search_with_cache_matches_recomputation(
+    family: str, gated_lm_config: Callable[..., ModelConfig]
+) -> None:
     torch.manual_seed(2)
-    model = LanguageModel(FAMILIES[family]).eval()
+    model = LanguageModel(gated_lm_config(**FAMILIES[family])).eval()
     cached = beam_search(model, [3, 1], 6, num_beams=3)
     assert cached == beam_search(model, [3, 1], 6, num_beams=3, use_cache=False)
     assert len(cached) == 6
 
 
-def test_beam_search_finds_a_likelier_sequence_than_greedy() -> None:
+def test_beam_search_finds_a_likelier_sequence_than_greedy(
+    gated_lm_config: Callable[..., ModelConfig],
+) -> None:
     torch.manual_seed(3)
-    model = LanguageModel(lm_config()).eval()
+    model = LanguageModel(gated_lm_config()).eval()
     prompt = [1, 2]
 
     def logprob(new: list[int]) -> float:
@@ -156,9 +166,9 @@ def test_beam_search_finds_a_likelier_sequence_than_greedy() -> None:
     assert logprob(beam) >= logprob(greedy) - 1e-5
 
 
-def test_batched_prompts_equal_one_at_a_time() -> None:
+def test_batched_prompts_equal_one_at_a_time(gated_lm_config: Callable[..., ModelConfig]) -> None:
     torch.manual_seed(4)
-    model = LanguageModel(lm_config()).eval()
+    model = LanguageModel(gated_lm_config()).eval()
     prompts = [[1, 2, 3], [4, 5, 6], [7, 8]]
     batched = model.generate(prompts, 6, temperature=0.0)
     assert batched == [generate_ids(model, p, 6, temperature=0.0) for p in prompts]
@@ -167,10 +177,10 @@ def test_batched_prompts_equal_one_at_a_time() -> None:
     assert sampled == model.generate(prompts, 6, top_k=3, top_p=0.9, seed=5)
 
 
-def test_text_prompts_and_stop_strings() -> None:
+def test_text_prompts_and_stop_strings(gated_lm_config: Callable[..., ModelConfig]) -> None:
     torch.manual_seed(5)
     vocab = Vocabulary(list("abcdefghij ."), "char")
-    model = LanguageModel(lm_config()).eval()
+    model = LanguageModel(gated_lm_config()).eval()
     free = model.generate("ab", 30, temperature=0.0, vocab=vocab)
     assert isinstance(free, str) and len(free) == 30
     stop = free[3:5]

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import torch
-from conftest import write_music_file
 
 from highway_transformer.api import evaluate_checkpoint, load_pretrained
-from highway_transformer.config import Config, GateConfig, LocalRNNConfig, ModelConfig, TaskConfig
+from highway_transformer.config import Config, ModelConfig, TaskConfig
 from highway_transformer.data.music import N_KEYS, bernoulli_nll, music_batches
 from highway_transformer.errors import ConfigError, DataError
 from highway_transformer.models.sequence import SequenceModel, build_sequence_model
@@ -24,26 +24,12 @@ DATA_DIR = Path(__file__).resolve().parents[3] / "shared" / "data"
 NOTTINGHAM = DATA_DIR / "music" / "Nottingham.mat"
 
 
-def _model_config(family: str = "transformer", gate: str = "none", norm: str = "post"):
-    return ModelConfig(
-        family=family,
-        d_model=16,
-        n_layers=2,
-        n_heads=2,
-        d_inner=32,
-        dropout=0.0,
-        norm=norm,
-        init="torch",
-        positional="none" if family == "rtransformer" else "sinusoidal",
-        gate=GateConfig(kind=gate),
-        local_rnn=LocalRNNConfig(cell="gru", window=3),
+@pytest.fixture
+def seq_config(tiny_stack_config: Callable[..., ModelConfig]) -> Callable[..., ModelConfig]:
+    """``seq_config(family, gate, norm)``: the tiny stack; no positions for an R-Transformer."""
+    return lambda family="transformer", gate="none", norm="post": tiny_stack_config(
+        family, gate, norm, positional="none" if family == "rtransformer" else "sinusoidal"
     )
-
-
-def _tiny(preset: str, **overrides) -> Config:
-    config = rt_tables.PRESETS[preset][1]()
-    small = {"model.d_model": 16, "model.d_inner": 32, "train.log_interval": 10}
-    return config.replace(**{**small, **overrides})
 
 
 # --------------------------------------------------------------------------- music
@@ -57,9 +43,11 @@ def _hand_roll() -> torch.Tensor:
     return roll
 
 
-def test_music_nll_of_a_model_output_equals_the_hand_computed_value():
+def test_music_nll_of_a_model_output_equals_the_hand_computed_value(
+    seq_config: Callable[..., ModelConfig],
+):
     torch.manual_seed(0)
-    model = SequenceModel(_model_config(), N_KEYS, N_KEYS).eval()
+    model = SequenceModel(seq_config(), N_KEYS, N_KEYS).eval()
     inputs, targets, mask = next(music_batches([_hand_roll()], 1, predict_first=False))
     with torch.no_grad():
         logits = model(inputs)
@@ -75,10 +63,14 @@ def test_music_nll_of_a_model_output_equals_the_hand_computed_value():
     assert torch.equal(inputs[0, 1:], roll[:-1]) and torch.equal(inputs[0, 0], torch.zeros(N_KEYS))
 
 
-def test_music_task_evaluation_matches_constant_logits_by_hand(tmp_path):
+def test_music_task_evaluation_matches_constant_logits_by_hand(
+    tmp_path, rt_preset_config: Callable[..., Config], write_music_file: Callable[..., Path]
+):
     pytest.importorskip("scipy.io")
     mat = write_music_file(tmp_path / "tiny.mat")
-    config = _tiny("rt-table2/transformer", **{"task.dataset": str(mat), "data.eval_batch_size": 2})
+    config = rt_preset_config(
+        "rt-table2/transformer", **{"task.dataset": str(mat), "data.eval_batch_size": 2}
+    )
     task = MusicTask(config, torch.device("cpu"))
     model = task.build_model(config).eval()
     bias = torch.linspace(-2.0, 1.0, N_KEYS)
@@ -98,10 +90,12 @@ def test_music_task_evaluation_matches_constant_logits_by_hand(tmp_path):
     assert metrics["nll"] == pytest.approx(expected / steps, rel=1e-5)
 
 
-def test_music_periodic_evaluation_honours_eval_max_tokens(tmp_path):
+def test_music_periodic_evaluation_honours_eval_max_tokens(
+    tmp_path, rt_preset_config: Callable[..., Config], write_music_file: Callable[..., Path]
+):
     pytest.importorskip("scipy.io")
     mat = write_music_file(tmp_path / "tiny.mat")  # valid pieces of 7, 10 and 5 steps
-    config = _tiny("rt-table2/transformer", **{"task.dataset": str(mat)})
+    config = rt_preset_config("rt-table2/transformer", **{"task.dataset": str(mat)})
     model = build_task_model(config).eval()
 
     def counted(cap: int | None, quick: bool) -> float:
@@ -114,10 +108,12 @@ def test_music_periodic_evaluation_honours_eval_max_tokens(tmp_path):
     assert counted(3, quick=False) == counted(None, quick=True) == 6 + 9 + 4
 
 
-def test_music_run_on_a_small_file(tmp_path):
+def test_music_run_on_a_small_file(
+    tmp_path, rt_preset_config: Callable[..., Config], write_music_file: Callable[..., Path]
+):
     pytest.importorskip("scipy.io")
     mat = write_music_file(tmp_path / "tiny.mat")
-    config = _tiny(
+    config = rt_preset_config(
         "rt-table2/rtransformer",
         **{
             "task.dataset": str(mat),
@@ -135,8 +131,10 @@ def test_music_run_on_a_small_file(tmp_path):
 
 
 @pytest.mark.skipif(not NOTTINGHAM.is_file(), reason="Nottingham.mat not in ../shared/data/music")
-def test_nottingham_few_steps_beat_the_uniform_guess(tmp_path):
-    config = _tiny(
+def test_nottingham_few_steps_beat_the_uniform_guess(
+    tmp_path, rt_preset_config: Callable[..., Config]
+):
+    config = rt_preset_config(
         "rt-table2/rtransformer+sigmoid",
         **{
             "data.path": str(DATA_DIR),
@@ -158,9 +156,11 @@ def test_nottingham_few_steps_beat_the_uniform_guess(tmp_path):
 # --------------------------------------------------------------------------- pixels
 
 
-def test_digits_default_trains_above_chance(tmp_path):
+def test_digits_default_trains_above_chance(tmp_path, rt_preset_config: Callable[..., Config]):
     pytest.importorskip("sklearn")
-    config = _tiny("digits/rtransformer", **{"train.max_steps": 300, "train.eval_interval": 150})
+    config = rt_preset_config(
+        "digits/rtransformer", **{"train.max_steps": 300, "train.eval_interval": 150}
+    )
     results = train(config, tmp_path, progress=False)
     assert results["test"]["accuracy"] > 0.3
     assert results["valid"]["examples"] == 270
@@ -179,9 +179,9 @@ def test_digits_default_trains_above_chance(tmp_path):
     assert again["valid"]["accuracy"] == pytest.approx(results["valid"]["accuracy"])
 
 
-def test_pixels_max_len_violation(tmp_path):
+def test_pixels_max_len_violation(tmp_path, rt_preset_config: Callable[..., Config]):
     pytest.importorskip("sklearn")
-    config = _tiny("digits/transformer", **{"task.max_len": 32})
+    config = rt_preset_config("digits/transformer", **{"task.max_len": 32})
     with pytest.raises(DataError, match="task.max_len=32"):
         train(config, tmp_path, progress=False)
 
@@ -189,8 +189,8 @@ def test_pixels_max_len_violation(tmp_path):
 # --------------------------------------------------------------------------- copy, adding
 
 
-def test_copy_memory_runs(tmp_path):
-    config = _tiny(
+def test_copy_memory_runs(tmp_path, rt_preset_config: Callable[..., Config]):
+    config = rt_preset_config(
         "copy/rtransformer",
         **{
             "task.length": 10,
@@ -205,8 +205,8 @@ def test_copy_memory_runs(tmp_path):
     assert valid["baseline_loss"] == pytest.approx(10 * math.log(8) / 30)
 
 
-def test_adding_runs_and_learns_something(tmp_path):
-    config = _tiny(
+def test_adding_runs_and_learns_something(tmp_path, rt_preset_config: Callable[..., Config]):
+    config = rt_preset_config(
         "adding/transformer",
         **{
             "task.length": 20,
@@ -220,8 +220,8 @@ def test_adding_runs_and_learns_something(tmp_path):
     assert results["steps"] == 60
 
 
-def test_generated_task_max_len_violation(tmp_path):
-    config = _tiny("copy/transformer", **{"task.length": 20, "task.max_len": 30})
+def test_generated_task_max_len_violation(tmp_path, rt_preset_config: Callable[..., Config]):
+    config = rt_preset_config("copy/transformer", **{"task.length": 20, "task.max_len": 30})
     with pytest.raises(DataError, match="task.max_len=30"):
         train(config, tmp_path, progress=False)
 
@@ -231,9 +231,11 @@ def test_generated_task_max_len_violation(tmp_path):
 
 @pytest.mark.parametrize("family", ["transformer", "rtransformer"])
 @pytest.mark.parametrize("gate", ["none", "sdu", "highway", "gated"])
-def test_every_family_and_gate_on_music_and_pixel_shapes(family, gate):
+def test_every_family_and_gate_on_music_and_pixel_shapes(
+    family, gate, seq_config: Callable[..., ModelConfig]
+):
     torch.manual_seed(0)
-    config = _model_config(family, gate)
+    config = seq_config(family, gate)
     music = SequenceModel(config, N_KEYS, N_KEYS, head="per_step")
     roll = (torch.rand(2, 12, N_KEYS) < 0.1).float()
     logits = music(roll)
@@ -246,10 +248,10 @@ def test_every_family_and_gate_on_music_and_pixel_shapes(family, gate):
     assert (len(music.gate_biases()) > 0) == (gate != "none")
 
 
-def test_pooled_last_and_mean_respect_the_mask():
+def test_pooled_last_and_mean_respect_the_mask(seq_config: Callable[..., ModelConfig]):
     torch.manual_seed(0)
     for pooling in ("last", "mean"):
-        model = SequenceModel(_model_config(), 2, 1, head="pooled", pooling=pooling).eval()
+        model = SequenceModel(seq_config(), 2, 1, head="pooled", pooling=pooling).eval()
         x = torch.rand(2, 9, 2)
         mask = torch.ones(2, 9, dtype=torch.bool)
         mask[1, 5:] = False
@@ -258,17 +260,17 @@ def test_pooled_last_and_mean_respect_the_mask():
         torch.testing.assert_close(out[0], model(x[:1])[0], atol=1e-5, rtol=1e-5)
 
 
-def test_per_step_model_is_causal():
+def test_per_step_model_is_causal(seq_config: Callable[..., ModelConfig]):
     torch.manual_seed(0)
-    model = SequenceModel(_model_config("rtransformer", "sdu"), N_KEYS, N_KEYS).eval()
+    model = SequenceModel(seq_config("rtransformer", "sdu"), N_KEYS, N_KEYS).eval()
     x = torch.rand(1, 10, N_KEYS)
     changed = x.clone()
     changed[:, 6:] = 1.0
     torch.testing.assert_close(model(x)[:, :6], model(changed)[:, :6])
 
 
-def test_sequence_model_errors():
-    config = _model_config()
+def test_sequence_model_errors(seq_config: Callable[..., ModelConfig]):
+    config = seq_config()
     with pytest.raises(DataError, match="task.max_len=10"):
         SequenceModel(config, 1, 10, max_len=10)(torch.rand(1, 12, 1))
     with pytest.raises(DataError, match=r"\[B, T, 3\]"):
@@ -282,13 +284,21 @@ def test_sequence_model_errors():
     assert tokens(torch.randint(0, 10, (2, 7))).shape == (2, 7, 10)
 
 
-def test_task_config_errors(tmp_path):
+def test_task_config_errors(tmp_path, rt_preset_config: Callable[..., Config]):
     with pytest.raises(ConfigError, match="pooling"):
-        train(_tiny("digits/transformer", **{"task.pooling": "max"}), tmp_path, progress=False)
+        train(
+            rt_preset_config("digits/transformer", **{"task.pooling": "max"}),
+            tmp_path,
+            progress=False,
+        )
     with pytest.raises(ConfigError, match="pixel data set"):
-        train(_tiny("digits/transformer", **{"task.dataset": "cifar"}), tmp_path, progress=False)
+        train(
+            rt_preset_config("digits/transformer", **{"task.dataset": "cifar"}),
+            tmp_path,
+            progress=False,
+        )
     with pytest.raises(ConfigError, match="score"):
-        train(_tiny("seq2seq/toy", **{"task.score": "nope"}), tmp_path, progress=False)
+        train(rt_preset_config("seq2seq/toy", **{"task.score": "nope"}), tmp_path, progress=False)
 
 
 # --------------------------------------------------------------------------- presets

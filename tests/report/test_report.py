@@ -20,6 +20,7 @@ from highway_transformer.report.report import write_report
 
 MakeRun = Callable[..., Path]
 
+
 @pytest.fixture
 def table1(tmp_path: Path, make_run: MakeRun) -> Path:
     """Baseline, σ-SDU (two seeds) and tanh-SDU rows of HT Table 1, by hand."""
@@ -247,9 +248,7 @@ def test_mixing_tables_or_scales_is_refused(
         write_report([empty], tmp_path / "report")
 
 
-def test_runs_with_other_overrides_are_refused_or_named(
-    tmp_path: Path, make_run: MakeRun
-) -> None:
+def test_runs_with_other_overrides_are_refused_or_named(tmp_path: Path, make_run: MakeRun) -> None:
     root = tmp_path / "runs"
     longer = ["train.max_steps=80"]
     make_run(root, "ht-table1/t-l3", [2.0, 1.5, 1.2, 1.1], 1.6, 1.5, 100.0, overrides=longer)

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import torch
-from conftest import tiny_lm_config as tiny_config
 from safetensors.torch import load_file
 
 from highway_transformer.api import build_model, load_pretrained
 from highway_transformer.config import (
+    Config,
     TrainConfig,
 )
 from highway_transformer.data.corpora import load_corpus
@@ -33,8 +34,10 @@ def _comparable(records: list[dict]) -> list[tuple]:
 # ------------------------------------------------------------------ learning
 
 
-def test_loss_falls_on_a_tiny_corpus(text_file: Path, tmp_path: Path) -> None:
-    config = tiny_config(
+def test_loss_falls_on_a_tiny_corpus(
+    text_file: Path, tmp_path: Path, tiny_lm_config: Callable[..., Config]
+) -> None:
+    config = tiny_lm_config(
         text_file,
         **{
             "model.d_model": 32,
@@ -58,8 +61,10 @@ def test_loss_falls_on_a_tiny_corpus(text_file: Path, tmp_path: Path) -> None:
     assert (tmp_path / "run" / "best" / MODEL_FILE).is_file()
 
 
-def test_checkpoint_round_trip(text_file: Path, tmp_path: Path) -> None:
-    config = tiny_config(text_file, **{"model.tie_weights": True})
+def test_checkpoint_round_trip(
+    text_file: Path, tmp_path: Path, tiny_lm_config: Callable[..., Config]
+) -> None:
+    config = tiny_lm_config(text_file, **{"model.tie_weights": True})
     corpus = load_corpus(config.data)
     config.model.vocab_size = len(corpus.vocab)
     torch.manual_seed(0)
@@ -103,19 +108,25 @@ def _assert_same_run(a: Path, b: Path) -> None:
     assert results_a["valid"] == results_b["valid"] and results_a["test"] == results_b["test"]
 
 
-def test_exact_resume_after_extending_max_steps(text_file: Path, tmp_path: Path) -> None:
-    full = tiny_config(text_file)  # dropout 0.1, context > 0, constant lr
+def test_exact_resume_after_extending_max_steps(
+    text_file: Path, tmp_path: Path, tiny_lm_config: Callable[..., Config]
+) -> None:
+    full = tiny_lm_config(text_file)  # dropout 0.1, context > 0, constant lr
     train(full, tmp_path / "one", progress=False)
-    half = tiny_config(text_file, **{"train.max_steps": 4})
+    half = tiny_lm_config(text_file, **{"train.max_steps": 4})
     train(half, tmp_path / "two", progress=False)
     assert json.loads((tmp_path / "two" / "results.json").read_text())["steps"] == 4
-    results = train(tiny_config(text_file), tmp_path / "two", resume=True, progress=False)
+    results = train(tiny_lm_config(text_file), tmp_path / "two", resume=True, progress=False)
     assert results["steps"] == 8
     _assert_same_run(tmp_path / "one", tmp_path / "two")
 
 
 def test_exact_resume_after_interruption(
-    text_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    text_file: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    tiny_lm_config: Callable[..., Config],
+    interrupt_after_step: Callable[[pytest.MonkeyPatch, int], None],
 ) -> None:
     """An interrupted linear-decay run, continued with --resume, equals an uninterrupted one."""
     overrides = {
@@ -130,63 +141,63 @@ def test_exact_resume_after_interruption(
         "data.context": 2,
         "data.max_train_tokens": 200,
     }
-    train(tiny_config(text_file, **overrides), tmp_path / "one", progress=False)
+    train(tiny_lm_config(text_file, **overrides), tmp_path / "one", progress=False)
 
-    original_save = Trainer.save
-
-    def save_then_stop(self: Trainer) -> Path:
-        path = original_save(self)
-        if self.state.step == 4:
-            raise KeyboardInterrupt
-        return path
-
-    monkeypatch.setattr(Trainer, "save", save_then_stop)
-    with pytest.raises(KeyboardInterrupt):
-        train(tiny_config(text_file, **overrides), tmp_path / "two", progress=False)
-    monkeypatch.setattr(Trainer, "save", original_save)
+    with monkeypatch.context() as patch:
+        interrupt_after_step(patch, 4)
+        with pytest.raises(KeyboardInterrupt):
+            train(tiny_lm_config(text_file, **overrides), tmp_path / "two", progress=False)
     assert ckpt.load_trainer_state(tmp_path / "two" / "checkpoint").step == 4
     torch.manual_seed(12345)  # the resumed run must not depend on the global RNG state
-    train(tiny_config(text_file, **overrides), tmp_path / "two", resume=True, progress=False)
+    train(tiny_lm_config(text_file, **overrides), tmp_path / "two", resume=True, progress=False)
     _assert_same_run(tmp_path / "one", tmp_path / "two")
 
 
-def test_resume_with_another_model_config(text_file: Path, tmp_path: Path) -> None:
+def test_resume_with_another_model_config(
+    text_file: Path, tmp_path: Path, tiny_lm_config: Callable[..., Config]
+) -> None:
     run = tmp_path / "run"
-    train(tiny_config(text_file, **{"train.max_steps": 4}), run, progress=False)
-    other = tiny_config(text_file, **{"model.d_model": 32})
+    train(tiny_lm_config(text_file, **{"train.max_steps": 4}), run, progress=False)
+    other = tiny_lm_config(text_file, **{"model.d_model": 32})
     with pytest.raises(CheckpointError, match="model.d_model"):
         train(other, run, resume=True, progress=False)
-    gated = tiny_config(text_file, **{"model.gate.kind": "highway"})
+    gated = tiny_lm_config(text_file, **{"model.gate.kind": "highway"})
     with pytest.raises(CheckpointError, match="model.gate"):
         Trainer(gated, run, progress=False).resume()
 
 
-def test_resume_with_another_vocabulary_is_refused(text_file: Path, tmp_path: Path) -> None:
+def test_resume_with_another_vocabulary_is_refused(
+    text_file: Path, tmp_path: Path, tiny_lm_config: Callable[..., Config]
+) -> None:
     run = tmp_path / "run"
-    train(tiny_config(text_file, **{"train.max_steps": 4}), run, progress=False)
+    train(tiny_lm_config(text_file, **{"train.max_steps": 4}), run, progress=False)
     weights_before = _final_weights(run)
     other_text = tmp_path / "other.txt"
     other_text.write_text("0123456789 " * 200, encoding="utf-8")
     with pytest.raises(CheckpointError, match="another vocabulary"):
-        train(tiny_config(other_text), run, resume=True, progress=False)
+        train(tiny_lm_config(other_text), run, resume=True, progress=False)
     after = _final_weights(run)
     assert all(torch.equal(after[k], weights_before[k]) for k in after)
 
 
-def test_refuses_to_overwrite_a_checkpoint(text_file: Path, tmp_path: Path) -> None:
+def test_refuses_to_overwrite_a_checkpoint(
+    text_file: Path, tmp_path: Path, tiny_lm_config: Callable[..., Config]
+) -> None:
     run = tmp_path / "run"
-    train(tiny_config(text_file, **{"train.max_steps": 4}), run, progress=False)
+    train(tiny_lm_config(text_file, **{"train.max_steps": 4}), run, progress=False)
     metrics_before = (run / "metrics.jsonl").read_text()
     weights_before = _final_weights(run)
     with pytest.raises(ConfigError, match="--resume"):
-        train(tiny_config(text_file), run, progress=False)
+        train(tiny_lm_config(text_file), run, progress=False)
     assert (run / "metrics.jsonl").read_text() == metrics_before
     after = _final_weights(run)
     assert all(torch.equal(after[k], weights_before[k]) for k in after)
 
 
-def test_resume_without_checkpoint_starts_fresh(text_file: Path, tmp_path: Path) -> None:
-    trainer = Trainer(tiny_config(text_file), tmp_path / "fresh", progress=False)
+def test_resume_without_checkpoint_starts_fresh(
+    text_file: Path, tmp_path: Path, tiny_lm_config: Callable[..., Config]
+) -> None:
+    trainer = Trainer(tiny_lm_config(text_file), tmp_path / "fresh", progress=False)
     assert trainer.resume() is False
     assert trainer.state.step == 0
 
@@ -195,10 +206,13 @@ def test_resume_without_checkpoint_starts_fresh(text_file: Path, tmp_path: Path)
 
 
 def test_nan_loss_raises_and_keeps_the_last_checkpoint(
-    text_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    text_file: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    tiny_lm_config: Callable[..., Config],
 ) -> None:
     run = tmp_path / "run"
-    config = tiny_config(text_file, **{"train.eval_interval": 2, "train.max_steps": 10})
+    config = tiny_lm_config(text_file, **{"train.eval_interval": 2, "train.max_steps": 10})
     trainer = Trainer(config, run, progress=False)
     real_nll = trainer.model.token_nll
 
@@ -220,8 +234,10 @@ def test_nan_loss_raises_and_keeps_the_last_checkpoint(
     assert torch.isfinite(hidden).all()
 
 
-def test_huge_learning_rate_diverges(text_file: Path, tmp_path: Path) -> None:
-    config = tiny_config(
+def test_huge_learning_rate_diverges(
+    text_file: Path, tmp_path: Path, tiny_lm_config: Callable[..., Config]
+) -> None:
+    config = tiny_lm_config(
         text_file,
         **{
             "train.optimizer": "sgd",
@@ -300,9 +316,13 @@ def test_non_anneal_schedules_ignore_stalls() -> None:
     ("eval_batch", "seq_len", "context"), [(4, 16, 4), (3, 7, 0), (1, 5, 4), (16, 64, 8)]
 )
 def test_evaluate_counts_every_target_once(
-    text_file: Path, eval_batch: int, seq_len: int, context: int
+    text_file: Path,
+    eval_batch: int,
+    seq_len: int,
+    context: int,
+    tiny_lm_config: Callable[..., Config],
 ) -> None:
-    config = tiny_config(
+    config = tiny_lm_config(
         text_file,
         **{"data.eval_batch_size": eval_batch, "data.seq_len": seq_len, "data.context": context},
     )
@@ -319,8 +339,10 @@ def test_evaluate_counts_every_target_once(
     assert capped.tokens == 20
 
 
-def test_evaluate_equals_a_single_full_pass(text_file: Path) -> None:
-    config = tiny_config(text_file, **{"data.eval_batch_size": 1, "data.eval_seq_len": 200})
+def test_evaluate_equals_a_single_full_pass(
+    text_file: Path, tiny_lm_config: Callable[..., Config]
+) -> None:
+    config = tiny_lm_config(text_file, **{"data.eval_batch_size": 1, "data.eval_seq_len": 200})
     corpus = load_corpus(config.data)
     config.model.vocab_size = len(corpus.vocab)
     torch.manual_seed(0)

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import tiny_lm_config, tiny_task_config, write_music_file
 
 from highway_transformer.config import Config
 from highway_transformer.errors import CheckpointError, ConfigError, TrainingDiverged
@@ -32,21 +31,36 @@ LM_RESUME = {
 XL_MEMORY = {"model.family": "xl", "model.attention": "relative", "model.memory.mem_len": 8}
 
 
-def _config(case: str, tmp_path: Path) -> Config:
-    if case in ("lm", "xl-memory"):
-        text = tmp_path / "pattern.txt"
-        text.write_text("abcabd abcabe xyzzy. " * 60, encoding="utf-8")
-        extra = XL_MEMORY if case == "xl-memory" else {}
-        return tiny_lm_config(text, **LM_RESUME, **extra)
-    if case == "music":
-        pytest.importorskip("scipy.io")
-        mat = write_music_file(tmp_path / "tiny.mat", lengths=(6, 9, 4, 7, 5))
-        return tiny_task_config("rt-table2/transformer", **{"task.dataset": str(mat)})
-    if case == "pixels":
-        pytest.importorskip("sklearn")
-        return tiny_task_config("digits/transformer")
-    preset = {"copy": "copy/transformer", "adding": "adding/transformer", "seq2seq": "seq2seq/toy"}
-    return tiny_task_config(preset[case])
+@pytest.fixture
+def case_config(
+    tmp_path: Path,
+    tiny_lm_config: Callable[..., Config],
+    tiny_task_config: Callable[..., Config],
+    write_music_file: Callable[..., Path],
+) -> Callable[[str], Config]:
+    """``case_config(case)``: the tiny config of a task ("lm", "xl-memory", "music", ...)."""
+
+    def config(case: str) -> Config:
+        if case in ("lm", "xl-memory"):
+            text = tmp_path / "pattern.txt"
+            text.write_text("abcabd abcabe xyzzy. " * 60, encoding="utf-8")
+            extra = XL_MEMORY if case == "xl-memory" else {}
+            return tiny_lm_config(text, **LM_RESUME, **extra)
+        if case == "music":
+            pytest.importorskip("scipy.io")
+            mat = write_music_file(tmp_path / "tiny.mat", lengths=(6, 9, 4, 7, 5))
+            return tiny_task_config("rt-table2/transformer", **{"task.dataset": str(mat)})
+        if case == "pixels":
+            pytest.importorskip("sklearn")
+            return tiny_task_config("digits/transformer")
+        preset = {
+            "copy": "copy/transformer",
+            "adding": "adding/transformer",
+            "seq2seq": "seq2seq/toy",
+        }
+        return tiny_task_config(preset[case])
+
+    return config
 
 
 def _without_clock(records: list[dict]) -> list[dict]:
@@ -61,9 +75,10 @@ def test_interrupted_and_resumed_equals_uninterrupted(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     interrupt_after_step: Callable[[pytest.MonkeyPatch, int], None],
+    case_config: Callable[[str], Config],
 ) -> None:
     """Bit for bit: weights, best weights, metrics records and results."""
-    config = _config(case, tmp_path)
+    config = case_config(case)
     one, two = tmp_path / "one", tmp_path / "two"
     train(config, one)
     with monkeypatch.context() as patch:
@@ -89,14 +104,18 @@ def test_interrupted_and_resumed_equals_uninterrupted(
     assert sum(x["seconds"] for x in b["stretches"]) == pytest.approx(b["train_seconds"])
 
 
-def test_xl_memory_is_carried_in_the_checkpoint(tmp_path: Path) -> None:
-    config = _config("xl-memory", tmp_path)
+def test_xl_memory_is_carried_in_the_checkpoint(
+    tmp_path: Path, case_config: Callable[[str], Config]
+) -> None:
+    config = case_config("xl-memory")
     train(config, tmp_path / "run")
     state = ckpt.task_state(ckpt.load_trainer_state(tmp_path / "run" / "checkpoint"))
     assert state["memory_layers"] == 1 and state["memory.0"].shape == (4, 8, 16)
 
 
-def test_resume_of_another_tasks_run_is_refused(tmp_path: Path) -> None:
+def test_resume_of_another_tasks_run_is_refused(
+    tmp_path: Path, tiny_task_config: Callable[..., Config]
+) -> None:
     run = tmp_path / "run"
     train(tiny_task_config("adding/transformer", **{"train.max_steps": 2}), run)
     before = (run / "checkpoint" / MODEL_FILE).read_bytes()
@@ -105,14 +124,18 @@ def test_resume_of_another_tasks_run_is_refused(tmp_path: Path) -> None:
     assert (run / "checkpoint" / MODEL_FILE).read_bytes() == before
 
 
-def test_resume_with_other_task_settings_is_refused(tmp_path: Path) -> None:
+def test_resume_with_other_task_settings_is_refused(
+    tmp_path: Path, tiny_task_config: Callable[..., Config]
+) -> None:
     run = tmp_path / "run"
     train(tiny_task_config("copy/transformer", **{"train.max_steps": 2, "task.length": 12}), run)
     with pytest.raises(CheckpointError, match=r"task config differs in task.length=12 \(saved\)"):
         train(tiny_task_config("copy/transformer", **{"task.length": 13}), run, resume=True)
 
 
-def test_task_run_refuses_to_overwrite(tmp_path: Path) -> None:
+def test_task_run_refuses_to_overwrite(
+    tmp_path: Path, tiny_task_config: Callable[..., Config]
+) -> None:
     run = tmp_path / "run"
     train(tiny_task_config("adding/transformer", **{"train.max_steps": 2}), run)
     with pytest.raises(ConfigError, match="already holds a run .*--resume.*--overwrite"):
@@ -140,7 +163,7 @@ def test_config_validation_reads_the_task_registry(monkeypatch: pytest.MonkeyPat
         validate(config)
 
 
-def test_log_records_and_live_csv(tmp_path: Path) -> None:
+def test_log_records_and_live_csv(tmp_path: Path, tiny_task_config: Callable[..., Config]) -> None:
     run = tmp_path / "run"
     trainer = Trainer(tiny_task_config("adding/transformer", **{"model.gate.kind": "sdu"}), run)
     original = trainer._periodic_evaluation
@@ -162,7 +185,9 @@ def test_log_records_and_live_csv(tmp_path: Path) -> None:
     assert len(rows) == len(runfolder.read_metrics(run))
 
 
-def test_results_record_run_metadata(tmp_path: Path) -> None:
+def test_results_record_run_metadata(
+    tmp_path: Path, tiny_task_config: Callable[..., Config]
+) -> None:
     results = train(tiny_task_config("adding/transformer", **{"train.max_steps": 2}), tmp_path)
     meta = results["metadata"]
     assert {"threads", "device", "precision", "torch", "cpu_capability", "host"} <= set(meta)
@@ -170,7 +195,9 @@ def test_results_record_run_metadata(tmp_path: Path) -> None:
     assert results["task"] == "adding" and results["headline"] == "mse"
 
 
-def test_checkpoint_interval_is_honoured(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_checkpoint_interval_is_honoured(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tiny_task_config: Callable[..., Config]
+) -> None:
     saved: list[int] = []
     original = Trainer.save
 
@@ -185,7 +212,7 @@ def test_checkpoint_interval_is_honoured(tmp_path: Path, monkeypatch: pytest.Mon
 
 
 def test_divergence_before_any_checkpoint_names_none(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tiny_task_config: Callable[..., Config]
 ) -> None:
     trainer = Trainer(tiny_task_config("adding/transformer"), tmp_path / "run")
     monkeypatch.setattr(
@@ -199,7 +226,7 @@ def test_divergence_before_any_checkpoint_names_none(
 
 
 def test_fp16_trains_with_a_gradient_scaler(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tiny_task_config: Callable[..., Config]
 ) -> None:
     """The scaler's state is checkpointed with the rest (CPU emulation allowed for the test)."""
     monkeypatch.setattr(device_module, "check_precision", lambda device, precision: None)
@@ -212,7 +239,9 @@ def test_fp16_trains_with_a_gradient_scaler(
     assert info["scaler"]["scale"] > 0
 
 
-def test_emulated_reduced_precision_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_emulated_reduced_precision_is_refused(
+    monkeypatch: pytest.MonkeyPatch, tiny_task_config: Callable[..., Config]
+) -> None:
     monkeypatch.setattr("highway_transformer.runtime.hardware.cpu_native", lambda precision: False)
     config = tiny_task_config("adding/transformer", **{"train.precision": "bf16"})
     with pytest.raises(ConfigError, match="would be emulated"):
@@ -220,7 +249,7 @@ def test_emulated_reduced_precision_is_refused(monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_log_lines_go_around_the_progress_bar(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], tiny_task_config: Callable[..., Config]
 ) -> None:
     lines: list[str] = []
     train(tiny_task_config("adding/transformer"), tmp_path, progress=True, log=lines.append)
@@ -228,10 +257,12 @@ def test_log_lines_go_around_the_progress_bar(
 
 
 @pytest.mark.parametrize("weights", ["best", "last"])
-def test_results_score_the_weights_final_weights_names(weights: str, tmp_path: Path) -> None:
+def test_results_score_the_weights_final_weights_names(
+    weights: str, tmp_path: Path, case_config: Callable[[str], Config]
+) -> None:
     """results.json scores the best validation's weights, or the last step's (the RT char
     script reports its last epoch's model)."""
-    config = _config("lm", tmp_path)
+    config = case_config("lm")
     config.train.lr, config.train.final_weights = 1.0, weights  # the last step is not the best
     config.model.dropout = config.model.dropout_emb = 0.0  # no random draws: a fixed trajectory
     results = train(config, tmp_path / "run", progress=False)
