@@ -8,8 +8,10 @@ while the module is collected (:data:`LM_FAMILIES`, :data:`LM_GATES`) are import
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
+import random
 from collections.abc import Callable
 from pathlib import Path
 
@@ -62,6 +64,20 @@ def _private_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest
 def text_file(tmp_path: Path) -> Path:
     path = tmp_path / "pattern.txt"
     path.write_text(PATTERN, encoding="utf-8")
+    return path
+
+
+#: The words of :func:`word_corpus`.
+WORDS = ("the", "cat", "sat", "on", "a", "mat", "and", "dog", "ran", "far", "away", "home")
+
+
+@pytest.fixture
+def word_corpus(tmp_path: Path) -> Path:
+    """A text file of 300 lines of 12 words drawn (seed 0) from :data:`WORDS`."""
+    rng = random.Random(0)
+    lines = [" ".join(rng.choice(WORDS) for _ in range(12)) for _ in range(300)]
+    path = tmp_path / "corpus.txt"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
 
 
@@ -225,6 +241,23 @@ def music_file(tmp_path: Path) -> Path:
     return _write_music_file(tmp_path / "tiny.mat")
 
 
+# ------------------------------------------------------------------ Highway Transformer gates
+
+
+def _with_gate_biases(combiner: torch.nn.Module, seed: int = 1) -> torch.nn.Module:
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        combiner.proj.bias.copy_(torch.randn(combiner.proj.bias.shape[0], generator=g))
+    return combiner
+
+
+@pytest.fixture(scope="session")
+def with_gate_biases() -> Callable[..., torch.nn.Module]:
+    """``with_gate_biases(combiner, seed=1)``: an HT gate (SDU, highway, gated) given N(0, 1)
+    biases ``b1, b2`` (they start at zero), so the bias path is exercised; returns it."""
+    return _with_gate_biases
+
+
 # ------------------------------------------------------------------ run folders by hand
 
 LN2 = math.log(2)
@@ -282,6 +315,20 @@ def make_run() -> Callable[..., Path]:
     run folder of experiment ``name`` under ``root``, written by hand (validation losses
     ``valid`` at :data:`RUN_STEPS`)."""
     return _make_run
+
+
+@pytest.fixture(scope="session")
+def experiments_cli() -> Callable[[list[str]], argparse.Namespace]:
+    """``experiments_cli(argv)``: ``argv`` parsed as ``highway`` parses its experiment
+    commands (``experiments``, ``run``, ...); ``args.func(args)`` runs the command."""
+    from highway_transformer.cli_experiments import add_commands
+
+    def parse(argv: list[str]) -> argparse.Namespace:
+        parser = argparse.ArgumentParser(prog="highway")
+        add_commands(parser.add_subparsers(dest="command", required=True))
+        return parser.parse_args(argv)
+
+    return parse
 
 
 # ------------------------------------------------------------------ interrupted runs

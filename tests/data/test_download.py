@@ -1,9 +1,9 @@
-"""Downloads and local corpus copies are checked the same way; failures leave nothing behind."""
+"""Downloads (``data/download.py``) and local corpus copies are checked the same way; failures
+leave nothing behind."""
 
 from __future__ import annotations
 
 import hashlib
-import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -11,12 +11,9 @@ import pytest
 
 from highway_transformer.config import DataConfig
 from highway_transformer.data import corpora, images, music
-from highway_transformer.data.corpora import Archive, check_member, extract_archive, load_corpus
-from highway_transformer.data.download import fetch, staged_folder
+from highway_transformer.data.corpora import Archive, load_corpus
+from highway_transformer.data.download import fetch, sha256_of, staged_folder
 from highway_transformer.errors import DataError
-
-SMALL = Archive("https://example.org/small.zip", "small", 12, alphabet=b" abc")
-SHA1 = Archive("https://example.org/s.zip", "s", 3, sha1_of_member=hashlib.sha1(b"abc").hexdigest())
 
 
 def test_every_source_uses_https() -> None:
@@ -30,31 +27,6 @@ def test_every_corpus_is_pinned() -> None:
     assert corpora.ENWIK8.sha1_of_member and corpora.TEXT8.alphabet
     assert len(corpora.WIKITEXT103_SHA256) == 64 and len(corpora.PTB_SHA256) == 6
     assert all(entry.sha256 for entry in music.MUSIC_DATASETS.values())
-
-
-@pytest.mark.parametrize(
-    ("archive", "data", "says"),
-    [
-        (SMALL, b"abc abc abc", "bytes"),
-        (SMALL, b"abc abc abcX", "alphabet"),
-        (SHA1, b"abd", "SHA-1"),
-    ],
-)
-def test_corpus_file_checks(archive: Archive, data: bytes, says: str) -> None:
-    with pytest.raises(DataError, match=says):
-        check_member(archive, data, "copy")
-
-
-def test_a_local_zip_is_accepted_and_checked(tmp_path: Path) -> None:
-    good = tmp_path / "good.zip"
-    with zipfile.ZipFile(good, "w") as zf:
-        zf.writestr("small", "abc abc abca")
-    assert extract_archive(SMALL, tmp_path / "out", good).read_bytes() == b"abc abc abca"
-    bad = tmp_path / "bad.zip"
-    bad.write_bytes(b"PK not a zip")
-    with pytest.raises(DataError, match="cannot unzip"):
-        extract_archive(SMALL, tmp_path / "out2", bad)
-    assert not (tmp_path / "out2").exists()
 
 
 def test_local_enwik8_of_the_wrong_size(tmp_path: Path) -> None:
@@ -129,3 +101,43 @@ def test_a_failed_extraction_leaves_no_partial_folder(tmp_path: Path) -> None:
         (tmp / "half.txt").write_text("partial")
         raise DataError("interrupted")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_fetch_file_url_checked_and_cached(tmp_path: Path) -> None:
+    source = tmp_path / "source.bin"
+    payload = b"corpus bytes " * 100
+    source.write_bytes(payload)
+    digest = hashlib.sha256(payload).hexdigest()
+    dest = tmp_path / "cache" / "copy.bin"
+    assert fetch(source.as_uri(), digest, dest) == dest
+    assert dest.read_bytes() == payload and sha256_of(dest) == digest
+    source.unlink()  # a second fetch must not need the source: the checked file is cached
+    assert fetch(source.as_uri(), digest, dest) == dest
+    assert dest.read_bytes() == payload
+    assert sorted(p.name for p in dest.parent.iterdir()) == ["copy.bin"]
+
+
+def test_fetch_wrong_checksum_leaves_nothing(tmp_path: Path) -> None:
+    source = tmp_path / "source.bin"
+    source.write_bytes(b"tampered")
+    dest = tmp_path / "cache" / "copy.bin"
+    with pytest.raises(DataError, match="checksum mismatch"):
+        fetch(source.as_uri(), "0" * 64, dest)
+    assert not dest.exists()
+    assert list(dest.parent.iterdir()) == []  # no partial download left behind
+
+
+def test_fetch_replaces_a_corrupt_cached_file(tmp_path: Path) -> None:
+    source = tmp_path / "source.bin"
+    source.write_bytes(b"good")
+    dest = tmp_path / "copy.bin"
+    dest.write_bytes(b"corrupt")
+    fetch(source.as_uri(), hashlib.sha256(b"good").hexdigest(), dest)
+    assert dest.read_bytes() == b"good"
+
+
+def test_fetch_unreachable_source_is_a_data_error(tmp_path: Path) -> None:
+    dest = tmp_path / "copy.bin"
+    with pytest.raises(DataError, match="could not download"):
+        fetch((tmp_path / "missing.bin").as_uri(), None, dest)
+    assert not dest.exists()

@@ -1,11 +1,20 @@
-"""Registry rows checked against the papers: HT Tables 5-6 in full, with the printed decimals."""
+"""The registry of paper rows (``experiments/registry.py``) checked against the papers: every
+table's rows, their settings and published numbers (HT Tables 5-6 in full, with the printed
+decimals, the RT tables), and unknown names answered with the closest."""
 
 from __future__ import annotations
 
 import pytest
 
-from highway_transformer.experiments import get_experiment, table_experiments
+from highway_transformer.errors import ConfigError
+from highway_transformer.experiments import (
+    get_experiment,
+    list_experiments,
+    resolve_experiments,
+    table_experiments,
+)
 from highway_transformer.experiments.registry import CONTRASTS
+from highway_transformer.presets import PRESETS
 from highway_transformer.validation import build_config
 
 # HT Table 6 as printed: row -> (eval bpc, test bpc).
@@ -153,3 +162,99 @@ def test_row_against_row_claims_name_rows_of_their_table() -> None:
     assert ("ht-table5/l6-xl+highway", matched) in claims
     assert ("ht-table5/l6-xl+tanh-l1-3", matched) not in claims
     assert ("ht-table5/l6-xl+sigmoid-l1-6-noffn", matched) not in claims
+
+
+def test_every_table_has_its_rows() -> None:
+    counts = {
+        "ht-table1": 4, "ht-table2": 4, "ht-table3": 4, "ht-table4": 4, "ht-table5": 12,
+        "ht-table6": 17, "ht-table7": 5, "rt-table1": 2, "rt-table2": 2, "rt-table3": 2,
+        "rt-table4": 2,
+    }  # fmt: skip
+    for table, count in counts.items():
+        assert len(table_experiments(table)) == count, table
+    assert len(list_experiments()) == 53
+    for e in list_experiments():
+        assert e.preset in PRESETS
+        assert get_experiment(e.baseline).table == e.table
+        assert e.metric in (
+            ("accuracy", "nll") if e.table in ("rt-table1", "rt-table2") else ("bpc", "ppl")
+        )
+
+
+def test_char_ptb_rows_carry_appendix_a1() -> None:
+    for e in table_experiments("ht-table1") + table_experiments("ht-table2"):
+        c = e.config()
+        assert (c.model.d_model, c.model.n_layers, c.model.n_heads) == (512, 3, 8)
+        assert (c.data.seq_len, c.data.context, c.data.batch_size) == (400, 80, 16)
+        assert (c.train.optimizer, c.train.lr, c.train.clip) == ("sgd", 2.0, 0.15)
+        assert c.model.dropout == 0.15 and c.model.init_range == 0.1
+    assert get_experiment("ht-table2/rt-l3+tanh").config().model.family == "rtransformer"
+    gate = get_experiment("ht-table1/t-l3+sigmoid").config().model.gate
+    assert (gate.kind, gate.activation) == ("sdu", "sigmoid")
+
+
+def test_word_ptb_and_xl_rows() -> None:
+    c = get_experiment("ht-table3/t-l3+tanh").config()
+    assert (c.model.d_model, c.model.dropout, c.model.dropout_emb) == (128, 0.35, 0.15)
+    assert (c.model.init, c.model.init_range, c.train.clip) == ("uniform", 0.01, 0.35)
+    assert (c.data.seq_len, c.data.context) == (80, 40)
+    rt = get_experiment("rt-table4/rtransformer").config()
+    assert rt.model.family == "rtransformer" and rt.model.local_rnn.cell == "lstm"
+    assert rt.model.local_rnn.window == 9
+    xl = get_experiment("ht-table5/l6-xl+sigmoid-l1-3").config()
+    assert (xl.model.n_layers, xl.model.memory.mem_len, xl.model.memory.eval_clamp_len) == (
+        6,
+        512,
+        820,
+    )
+    assert (xl.train.optimizer, xl.train.lr, xl.train.max_steps) == ("adam", 2.5e-4, 40_000)
+    assert (xl.model.gate.activation, xl.model.gate.layers) == ("sigmoid", "1-3")
+    assert get_experiment("ht-table6/l12-xl+tanh-l1-12").config().model.n_layers == 12
+
+
+def test_published_numbers() -> None:
+    assert get_experiment("ht-table1/t-l3+sigmoid").published == {
+        "eval_bpc": 1.410,
+        "test_bpc": 1.371,
+    }
+    assert get_experiment("ht-table4/rt-l3+tanh").published["test_ppl"] == 84.92
+    assert get_experiment("ht-table3/t-l3").metric == "ppl"
+    assert get_experiment("ht-table5/l6-xl+gated").published["train_hours"] == 21.10
+    assert get_experiment("ht-table5/l6-xl+tanh-l3-6").published == {
+        "eval_bpc": 1.277,
+        "test_bpc": 1.24420,
+    }
+    assert get_experiment("ht-table6/l12-xl+tanh-l1-12").published == {
+        "eval_bpc": 1.143,
+        "test_bpc": 1.12797,
+    }
+    assert get_experiment("rt-table3/rtransformer").published == {"test_bpc": 1.24}
+    assert get_experiment("rt-table4/transformer").published == {"test_ppl": 122.37}
+    assert get_experiment("rt-table3/rtransformer").baseline == "rt-table3/transformer"
+    hours = [e.published["train_hours"] for e in table_experiments("ht-table7")]
+    assert hours == [21.16, 21.45, 21.87, 21.93, 21.10]
+
+
+def test_unknown_names_suggest_the_closest() -> None:
+    with pytest.raises(ConfigError, match="Did you mean 'ht-table1/t-l3\\+sigmoid'"):
+        get_experiment("ht-table1/t-l3+sigmod")
+    with pytest.raises(ConfigError, match="Did you mean 'ht-table5'"):
+        table_experiments("ht-tabel5")
+    with pytest.raises(ConfigError, match="unknown table or experiment"):
+        resolve_experiments(["ht-table1", "nonsense"])
+    names = [e.name for e in resolve_experiments(["ht-table1/t-l3", "ht-table1"])]
+    assert names == [
+        "ht-table1/t-l3",
+        "ht-table1/t-l3+sigmoid",
+        "ht-table1/t-l3+tanh",
+        "ht-table1/t-l3+param-matched",
+    ]
+
+
+def test_task_tables_are_listed_with_the_rt_paper_figures() -> None:
+    mnist = {e.row: e for e in table_experiments("rt-table1")}
+    assert mnist["rtransformer"].published == {"test_accuracy": 99.1}
+    assert mnist["rtransformer"].config().task.name == "pixels"
+    nottingham = {e.row: e for e in table_experiments("rt-table2")}
+    assert nottingham["transformer"].published == {"test_nll": 3.34}
+    assert nottingham["rtransformer"].config().model.local_rnn.window == 6

@@ -1,4 +1,5 @@
-"""The ``cpu``, ``cpu-short`` and ``cpu-adamw`` scales: factors, full splits, optimiser
+"""Scales (``experiments/scale.py``): ``small`` is uniform across a table, ``paper`` changes
+nothing; the ``cpu``, ``cpu-short`` and ``cpu-adamw`` scales: factors, full splits, optimiser
 replacement."""
 
 from __future__ import annotations
@@ -7,7 +8,14 @@ import shutil
 
 import pytest
 
-from highway_transformer.experiments import describe_scale, experiment_config, get_experiment
+from highway_transformer.errors import ConfigError
+from highway_transformer.experiments import (
+    describe_scale,
+    experiment_config,
+    get_experiment,
+    scale_config,
+    table_experiments,
+)
 from highway_transformer.experiments.registry import list_experiments
 from highway_transformer.experiments.scale import (
     CPU_ADAM_LR_FACTOR,
@@ -186,3 +194,22 @@ def test_table5_rows_trained_in_parallel_are_measured_too(tmp_path) -> None:  # 
         "ht-table5/l6-xl+sigmoid seed 1: validation with the paper's protocol",
     ]
     assert (dirs[1] / "protocol_eval.json").is_file()
+
+
+def test_small_scale_is_uniform_across_a_table() -> None:
+    configs = [scale_config(e.config(), "small") for e in table_experiments("ht-table1")]
+    for c in configs:
+        assert (c.model.d_model, c.model.d_inner, c.model.n_layers) == (128, 512, 3)
+        assert (c.data.seq_len, c.data.context) == (100, 20)
+        assert (c.train.max_steps, c.train.lr, c.train.seed) == (989, 2.0, 1111)
+        assert c.data.max_train_tokens == 2_000_000
+        assert (c.data, c.train) == (configs[0].data, configs[0].train)
+    xl = scale_config(get_experiment("ht-table5/l6-xl+tanh-l1-3").config(), "tiny")
+    m = xl.model
+    assert m.n_heads * m.d_head == m.d_model == 32
+    assert (m.memory.mem_len, m.memory.eval_clamp_len, xl.data.seq_len) == (64, 102, 64)
+    assert (m.n_layers, m.gate.layers, xl.data.batch_size) == (6, "1-3", 4)
+    paper = get_experiment("ht-table1/t-l3").config()
+    assert scale_config(paper, "paper").to_dict() == paper.to_dict()
+    with pytest.raises(ConfigError, match="Did you mean 'small'"):
+        scale_config(paper, "smal")

@@ -10,7 +10,6 @@ from conftest import LM_FAMILIES, LM_GATES, LM_VOCAB, build_lm
 
 from highway_transformer.config import GateConfig, LocalRNNConfig, ModelConfig
 from highway_transformer.errors import ConfigError
-from highway_transformer.models.generation import beam_search, generate_ids, tokenize_prompt
 from highway_transformer.models.lm import LanguageModel
 from highway_transformer.nn.memory import MemoryPolicy
 from highway_transformer.validation import validate
@@ -101,14 +100,6 @@ def test_memory_of_wrong_width_or_layers_is_rejected(
         plain(tokens, memory=[torch.zeros(2, 3, 16)] * 2)
 
 
-@pytest.mark.parametrize("family", LM_FAMILIES)
-def test_cached_generation_equals_full_recomputation(family: str) -> None:
-    model = build_lm(LM_FAMILIES[family])
-    cached = generate_ids(model, [1, 2, 3, 4], 10, temperature=0)
-    recomputed = generate_ids(model, [1, 2, 3, 4], 10, temperature=0, use_cache=False)
-    assert cached == recomputed
-
-
 def test_incremental_hidden_states_equal_full_pass() -> None:
     for name in ("transformer", "rtransformer"):
         model = build_lm(LM_FAMILIES[name])
@@ -143,12 +134,6 @@ def test_xl_decoding_from_cached_keys_equals_full_pass_and_memory_recomputation(
     assert attention["kv"].length == 9 and attention["positions"].held >= 9
 
 
-def test_xl_beam_search_reorders_its_cache() -> None:
-    model = build_lm(LM_FAMILIES["xl"])
-    cached = beam_search(model, [3, 1, 4], 6, num_beams=3)
-    assert cached == beam_search(model, [3, 1, 4], 6, num_beams=3, use_cache=False)
-
-
 @pytest.mark.parametrize(
     "policy",
     [MemoryPolicy(mem_len=3), MemoryPolicy(mem_len=4, clamp_len=2, same_length=True)],
@@ -172,14 +157,6 @@ def test_xl_cache_follows_a_memory_shorter_than_the_context(policy: MemoryPolicy
         handed_out.append((cached_memory, [m.clone() for m in cached_memory]))
     for views, values in handed_out:
         assert all(torch.equal(v, c) for v, c in zip(views, values, strict=True))
-
-
-def test_sampling_is_seeded(lm_family_config: Callable[..., ModelConfig]) -> None:
-    model = build_lm(lm_family_config())
-    a = generate_ids(model, [1], 15, temperature=1.0, top_k=5, seed=3)
-    b = generate_ids(model, [1], 15, temperature=1.0, top_k=5, seed=3)
-    c = generate_ids(model, [1], 15, temperature=1.0, top_p=0.5, seed=4)
-    assert a == b and len(c) == 15
 
 
 def test_gtrxl_identity_path(lm_xl_config: XLConfig) -> None:
@@ -215,24 +192,6 @@ def test_adaptive_softmax_nll_matches_log_prob(
     ignored = tokens.clone()
     ignored[0, 0] = -100
     assert model.token_nll(hidden, ignored)[0, 0] == 0
-
-
-def test_prompt_outside_vocabulary_is_a_clear_error() -> None:
-    from highway_transformer.data.vocab import Vocabulary
-    from highway_transformer.errors import DataError
-
-    vocab = Vocabulary(list("abc"), "char")
-    assert tokenize_prompt(vocab, "cab") == [2, 0, 1]
-    with pytest.raises(DataError, match="outside"):
-        tokenize_prompt(vocab, "abz")
-    with_unk = Vocabulary(["<unk>", *"abc"], "char", unk="<unk>")
-    assert tokenize_prompt(with_unk, "az") == [1, 0]
-
-
-def test_shaw_has_no_cache_but_generates() -> None:
-    model = build_lm(LM_FAMILIES["shaw"])
-    assert not model.supports_cache
-    assert len(generate_ids(model, [1, 2], 5, temperature=0)) == 5
 
 
 def test_rtransformer_gates_none_equals_plain() -> None:

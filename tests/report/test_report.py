@@ -9,13 +9,10 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from highway_transformer.errors import ConfigError
 from highway_transformer.experiments import run_experiments
-from highway_transformer.report.gates import pca_embedding
-from highway_transformer.report.markdown import DOWN, _fmt_change
 from highway_transformer.report.report import write_report
 
 MakeRun = Callable[..., Path]
@@ -278,25 +275,6 @@ def test_runs_on_other_data_say_the_paper_columns_are_not_comparable(
     assert "**These runs read other data than the paper's** (`data.corpus=ptb-char`)" in index
 
 
-def test_pca_handles_few_points() -> None:
-    for n in (1, 2, 3, 5, 40):
-        coords = pca_embedding(np.random.default_rng(0).normal(size=(n, 8)))
-        assert coords.shape == (n, 2) and np.isfinite(coords).all()
-
-
-def test_pca_finds_the_main_axis_and_is_deterministic() -> None:
-    rng = np.random.default_rng(1)
-    direction = rng.normal(size=8)
-    direction /= np.linalg.norm(direction)
-    t = np.linspace(-5, 5, 24)
-    points = t[:, None] * direction + 0.01 * rng.normal(size=(24, 8))
-    coords = pca_embedding(points)
-    # the first axis recovers the position along the line up to sign; the second is noise
-    assert abs(np.corrcoef(coords[:, 0], t)[0, 1]) > 0.999
-    assert np.abs(coords[:, 1]).max() < 0.1
-    assert np.allclose(coords, pca_embedding(points[::-1])[::-1])  # signs fixed: no flips
-
-
 def test_gate_biases_of_a_tiny_trained_model(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -380,13 +358,6 @@ def test_results_readme_snippet_adds_gate_biases_to_older_runs(
     assert restored == recorded
 
 
-def test_an_improvement_is_marked_by_the_metrics_direction() -> None:
-    """⇓ marks a fall of a loss-like metric and a rise of accuracy, never the reverse."""
-    assert _fmt_change(-1.5) == f"-1.50% {DOWN}" and _fmt_change(+1.5) == "+1.50%"
-    assert _fmt_change(+0.63, higher_better=True) == f"+0.63% {DOWN}"
-    assert _fmt_change(-0.12, higher_better=True) == "-0.12%"
-
-
 def _trained_on(run_dir: Path, *capabilities: str) -> None:
     """Record in results.json that the run trained in one stretch per capability given."""
     path = run_dir / "results.json"
@@ -441,35 +412,65 @@ def test_seconds_compare_only_runs_of_one_kind_of_machine(table1: Path, tmp_path
     assert not list((tmp_path / "same").glob("convergence_time.*"))
 
 
-def test_machines_keep_what_decides_speed_and_name_what_differs() -> None:
-    from highway_transformer.report.machines import machine_of, run_machines, runs_by_machine
+def _report_runs(root: Path, with_metadata: bool, make_run: Callable[..., Path]) -> None:
+    import json
 
-    a = {"device": "cpu", "cpu_capability": "AVX2", "threads": 1, "host": "a", "seconds": 3.0}
-    assert machine_of(a) == machine_of({**a, "host": "b", "seconds": 9.0})
-    assert machine_of(a) != machine_of({**a, "threads": 2})
-    assert machine_of(a) == (("cpu_capability", "AVX2"), ("device", "cpu"), ("threads", "1"))
-    assert machine_of({"from_step": 0, "recorded": False}) == ()
-    assert run_machines(None) == {()}
-    assert run_machines({"metadata": a}) == {machine_of(a)}  # older runs: metadata
-    two = {"stretches": [{**a, "from_step": 0}, {**a, "threads": 2, "from_step": 5}]}
-    machines = runs_by_machine([("x", {"metadata": a}), ("y", two), ("z", None)])
-    assert machines == {
-        "time_comparable": False,
-        "common": "",  # 'not recorded' shares nothing with the others
-        "runs_by_machine": {"not recorded": ["z"],
-                            "cpu_capability AVX2, device cpu, threads 1": ["x", "y"],
-                            "cpu_capability AVX2, device cpu, threads 2": ["y"]},
-    }  # fmt: skip
-    machines = runs_by_machine([("x", {"metadata": a}), ("y", two)])
-    assert machines["common"] == "cpu_capability AVX2, device cpu"
-    assert machines["runs_by_machine"] == {"threads 1": ["x", "y"], "threads 2": ["y"]}
-    assert runs_by_machine([("x", None), ("y", {})])["time_comparable"] is True
-    # a stretch recorded before cpu_model was is the same kind as one that records it
-    newer = {"metadata": {**a, "cpu_model": "AMD EPYC"}}
-    machines = runs_by_machine([("x", {"metadata": a}), ("y", newer)])
-    assert machines["time_comparable"] is True
-    assert machines["runs_by_machine"] == {
-        "cpu_capability AVX2, cpu_model AMD EPYC, device cpu, threads 1": ["y", "x"]
-    }
-    other = {"metadata": {**a, "cpu_capability": "AVX512", "cpu_model": "AMD EPYC"}}
-    assert runs_by_machine([("x", {"metadata": a}), ("z", other)])["time_comparable"] is False
+    for seed, (base, gated) in enumerate([(1.6, 1.5), (1.7, 1.55), (1.65, 1.6)], 1):
+        make_run(root, "ht-table1/t-l3", [2.0, 1.5, 1.2, 1.1], base, base - 0.05, 100.0, seed)
+        path = make_run(
+            root, "ht-table1/t-l3+sigmoid", [1.8, 1.3, 1.1, 1.0], gated, gated - 0.05, 110.0, seed
+        )
+        if with_metadata:
+            results = json.loads((path / "results.json").read_text())
+            results["metadata"] = {"threads": 2, "device": "cpu", "precision": "fp32",
+                                   "torch": "2.13.0"}  # fmt: skip
+            (path / "results.json").write_text(json.dumps(results))
+
+
+def test_report_json_holds_per_seed_values_paired_intervals_and_metadata(
+    tmp_path: Path, make_run: Callable[..., Path]
+) -> None:
+    from highway_transformer.report.report import write_report
+
+    _report_runs(tmp_path / "runs", with_metadata=True, make_run=make_run)
+    report = write_report([tmp_path / "runs"], tmp_path / "report")
+    rows = {r["name"]: r for r in report["paper_table"]}
+    gated = rows["ht-table1/t-l3+sigmoid"]
+    assert gated["per_seed"]["2"]["eval_bpc"] == pytest.approx(1.55)
+    # eval diffs -0.1, -0.15, -0.05: mean -0.1, std 0.05, half width 4.3026527 * 0.05 / sqrt 3.
+    paired = gated["eval_bpc_paired"]
+    half = 4.3026527 * 0.05 / 3**0.5
+    assert paired["mean"] == pytest.approx(-0.1)
+    assert paired["interval"] == pytest.approx([-0.1 - half, -0.1 + half], abs=1e-6)
+    assert paired["verdict"] == "unresolved"
+    assert rows["ht-table1/t-l3"]["eval_bpc_paired"] is None
+    # Mean validation curves: baseline 2.0 -> 1.1, the 50 % target 1.55 is reached at step 20.
+    fractions = {r["name"]: r for r in report["fractions"]["rows"]}
+    assert report["fractions"]["targets"]["0.5"] == pytest.approx(1.55)
+    assert fractions["ht-table1/t-l3+sigmoid"]["steps"]["0.9"] == 30
+    assert fractions["ht-table1/t-l3+sigmoid"]["ratio"]["0.9"] == pytest.approx(0.75)
+    assert report["fractions"]["baseline_plateaued"] is False
+    meta = {(r["name"], r["seed"]): r["metadata"] for r in report["runs"]}
+    assert meta[("ht-table1/t-l3+sigmoid", 3)] == {"threads": 2, "device": "cpu",
+        "precision": "fp32", "torch": "2.13.0", "train_seconds": 110.0,
+        "stretches": None, "rate_changes": None}  # fmt: skip
+    assert meta[("ht-table1/t-l3", 1)]["threads"] is None  # no metadata recorded: not invented
+    index = (tmp_path / "report" / "index.md").read_text(encoding="utf-8")
+    assert "-0.1000 [-0.2242, +0.0242] unresolved" in index
+    assert "| ht-table1/t-l3+sigmoid | 3 | 2 | cpu | fp32 | 2.13.0 | 110.0 | — |" in index
+
+
+def test_direction_summary_does_not_count_the_param_matched_row(
+    tmp_path: Path, make_run: Callable[..., Path]
+) -> None:
+    from highway_transformer.report.report import write_report
+
+    root = tmp_path / "runs"
+    make_run(root, "ht-table1/t-l3", [2.0, 1.5, 1.2, 1.1], 1.6, 1.5, 100.0)
+    make_run(root, "ht-table1/t-l3+sigmoid", [1.8, 1.3, 1.1, 1.0], 1.4, 1.3, 110.0)
+    make_run(root, "ht-table1/t-l3+param-matched", [1.9, 1.4, 1.1, 1.0], 1.5, 1.4, 105.0)
+    report = write_report([root], tmp_path / "report")
+    rows = {r["name"]: r for r in report["direction"]}
+    assert rows["ht-table1/t-l3+param-matched"]["param_matched"] is True
+    index = (tmp_path / "report" / "index.md").read_text(encoding="utf-8")
+    assert "1 of 1 rows reached the baseline's best validation loss" in index

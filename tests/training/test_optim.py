@@ -1,7 +1,10 @@
-"""Annealing rules of the word- and char-PTB scripts, the step schedule of the image script,
-and the presets that use them."""
+"""Learning-rate schedules (``training/optim.py``): linear, cosine and constant with warmup,
+annealing on validation with the rules of the word- and char-PTB scripts (state resumes
+exactly), the step schedule of the image script, and the presets that use them."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 
@@ -111,3 +114,54 @@ def test_rt_image_preset_decays_every_ten_epochs_at_every_scale() -> None:
     )
     scaled = experiment_config(get_experiment("rt-table1/rtransformer"), "cpu").train
     assert scaled.lr_step * 5 == scaled.max_steps  # the same four decays over the run
+
+
+def test_linear_schedule() -> None:
+    s = LRSchedule(TrainConfig(lr=2.0, schedule="linear", max_steps=10, min_lr=0.0))
+    assert s.lr(0) == pytest.approx(2.0)
+    assert s.lr(5) == pytest.approx(1.0)
+    assert s.lr(9) == pytest.approx(0.2)
+    assert s.lr(10) == pytest.approx(0.0)
+    floor = LRSchedule(TrainConfig(lr=2.0, schedule="linear", max_steps=10, min_lr=0.5))
+    assert floor.lr(5) == pytest.approx(1.25) and floor.lr(10) == pytest.approx(0.5)
+
+
+def test_cosine_schedule_with_warmup() -> None:
+    s = LRSchedule(TrainConfig(lr=1.0, schedule="cosine", warmup_steps=4, max_steps=14, min_lr=0.1))
+    assert [s.lr(i) for i in range(4)] == pytest.approx([0.25, 0.5, 0.75, 1.0])
+    assert s.lr(4) == pytest.approx(1.0)
+    assert s.lr(9) == pytest.approx(0.55)  # halfway: (lr + min_lr) / 2
+    assert s.lr(14) == pytest.approx(0.1)
+    assert s.lr(100) == pytest.approx(0.1)
+
+
+def test_constant_schedule_with_warmup() -> None:
+    s = LRSchedule(TrainConfig(lr=0.3, schedule="constant", warmup_steps=3, max_steps=10))
+    assert [s.lr(i) for i in range(5)] == pytest.approx([0.1, 0.2, 0.3, 0.3, 0.3])
+
+
+def test_anneal_schedule() -> None:
+    config = TrainConfig(
+        lr=1.0, schedule="anneal", anneal_factor=0.25, anneal_patience=1, min_lr=0.01
+    )
+    s = LRSchedule(config)
+    assert s.lr(0) == 1.0
+    assert s.observe_validation(5.0) is False  # first: the best so far
+    assert s.observe_validation(4.0) is False  # improved
+    assert s.observe_validation(4.5) is False  # 1 bad evaluation: within patience
+    assert s.lr(10) == 1.0
+    assert s.observe_validation(4.2) is True  # 2nd bad evaluation: anneal
+    assert s.lr(10) == pytest.approx(0.25)
+    assert s.observe_validation(3.0) is False and s.lr(10) == pytest.approx(0.25)
+    for _ in range(6):
+        s.observe_validation(9.0)
+    assert s.lr(10) == pytest.approx(0.01)  # never below min_lr
+    restored = LRSchedule(config)
+    restored.load_state_dict(json.loads(json.dumps(s.state_dict())))
+    assert restored.state_dict() == s.state_dict() and restored.lr(3) == s.lr(3)
+
+
+def test_non_anneal_schedules_ignore_stalls() -> None:
+    s = LRSchedule(TrainConfig(lr=1.0, schedule="linear", max_steps=10))
+    assert not any(s.observe_validation(v) for v in (1.0, 2.0, 3.0, 4.0))
+    assert s.lr(0) == 1.0 and s.best == 1.0

@@ -1,4 +1,5 @@
-"""The one trainer over every task: exact resume, refusals, writers, precision, metadata."""
+"""The one trainer over every task: the loss falls, exact resume, refusals, writers, precision,
+metadata."""
 
 from __future__ import annotations
 
@@ -15,7 +16,9 @@ from highway_transformer.errors import CheckpointError, ConfigError, TrainingDiv
 from highway_transformer.runtime import device as device_module
 from highway_transformer.storage import runfolder
 from highway_transformer.storage.folder import MODEL_FILE, STATE_FILE
+from highway_transformer.storage.runfolder import read_metrics
 from highway_transformer.tasks import TASKS
+from highway_transformer.tasks.lm_eval import evaluate
 from highway_transformer.training import checkpoint as ckpt
 from highway_transformer.training.trainer import Trainer, train
 from highway_transformer.validation import validate
@@ -274,3 +277,30 @@ def test_results_score_the_weights_final_weights_names(
     assert losses[6] > min(losses.values())
     expected = losses[6] if weights == "last" else min(losses.values())
     assert results["valid"]["loss"] == pytest.approx(expected, abs=1e-6)
+
+
+def test_loss_falls_on_a_tiny_corpus(
+    text_file: Path, tmp_path: Path, tiny_lm_config: Callable[..., Config]
+) -> None:
+    config = tiny_lm_config(
+        text_file,
+        **{
+            "model.d_model": 32,
+            "model.dropout": 0.0,
+            "train.max_steps": 60,
+            "train.eval_interval": 30,
+            "train.log_interval": 10,
+        },
+    )
+    trainer = Trainer(config, tmp_path / "run", progress=False)
+    initial = evaluate(trainer.model, trainer.task.corpus.valid, config.data).loss
+    assert initial > 1.5  # ~ln(vocabulary size) before training
+    results = trainer.fit()
+    assert results["steps"] == 60
+    assert results["valid"]["loss"] < 0.5 * initial
+    assert results["test"]["loss"] < 0.5 * initial
+    train_losses = [r["loss"] for r in read_metrics(tmp_path / "run") if r["split"] == "train"]
+    assert len(train_losses) == 6 and train_losses[-1] < train_losses[0]
+    for name in ("results.json", "metrics.csv", "config.yaml"):
+        assert (tmp_path / "run" / name).is_file()
+    assert (tmp_path / "run" / "best" / MODEL_FILE).is_file()
