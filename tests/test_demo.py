@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from highway_transformer import demo
+from highway_transformer.validation import validate
 
 
 def _write_metrics(folder: Path, valid: list[float]) -> None:
@@ -43,3 +44,18 @@ def test_write_demo_report_on_synthetic_metrics(tmp_path: Path) -> None:
     assert "| sdu-tanh | 1,000 |" in report and "not reached" in report
     assert report.rstrip().endswith("The sdu-tanh sample\n```")
     assert Path(summary["plot"]).is_file()
+
+
+def test_the_variants_differ_in_their_gate_alone() -> None:
+    configs = {variant: demo.demo_config(variant, steps=50) for variant in demo.VARIANTS}
+    assert list(configs) == ["plain", "sdu-sigmoid", "sdu-tanh"]
+    for variant, config in configs.items():
+        validate(config)
+        assert config.name == f"demo-{variant}" and config.model.gate == demo.VARIANTS[variant]
+        assert config.train.max_steps == 50 and config.train.eval_interval == 5
+        plain = configs["plain"].replace(**{"name": config.name})
+        assert (
+            config.replace(**{"model.gate.kind": "none", "model.gate.activation": "sigmoid"})
+            == plain
+        )
+    assert demo.demo_config("plain", steps=5).train.eval_interval == 1  # at least every step
