@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ from safetensors import SafetensorError
 
 from highway_transformer import cli
 from highway_transformer.api import load_pretrained
-from highway_transformer.config import Config, DataConfig, ModelConfig, TrainConfig
+from highway_transformer.config import Config
 from highway_transformer.errors import (
     CheckpointError,
     ConfigError,
@@ -41,18 +42,15 @@ from highway_transformer.validation import checkpoint_config
 TEXT = "abcabd abcabe xyzzy. " * 60
 
 
-def tiny(path: Path, **overrides) -> Config:
-    config = Config(
-        name="tiny",
-        model=ModelConfig(d_model=16, n_layers=1, n_heads=2, d_inner=32),
-        data=DataConfig(corpus="file", path=str(path), batch_size=4, seq_len=16, eval_batch_size=4),
-        train=TrainConfig(optimizer="adam", lr=1e-2, max_steps=2, eval_interval=2, seed=3),
-    )
-    return config.replace(**overrides) if overrides else config
+@pytest.fixture(scope="module")
+def tiny(tiny_file_config: Callable[..., Config]) -> Callable[..., Config]:
+    """``tiny(path, **overrides)``: the tiny model of ``path``, 2 Adam steps, seed 3."""
+    steps = {"name": "tiny", "train.max_steps": 2, "train.eval_interval": 2, "train.seed": 3}
+    return lambda path, **overrides: tiny_file_config(path, **{**steps, **overrides})
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def trained(tmp_path_factory: pytest.TempPathFactory, tiny: Callable[..., Config]) -> Path:
     root = tmp_path_factory.mktemp("trained")
     text = root / "text.txt"
     text.write_text(TEXT, encoding="utf-8")
@@ -250,7 +248,9 @@ def test_non_finite_weights_are_never_saved(run: Path) -> None:
     assert snapshot(run / "checkpoint") == before
 
 
-def test_adam_at_a_huge_learning_rate_leaves_finite_checkpoints(tmp_path: Path) -> None:
+def test_adam_at_a_huge_learning_rate_leaves_finite_checkpoints(
+    tmp_path: Path, tiny: Callable[..., Config]
+) -> None:
     # Adam moves every weight by about lr a step: at 1e30 the products overflow on any CPU
     # (at 1e4 an AVX512/AMX machine kept the loss finite for all 12 steps)
     text = tmp_path / "text.txt"
@@ -339,7 +339,9 @@ def config_of_best(run: Path) -> Config:
 
 
 @pytest.mark.parametrize("where", ["missing", "empty"])
-def test_resume_without_a_checkpoint(tmp_path: Path, where: str, trained: Path) -> None:
+def test_resume_without_a_checkpoint(
+    tmp_path: Path, where: str, trained: Path, tiny: Callable[..., Config]
+) -> None:
     out = tmp_path / "out"
     if where == "empty":
         out.mkdir()
@@ -347,7 +349,9 @@ def test_resume_without_a_checkpoint(tmp_path: Path, where: str, trained: Path) 
         train(tiny(trained / "text.txt"), out, resume=True, progress=False)
 
 
-def test_resume_and_overwrite_together(tmp_path: Path, trained: Path) -> None:
+def test_resume_and_overwrite_together(
+    tmp_path: Path, trained: Path, tiny: Callable[..., Config]
+) -> None:
     with pytest.raises(ConfigError, match="give one"):
         train(tiny(trained / "text.txt"), tmp_path, resume=True, overwrite=True, progress=False)
 
@@ -358,7 +362,9 @@ def test_a_task_run_into_a_used_folder(run: Path, capsys: pytest.CaptureFixture[
     assert "--overwrite" in capsys.readouterr().err
 
 
-def test_trainer_resume_reports_no_checkpoint(tmp_path: Path, trained: Path) -> None:
+def test_trainer_resume_reports_no_checkpoint(
+    tmp_path: Path, trained: Path, tiny: Callable[..., Config]
+) -> None:
     trainer = Trainer(tiny(trained / "text.txt"), tmp_path / "fresh", progress=False)
     assert trainer.resume() is False
 

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import yaml
 
 from highway_transformer import cli, demo
-from highway_transformer.config import Config, DataConfig, ModelConfig, TrainConfig
+from highway_transformer.config import Config
 from highway_transformer.storage.runfolder import read_metrics
 
 PATTERN = "the cat sat on the mat. the dog sat on the log. " * 25
@@ -241,19 +243,19 @@ def test_eval_without_checkpoint(tmp_path: Path, capsys: pytest.CaptureFixture[s
 # ------------------------------------------------------------------ demo
 
 
-def _tiny_demo_config(text_file: Path):
+@pytest.fixture
+def tiny_demo_config(
+    text_file: Path, tiny_file_config: Callable[..., Config]
+) -> Callable[..., Config]:
+    """The demo's ``demo_config(variant, steps=400)`` on the tiny model of :func:`text_file`."""
+
     def build(variant: str, steps: int = 400) -> Config:
-        return Config(
+        gate = dataclasses.asdict(demo.VARIANTS[variant])
+        return tiny_file_config(
+            text_file,
             name=f"demo-{variant}",
-            model=ModelConfig(
-                d_model=16, n_layers=1, n_heads=2, d_inner=32, gate=demo.VARIANTS[variant]
-            ),
-            data=DataConfig(
-                corpus="file", path=str(text_file), batch_size=4, seq_len=16, eval_batch_size=4
-            ),
-            train=TrainConfig(
-                optimizer="adam", lr=1e-2, max_steps=steps, eval_interval=2, log_interval=2
-            ),
+            **{f"model.gate.{key}": value for key, value in gate.items()},
+            **{"train.max_steps": steps, "train.eval_interval": 2, "train.log_interval": 2},
         )
 
     return build
@@ -264,9 +266,10 @@ def test_demo_command_with_a_tiny_model(
     text_file: Path,
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
+    tiny_demo_config: Callable[..., Config],
 ) -> None:
     assert demo.demo_config("sdu-tanh").model.gate.activation == "tanh"  # the real one
-    monkeypatch.setattr(demo, "demo_config", _tiny_demo_config(text_file))
+    monkeypatch.setattr(demo, "demo_config", tiny_demo_config)
     out = tmp_path / "demo"
     code, stdout, err = _run(capsys, "demo", "--out", str(out), "--steps", "4", "--no-progress")
     assert code == 0
@@ -287,43 +290,6 @@ def test_demo_command_with_a_tiny_model(
     # ... but never runs trained with another budget
     code, _, err = _run(capsys, "demo", "--out", str(out), "--steps", "6", "--no-progress")
     assert code == 2 and "train.max_steps=4 (asked 6)" in err and "another --out" in err
-
-
-def _write_metrics(folder: Path, valid: list[float]) -> None:
-    folder.mkdir(parents=True)
-    records = []
-    for i, loss in enumerate(valid, start=1):
-        records.append({"step": 10 * i, "split": "train", "loss": loss + 0.1})
-        records.append({"step": 10 * i, "split": "valid", "loss": loss})
-    text = "".join(json.dumps(r) + "\n" for r in records)
-    (folder / "metrics.jsonl").write_text(text, encoding="utf-8")
-
-
-def test_write_demo_report_on_synthetic_metrics(tmp_path: Path) -> None:
-    curves = {
-        "plain": [2.0, 1.5, 1.2, 1.1],
-        "sdu-sigmoid": [1.8, 1.1, 1.0, 0.9],
-        "sdu-tanh": [2.2, 1.9, 1.7, 1.6],
-    }
-    for variant, losses in curves.items():
-        _write_metrics(tmp_path / variant, losses)
-        results = {
-            "parameters": 1000,
-            "valid": {"bpc": losses[-1] / 0.693},
-            "test": {"bpc": losses[-1] / 0.69},
-        }
-        (tmp_path / variant / "results.json").write_text(json.dumps(results), encoding="utf-8")
-    samples = {v: f"The {v} sample" for v in curves}
-    summary = demo.write_demo_report(tmp_path, list(curves), samples=samples)
-    rows = {r["run"]: r for r in summary["rows"]}
-    assert summary["target_valid_loss"] == 1.1
-    assert rows["plain"]["steps_to_target"] == 40
-    assert rows["sdu-sigmoid"]["steps_to_target"] == 20  # 1.1 <= 1.1 at step 20
-    assert rows["sdu-tanh"]["steps_to_target"] is None
-    report = (tmp_path / "report.md").read_text(encoding="utf-8")
-    assert "| sdu-tanh | 1,000 |" in report and "not reached" in report
-    assert report.rstrip().endswith("The sdu-tanh sample\n```")
-    assert Path(summary["plot"]).is_file()
 
 
 def test_train_and_eval_a_task_from_the_cli(tmp_path, capsys) -> None:

@@ -14,10 +14,7 @@ import torch
 
 from highway_transformer import cli
 from highway_transformer.api import load_pretrained
-from highway_transformer.config import Config, DataConfig, ModelConfig
-from highway_transformer.data.vocab import Vocabulary
 from highway_transformer.models.lm import LanguageModel
-from highway_transformer.tasks.file_eval import evaluate_file
 from highway_transformer.training.checkpoint import save_checkpoint
 
 PATTERN = "the cat sat on the mat. the dog sat on the log. " * 25
@@ -115,21 +112,6 @@ def test_eval_file_counts_every_symbol_once_and_oov(runs, tmp_path, capsys) -> N
     assert code == 0 and "bits/symbol" in out and "3 out of vocabulary" in out
     code, _, err = _run(capsys, "eval", str(runs["sdu"]), "--file", str(tmp_path / "nope.txt"))
     assert code == 2 and err.splitlines()[-1].startswith("error: cannot read")
-
-
-def test_file_scores_with_a_line_end_vocabulary_predict_every_symbol(tmp_path) -> None:
-    torch.manual_seed(0)
-    vocab = Vocabulary(["<unk>", "<eos>", "a", "b"], "word", unk="<unk>", eos="<eos>")
-    model = LanguageModel(ModelConfig(vocab_size=4, d_model=8, n_heads=2, d_inner=16, n_layers=1))
-    path = tmp_path / "w.txt"
-    path.write_text("a b\nb a c\n", encoding="utf-8")
-    config = Config(data=DataConfig(seq_len=64, eval_batch_size=1))
-    score = evaluate_file(model.eval(), vocab, path, config)
-    assert (score.symbols, score.oov, score.result.tokens) == (7, 1, 7)
-    ids = torch.tensor([vocab.encode(["<eos>", "a", "b", "<eos>", "b", "a", "<unk>", "<eos>"])])
-    with torch.no_grad():
-        expected = model(ids[:, :-1], targets=ids[:, 1:]).loss.item()
-    assert score.result.loss == pytest.approx(expected, rel=1e-5)
 
 
 def test_from_pretrained_reads_a_run_folders_best_weights(runs) -> None:

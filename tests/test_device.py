@@ -11,15 +11,14 @@ import copy
 import json
 import math
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import torch
-from conftest import tiny_lm_config, tiny_task_config
-from test_families import FAMILIES, GATES, V, build
-from test_trainer import _interrupt_after_step
+from conftest import LM_FAMILIES, LM_GATES, LM_VOCAB, build_lm
 
-from highway_transformer.config import ModelConfig
+from highway_transformer.config import Config, ModelConfig
 from highway_transformer.models.lm import LanguageModel
 from highway_transformer.storage.folder import STATE_FILE
 from highway_transformer.training.trainer import train
@@ -53,10 +52,10 @@ def _full_precision_matmuls():
 
 
 def _with_gate(family: str, gate: str) -> ModelConfig:
-    config = FAMILIES[family]
+    config = LM_FAMILIES[family]
     if family == "gtrxl":  # its own gate; the highway gates need a post/pre LN of their own
         return config
-    chosen = next(g for g in GATES if f"{g.kind}-{g.activation}" == gate)
+    chosen = next(g for g in LM_GATES if f"{g.kind}-{g.activation}" == gate)
     return ModelConfig(**{**config.__dict__, "gate": chosen})
 
 
@@ -71,16 +70,16 @@ def _loss_and_grads(
 
 
 def _tokens(shape: tuple[int, int]) -> torch.Tensor:
-    return torch.randint(0, V, shape, generator=torch.Generator().manual_seed(0))
+    return torch.randint(0, LM_VOCAB, shape, generator=torch.Generator().manual_seed(0))
 
 
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", LM_FAMILIES)
 @pytest.mark.parametrize("gate", ["none-sigmoid", "sdu-sigmoid", "sdu-tanh"])
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["fp64", "fp32"])
 def test_loss_and_gradients_equal_the_cpus(family: str, gate: str, dtype: torch.dtype) -> None:
     if dtype == torch.float64 and not FLOAT64:
         pytest.skip(f"{DEVICE.type} has no float64")
-    model = build(_with_gate(family, gate)).to(dtype)
+    model = build_lm(_with_gate(family, gate)).to(dtype)
     on_device = copy.deepcopy(model).to(DEVICE)
     tokens = _tokens((3, 12))
     loss, grads = _loss_and_grads(model, tokens)
@@ -100,7 +99,7 @@ def test_loss_and_gradients_equal_the_cpus(family: str, gate: str, dtype: torch.
 @pytest.mark.parametrize("family", ["xl", "gtrxl"])
 def test_segments_with_memory_equal_the_cpus(family: str) -> None:
     dtype = torch.float64 if FLOAT64 else torch.float32
-    model = build(_with_gate(family, "sdu-sigmoid")).to(dtype)
+    model = build_lm(_with_gate(family, "sdu-sigmoid")).to(dtype)
     on_device = copy.deepcopy(model).to(DEVICE)
     tokens = _tokens((2, 12))
     memory = device_memory = None
@@ -114,7 +113,7 @@ def test_segments_with_memory_equal_the_cpus(family: str) -> None:
 @pytest.mark.parametrize("family", ["transformer", "rtransformer", "xl", "shaw"])
 def test_greedy_and_beam_decoding_equal_the_cpus(family: str) -> None:
     dtype = torch.float64 if FLOAT64 else torch.float32
-    model = build(_with_gate(family, "sdu-sigmoid")).to(dtype)
+    model = build_lm(_with_gate(family, "sdu-sigmoid")).to(dtype)
     on_device = copy.deepcopy(model).to(DEVICE)
     prompts = [[1, 2, 3], [4, 5, 6]]
     assert on_device.generate(prompts, 8, temperature=0.0) == model.generate(
@@ -126,7 +125,9 @@ def test_greedy_and_beam_decoding_equal_the_cpus(family: str) -> None:
 
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
-def test_training_in_each_precision(precision: str, text_file: Path, tmp_path: Path) -> None:
+def test_training_in_each_precision(
+    precision: str, text_file: Path, tmp_path: Path, tiny_lm_config: Callable[..., Config]
+) -> None:
     if DEVICE.type == "cpu" and precision != "fp32":
         pytest.skip("reduced precision on a CPU is tested in test_trainer/test_hardware")
     config = tiny_lm_config(
@@ -141,7 +142,11 @@ def test_training_in_each_precision(precision: str, text_file: Path, tmp_path: P
 
 
 def test_interrupted_and_resumed_equals_uninterrupted(
-    text_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    text_file: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    interrupt_after_step: Callable[[pytest.MonkeyPatch, int], None],
+    tiny_lm_config: Callable[..., Config],
 ) -> None:
     """Within the device's own reproducibility: atomics in some backward kernels (the
     embedding's on CUDA) add in any order, so close rather than bit for bit (the CPU's
@@ -150,7 +155,7 @@ def test_interrupted_and_resumed_equals_uninterrupted(
     one, two = tmp_path / "one", tmp_path / "two"
     a = train(config, one)
     with monkeypatch.context() as patch:
-        _interrupt_after_step(patch, 4)
+        interrupt_after_step(patch, 4)
         with pytest.raises(KeyboardInterrupt):
             train(config, two)
     b = train(config, two, resume=True)
@@ -161,7 +166,9 @@ def test_interrupted_and_resumed_equals_uninterrupted(
 @pytest.mark.parametrize(
     "preset", ["copy/transformer", "adding/transformer", "seq2seq/toy", "digits/rtransformer"]
 )
-def test_every_task_trains(preset: str, tmp_path: Path) -> None:
+def test_every_task_trains(
+    preset: str, tmp_path: Path, tiny_task_config: Callable[..., Config]
+) -> None:
     if preset.startswith("digits"):
         pytest.importorskip("sklearn")
     results = train(tiny_task_config(preset, **{"train.device": str(DEVICE)}), tmp_path / "r")

@@ -22,11 +22,10 @@ from highway_transformer.cli import main
 from highway_transformer.config import Config
 from highway_transformer.errors import CheckpointError, ConfigError, DataError
 from highway_transformer.presets import get_preset
-from highway_transformer.runtime.world import World, backend_for, check_divisible
+from highway_transformer.runtime.world import World
 from highway_transformer.storage.folder import MODEL_FILE, STATE_FILE
 from highway_transformer.storage.runfolder import read_metrics
 from highway_transformer.training import checkpoint as ckpt
-from highway_transformer.training.launch import without_nproc
 from highway_transformer.training.trainer import Trainer, train
 from highway_transformer.validation import build_config
 
@@ -300,24 +299,6 @@ def test_settings_for_several_processes_are_refused_in_one(tmp_path, text_file):
             Trainer(config, tmp_path / "x", progress=False)
     with pytest.raises(ConfigError, match="adam and adamw only"):
         build_config(Config(), None, ["train.fused_optimizer=true", "train.optimizer=sgd"])
-
-
-def test_backend_choice_and_row_shares():
-    assert backend_for(torch.device("cpu"), "auto") == "gloo"
-    assert backend_for(torch.device("cuda", 0), "auto") == "nccl"
-    with pytest.raises(ConfigError, match="nccl needs CUDA"):
-        backend_for(torch.device("cpu"), "nccl")
-    with pytest.raises(ConfigError, match="does not divide"):
-        check_divisible(6, 4)
-    shares = [World(rank=r, size=3).uneven_rows(7) for r in range(3)]
-    assert [(s.start, s.stop) for s in shares] == [(0, 2), (2, 4), (4, 7)]
-    assert World(rank=1, size=2).rows(8) == slice(4, 8)
-    assert without_nproc(["train", "--nproc", "2", "a=1", "--nproc=3", "--out", "o"]) == [
-        "train",
-        "a=1",
-        "--out",
-        "o",
-    ]
 
 
 # --------------------------------------------------------------------------- submitted jobs

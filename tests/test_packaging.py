@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 import highway_transformer
-from highway_transformer.errors import HighwayError, MissingExtra
-from highway_transformer.extras import EXTRAS, import_extra
+from highway_transformer.errors import MissingExtra
+from highway_transformer.extras import EXTRAS
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -39,18 +39,6 @@ def test_every_extra_is_declared_and_heavy_packages_are_optional() -> None:
     core = " ".join(PYPROJECT["project"]["dependencies"])
     for heavy in ("matplotlib", "scikit-learn", "scipy", "tokenizers"):
         assert heavy not in core
-
-
-def test_missing_extra_names_the_install_command(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "tokenizers", None)  # importing it now raises ImportError
-    with pytest.raises(MissingExtra, match=r"pip install 'highway-transformer\[subword\]'"):
-        import_extra("tokenizers", "subword vocabularies")
-    assert issubclass(MissingExtra, HighwayError)
-
-
-def test_import_extra_refuses_unlisted_modules() -> None:
-    with pytest.raises(KeyError, match="not an optional dependency"):
-        import_extra("json", "nothing")
 
 
 def test_demo_without_matplotlib_stops_before_training(

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import write_music_file
 
 from highway_transformer import cli
 
@@ -45,7 +45,7 @@ def test_rt_table1_trains_pixels_and_reports_accuracy(
 
 
 def test_rt_table2_trains_music_with_two_jobs_and_reports_nll(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], write_music_file: Callable[..., Path]
 ) -> None:
     pytest.importorskip("scipy.io")
     mat = write_music_file(tmp_path / "tiny.mat")

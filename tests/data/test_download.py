@@ -1,0 +1,143 @@
+"""Downloads (``data/download.py``) and local corpus copies are checked the same way; failures
+leave nothing behind."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from highway_transformer.config import DataConfig
+from highway_transformer.data import corpora, images, music
+from highway_transformer.data.corpora import Archive, load_corpus
+from highway_transformer.data.download import fetch, sha256_of, staged_folder
+from highway_transformer.errors import DataError
+
+
+def test_every_source_uses_https() -> None:
+    urls = [corpora.PTB_URL, corpora.ENWIK8.url, corpora.TEXT8.url, corpora.WIKITEXT103_URL]
+    urls += [url for entry in images.MNIST.values() for url in entry.urls]
+    urls += [entry.url for entry in music.MUSIC_DATASETS.values()]
+    assert all(url.startswith("https://") for url in urls)
+
+
+def test_every_corpus_is_pinned() -> None:
+    assert corpora.ENWIK8.sha1_of_member and corpora.TEXT8.alphabet
+    assert len(corpora.WIKITEXT103_SHA256) == 64 and len(corpora.PTB_SHA256) == 6
+    assert all(entry.sha256 for entry in music.MUSIC_DATASETS.values())
+
+
+def test_local_enwik8_of_the_wrong_size(tmp_path: Path) -> None:
+    (tmp_path / "enwik8").write_bytes(b"x" * 100)
+    with pytest.raises(DataError, match="expected 100000000"):
+        load_corpus(DataConfig(corpus="enwik8", path=str(tmp_path)))
+
+
+def _small_enwik8(monkeypatch: pytest.MonkeyPatch, folder: Path, data: bytes) -> DataConfig:
+    monkeypatch.setattr(corpora, "ENWIK8", Archive(corpora.ENWIK8.url, "enwik8", len(data)))
+    (folder / "enwik8").write_bytes(data)
+    return DataConfig(corpus="enwik8-xl", path=str(folder))
+
+
+def test_enwik8_xl_drops_line_feeds_as_the_xl_pipeline(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """prep_enwik8.py turns byte 10 into line breaks and encode_file(add_eos=False) drops
+    them; the split is taken on the raw bytes first (90% / 5% / 5%)."""
+    data = (b"ab\ncd" * 36)[:180] + b"a\nb\ncd\n\n\n\n" + b"dcba\n" * 2
+    assert len(data) == 200
+    loaded = load_corpus(_small_enwik8(monkeypatch, tmp_path, data))
+    parts = (data[:180], data[180:190], data[190:])
+    for ids, raw in zip((loaded.train, loaded.valid, loaded.test), parts, strict=True):
+        assert "".join(loaded.vocab.symbols[i] for i in ids.tolist()) == raw.replace(
+            b"\n", b""
+        ).decode("latin-1")
+    assert sorted(loaded.vocab.symbols) == ["a", "b", "c", "d"]
+    raw = load_corpus(DataConfig(corpus="enwik8", path=str(tmp_path)))
+    assert raw.valid.numel() == 10 and len(raw.vocab) == 256
+
+
+def test_enwik8_xl_names_a_byte_training_never_saw(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    config = _small_enwik8(monkeypatch, tmp_path, b"ab" * 90 + b"abbaabbaab" + b"abzzzzzzzz")
+    with pytest.raises(DataError, match="byte 122 of enwik8's test split"):
+        load_corpus(config)
+
+
+def test_a_local_ptb_copy_that_differs(tmp_path: Path) -> None:
+    for split in ("train", "valid", "test"):
+        (tmp_path / f"ptb.{split}.txt").write_text("not the treebank\n")
+    with pytest.raises(DataError, match="SHA-256"):
+        load_corpus(DataConfig(corpus="ptb-word", path=str(tmp_path)))
+
+
+def test_a_music_file_in_the_data_folder_is_checked(tmp_path: Path) -> None:
+    from scipy.io import savemat
+
+    cells = np.empty((1, 1), dtype=object)
+    cells[0, 0] = np.zeros((3, 88))
+    savemat(tmp_path / "Nottingham.mat", {k: cells for k in music.SPLIT_KEYS})
+    with pytest.raises(DataError, match="SHA-256"):
+        music.load_music("nottingham", data_dir=tmp_path)
+
+
+def test_a_checksum_mismatch_discards_the_download(tmp_path: Path) -> None:
+    source = tmp_path / "source.bin"
+    source.write_bytes(b"payload")
+    dest = tmp_path / "cache" / "file.bin"
+    with pytest.raises(DataError, match="checksum mismatch"):
+        fetch(source.as_uri(), "0" * 64, dest)
+    assert not dest.exists() and list(dest.parent.iterdir()) == []
+    good = hashlib.sha256(b"payload").hexdigest()
+    assert fetch(source.as_uri(), good, dest).read_bytes() == b"payload"
+
+
+def test_a_failed_extraction_leaves_no_partial_folder(tmp_path: Path) -> None:
+    target = tmp_path / "corpus"
+    with pytest.raises(DataError), staged_folder(target) as tmp:
+        (tmp / "half.txt").write_text("partial")
+        raise DataError("interrupted")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_fetch_file_url_checked_and_cached(tmp_path: Path) -> None:
+    source = tmp_path / "source.bin"
+    payload = b"corpus bytes " * 100
+    source.write_bytes(payload)
+    digest = hashlib.sha256(payload).hexdigest()
+    dest = tmp_path / "cache" / "copy.bin"
+    assert fetch(source.as_uri(), digest, dest) == dest
+    assert dest.read_bytes() == payload and sha256_of(dest) == digest
+    source.unlink()  # a second fetch must not need the source: the checked file is cached
+    assert fetch(source.as_uri(), digest, dest) == dest
+    assert dest.read_bytes() == payload
+    assert sorted(p.name for p in dest.parent.iterdir()) == ["copy.bin"]
+
+
+def test_fetch_wrong_checksum_leaves_nothing(tmp_path: Path) -> None:
+    source = tmp_path / "source.bin"
+    source.write_bytes(b"tampered")
+    dest = tmp_path / "cache" / "copy.bin"
+    with pytest.raises(DataError, match="checksum mismatch"):
+        fetch(source.as_uri(), "0" * 64, dest)
+    assert not dest.exists()
+    assert list(dest.parent.iterdir()) == []  # no partial download left behind
+
+
+def test_fetch_replaces_a_corrupt_cached_file(tmp_path: Path) -> None:
+    source = tmp_path / "source.bin"
+    source.write_bytes(b"good")
+    dest = tmp_path / "copy.bin"
+    dest.write_bytes(b"corrupt")
+    fetch(source.as_uri(), hashlib.sha256(b"good").hexdigest(), dest)
+    assert dest.read_bytes() == b"good"
+
+
+def test_fetch_unreachable_source_is_a_data_error(tmp_path: Path) -> None:
+    dest = tmp_path / "copy.bin"
+    with pytest.raises(DataError, match="could not download"):
+        fetch((tmp_path / "missing.bin").as_uri(), None, dest)
+    assert not dest.exists()

@@ -1,0 +1,54 @@
+"""Report figures (``report/figures.py``): every figure written as PNG and SVG, the SVG the
+same bytes when drawn again, and a missing matplotlib named as its extra."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from highway_transformer.errors import MissingExtra
+from highway_transformer.report.figures import (
+    plot_convergence,
+    plot_gate_heatmaps,
+    plot_pca,
+    pyplot,
+)
+
+pytest.importorskip("matplotlib")
+
+CURVES = {
+    "plain": {"train": {"loss": [(10, 1.0, 2.0), (20, 2.0, 1.5)]},
+              "valid": {"loss": [(10, 1.0, 2.1)], "bpc": [(10, 1.0, 3.0)]}},
+    "gated": {"train": {"loss": [(10, 1.1, 1.9), (20, 2.1, 1.4)]}},
+}  # fmt: skip
+
+
+def test_a_figure_is_written_as_png_and_the_same_svg_again(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    first = plot_convergence(CURVES, "bpc", "step", tmp_path / "a" / "curves", "Table 1")
+    again = plot_convergence(CURVES, "bpc", "step", tmp_path / "b" / "curves", "Table 1")
+    assert [p.name for p in first] == ["curves.png", "curves.svg"]
+    assert first[0].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert first[1].read_bytes() == again[1].read_bytes()  # no dates, stable ids
+    assert b"<svg" in first[1].read_bytes()
+    timed = plot_convergence(CURVES, "ppl", "time", tmp_path / "a" / "timed")
+    assert all(p.is_file() for p in timed)
+
+
+def test_gate_heatmaps_and_the_pca_scatter_are_drawn(tmp_path: Path) -> None:
+    matrices = {"attn": ([1, 2], np.array([[0.1, -0.2], [0.0, 0.3]])),
+                "ffn": ([1], np.zeros((1, 2)))}  # fmt: skip
+    heat = plot_gate_heatmaps(matrices, tmp_path / "heat", "b1")
+    coords = np.array([[0.0, 1.0], [1.0, 0.0], [0.5, 0.5]])
+    pca = plot_pca(coords, ["a", "a", "b"], ["attn", "ffn", "attn"], [1, 1, 2], tmp_path / "pca")
+    assert all(p.is_file() and p.stat().st_size > 0 for p in (*heat, *pca))
+
+
+def test_without_matplotlib_the_report_extra_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    with pytest.raises(MissingExtra, match=r"highway-transformer\[report\]"):
+        pyplot()

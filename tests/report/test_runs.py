@@ -1,0 +1,122 @@
+"""Reading run folders for the report (``report/runs.py``): what a folder holds and what it
+lacks noted as problems, only numbers kept, runs found beneath a root, grouped in registry
+order, one table per report, and the facts of each run."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from highway_transformer.errors import ConfigError
+from highway_transformer.report.runs import (
+    check_one_table,
+    find_run_dirs,
+    group_runs,
+    load_run,
+    number,
+    portable_path,
+    run_facts,
+)
+
+MakeRun = Callable[..., Path]
+CURVE = [2.0, 1.5, 1.2, 1.1]
+
+
+def test_a_finished_run_reads_whole_with_its_registry_facts(
+    tmp_path: Path, make_run: MakeRun
+) -> None:
+    run = load_run(make_run(tmp_path, "ht-table1/t-l3+tanh", CURVE, 1.6, 1.5, 100.0, seed=2))
+    assert (run.name, run.seed, run.problems, run.progress) == ("ht-table1/t-l3+tanh", 2, [], None)
+    assert run.experiment["baseline"] == "ht-table1/t-l3"  # filled from the registry
+    assert run.experiment["overrides"] == [] and not run.gated  # its config.yaml: gate none
+    assert run.results["valid"]["bpc"] == 1.6 and len(run.records) == 8
+
+
+def test_what_a_folder_lacks_or_garbles_is_noted_not_fatal(
+    tmp_path: Path, make_run: MakeRun
+) -> None:
+    folder = make_run(tmp_path, "ht-table1/t-l3", CURVE, 1.6, 1.5, 100.0)
+    results = json.loads((folder / "results.json").read_text())
+    results["valid"]["bpc"] = "n/a"
+    (folder / "results.json").write_text(json.dumps(results))
+    with (folder / "metrics.jsonl").open("a") as handle:
+        handle.write('{"step": 50, "spl\n[1, 2]\n')
+    (folder / "config.yaml").write_text("model: 3\n")
+    run = load_run(folder)
+    assert run.problems == [
+        "config.yaml is malformed; ignored",
+        "results.json: non-numeric valid figures ignored",
+        "metrics.jsonl: 2 unreadable line(s) skipped (truncated write?)",
+    ]
+    assert "bpc" not in run.results["valid"] and run.config == {}
+
+
+def test_a_run_still_training_has_progress_instead_of_results(
+    tmp_path: Path, make_run: MakeRun
+) -> None:
+    folder = make_run(tmp_path, "ht-table1/t-l3", CURVE, 1.6, 1.5, 100.0)
+    (folder / "results.json").unlink()
+    lines = (folder / "metrics.jsonl").read_text().splitlines()[:4]  # up to step 20 of 40
+    (folder / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+    run = load_run(folder)
+    assert run.progress == (20, 40) and run.results is None
+
+
+def test_an_experiment_file_must_name_its_row(tmp_path: Path) -> None:
+    (tmp_path / "experiment.json").write_text(json.dumps({"seed": 1}))
+    with pytest.raises(ConfigError, match="is missing, unreadable or has no name"):
+        load_run(tmp_path)
+    (tmp_path / "experiment.json").write_text(json.dumps({"name": "x", "seed": "one"}))
+    with pytest.raises(ConfigError, match="seed must be a int, got 'one'"):
+        load_run(tmp_path)
+
+
+def test_run_folders_are_found_beneath_a_root_once(tmp_path: Path, make_run: MakeRun) -> None:
+    a = make_run(tmp_path / "runs", "ht-table1/t-l3", CURVE, 1.6, 1.5, 100.0)
+    b = make_run(tmp_path / "runs", "ht-table1/t-l3+tanh", CURVE, 1.6, 1.5, 100.0)
+    assert find_run_dirs([tmp_path / "runs", a]) == sorted([a.resolve(), b.resolve()])
+    with pytest.raises(ConfigError, match="does not exist"):
+        find_run_dirs([tmp_path / "nowhere"])
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ConfigError, match="holds no experiment.json"):
+        find_run_dirs([tmp_path / "empty"])
+    with pytest.raises(ConfigError, match="give at least one run folder"):
+        find_run_dirs([])
+
+
+def test_runs_group_in_registry_order_and_one_table_per_report(
+    tmp_path: Path, make_run: MakeRun
+) -> None:
+    names = ["ht-table1/t-l3+tanh", "ht-table1/t-l3", "ht-table1/t-l3+sigmoid"]
+    runs = [load_run(make_run(tmp_path, n, CURVE, 1.6, 1.5, 1.0, seed=s))
+            for s in (2, 1) for n in names]  # fmt: skip
+    groups = group_runs(runs)
+    assert list(groups) == ["ht-table1/t-l3", "ht-table1/t-l3+sigmoid", "ht-table1/t-l3+tanh"]
+    assert [r.seed for r in groups["ht-table1/t-l3"]] == [1, 2]
+    assert check_one_table(runs) == ("ht-table1", "small")
+    other = load_run(make_run(tmp_path, "ht-table1/t-l3", CURVE, 1.6, 1.5, 1.0, scale="tiny"))
+    with pytest.raises(ConfigError, match=r"the runs mix scales: small \(6 runs\), tiny \(1 run\)"):
+        check_one_table([*runs, other])
+
+
+def test_run_facts_come_from_the_recorded_metadata(tmp_path: Path, make_run: MakeRun) -> None:
+    folder = make_run(tmp_path, "ht-table1/t-l3", CURVE, 1.6, 1.5, 100.0)
+    assert run_facts(load_run(folder)) == {
+        "threads": None, "device": None, "precision": None, "torch": None,
+        "train_seconds": 100.0, "stretches": None, "rate_changes": None,
+    }  # fmt: skip
+    results = json.loads((folder / "results.json").read_text())
+    results["metadata"] = {"threads": 4, "device": "cpu", "precision": "bf16", "torch": "2.13.0"}
+    (folder / "results.json").write_text(json.dumps(results))
+    facts = run_facts(load_run(folder))
+    assert (facts["threads"], facts["precision"], facts["torch"]) == (4, "bf16", "2.13.0")
+
+
+def test_numbers_and_portable_paths() -> None:
+    assert (number(3), number(2.5), number(float("inf"))) == (3.0, 2.5, float("inf"))
+    assert (number(True), number("1"), number(None)) == (None, None, None)
+    assert portable_path(Path.cwd().resolve() / "results" / "x") == str(Path("results/x"))
+    assert portable_path(Path("/elsewhere/x")) == "/elsewhere/x"

@@ -1,0 +1,37 @@
+"""The experiment commands (``cli_experiments.py``): listing rows, splitting targets from
+overrides, and the options of ``highway run``."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+
+import pytest
+
+from highway_transformer.cli_experiments import parse_run_targets, split_targets
+from highway_transformer.errors import ConfigError
+
+
+def test_cli_lists_rows_and_splits_overrides(
+    capsys: pytest.CaptureFixture[str], experiments_cli: Callable[[list[str]], argparse.Namespace]
+) -> None:
+    args = experiments_cli(["experiments", "ht-table7"])
+    assert args.func(args) == 0
+    out = capsys.readouterr().out
+    assert "ht-table5/l6-xl+sigmoid" in out and "21.87 h" in out and "(baseline)" in out
+    names, overrides = split_targets(["ht-table1", "train.lr=0.5", "ht-table2/rt-l3"])
+    assert (names, overrides) == (["ht-table1", "ht-table2/rt-l3"], ["train.lr=0.5"])
+    with pytest.raises(ConfigError):
+        split_targets(["train.lr=0.5"])
+    argv = ["run", "ht-table1", "data.path=x", "--scale", "tiny", "train.lr=1", "--seeds", "2"]
+    args = parse_run_targets(experiments_cli(argv))
+    assert (args.targets, args.scale, args.seeds, args.jobs) == (
+        ["ht-table1", "data.path=x", "train.lr=1"],
+        "tiny",
+        2,
+        1,
+    )
+    args = parse_run_targets(experiments_cli(["run", "--jobs", "2", "ht-table2"]))
+    assert (args.targets, args.jobs, args.scale) == (["ht-table2"], 2, "small")
+    with pytest.raises(ConfigError, match="unrecognized arguments: --bogus"):
+        parse_run_targets(experiments_cli(["run", "ht-table1", "--bogus"]))
