@@ -64,6 +64,7 @@ FAMILIES: dict[str, Family] = {
         xl_dropouts=True,
     ),
 }
+"""Every family by its ``model.family`` name: the one record that says what the family is."""
 
 
 def family_of(config: ModelConfig) -> Family:
