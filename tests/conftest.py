@@ -276,9 +276,12 @@ def _make_run(
     scale: str = "small",
     table: str | None = None,
     overrides: list[str] | None = None,
+    code: dict | None = None,
 ) -> Path:
-    """A run folder as the runner writes it: experiment.json, config.yaml, metrics, results."""
+    """A run folder as the runner writes it: experiment.json, config.yaml, metrics, results
+    (``code``: the code facts it records; default: this code's)."""
     from highway_transformer.experiments import get_experiment
+    from highway_transformer.runtime.provenance import code_facts
 
     e = get_experiment(name)
     table = table or e.table
@@ -304,6 +307,7 @@ def _make_run(
         "parameters": 1000,
         "valid": {"loss": valid_bpc * LN2, "bpc": valid_bpc, "ppl": 2**valid_bpc},
         "test": {"loss": test_bpc * LN2, "bpc": test_bpc, "ppl": 2**test_bpc},
+        "metadata": dict(code_facts()) if code is None else code,
     }
     (run_dir / "results.json").write_text(json.dumps(results), encoding="utf-8")
     return run_dir

@@ -261,7 +261,7 @@ def test_report_reads_malformed_run_files(files: dict, tmp_path: Path) -> None:
 
 def test_report_of_a_malformed_run_is_written(tmp_path: Path) -> None:
     run = _run_folder(tmp_path, **REPORT_FILES[0], **REPORT_FILES[3], **REPORT_FILES[6])
-    report = write_report([run], tmp_path / "report")
+    report = write_report([run], tmp_path / "report", allow_mixed_code=True)  # code not recorded
     assert report["missing"] and (tmp_path / "report" / "index.md").is_file()
 
 
@@ -279,7 +279,8 @@ def test_report_out_onto_a_file(tmp_path: Path, capsys: pytest.CaptureFixture[st
     run = _run_folder(tmp_path)
     blocker = tmp_path / "blocker"
     blocker.write_text("x")
-    assert "is a file" in run_cli(["report", str(run), "--out", str(blocker)], capsys)
+    argv = ["report", str(run), "--out", str(blocker), "--allow-mixed-code"]  # code not recorded
+    assert "is a file" in run_cli(argv, capsys)
 
 
 def test_errors_are_our_types() -> None:

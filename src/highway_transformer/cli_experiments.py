@@ -140,7 +140,11 @@ def _report(args: argparse.Namespace) -> int:
     if args.data_path and not args.baselines:
         raise ConfigError("--data-path is where --baselines reads the data; pass --baselines too")
     report = write_report(
-        args.run_dirs, args.out, baselines=args.baselines, data_path=args.data_path
+        args.run_dirs,
+        args.out,
+        baselines=args.baselines,
+        data_path=args.data_path,
+        allow_mixed_code=args.allow_mixed_code,
     )
     print(f"report written to {Path(args.out) / 'index.md'} ({len(report['runs'])} runs)")
     if report["missing"]:
@@ -187,6 +191,12 @@ def add_commands(subparsers: Any) -> None:
         "--data-path", "--data-dir", dest="data_path",
         help="with --baselines: where the runs' data lives now",
     )  # fmt: skip
+    p.add_argument(
+        "--allow-mixed-code",
+        action="store_true",
+        help="write the report although its runs did not all record one version of the code "
+        "(the report says so at its top)",
+    )
     p.set_defaults(func=_report)
 
     p = subparsers.add_parser(

@@ -180,7 +180,7 @@ def test_missing_and_truncated_metrics_are_listed(table1: Path, tmp_path: Path) 
     lines = (sigmoid / "metrics.jsonl").read_text(encoding="utf-8").splitlines()
     (sigmoid / "metrics.jsonl").write_text("\n".join(lines[:-1]) + "\n" + lines[-1][:20])
     (sigmoid / "results.json").unlink()
-    report = write_report([table1], tmp_path / "report")
+    report = write_report([table1], tmp_path / "report", allow_mixed_code=True)
     missing = report["missing"]
     assert "ht-table1/t-l3+tanh seed 1: metrics.jsonl missing: no curves" in missing
     assert any("seed 2: metrics.jsonl: 1 unreadable line" in m for m in missing)
@@ -374,7 +374,7 @@ def test_seconds_compare_only_runs_of_one_kind_of_machine(table1: Path, tmp_path
     runs = sorted(p.parent for p in table1.rglob("results.json"))
     for run_dir in runs:  # other hosts, the same kind of machine: time compares
         _trained_on(run_dir, "AVX2")
-    report = write_report([table1], tmp_path / "same")
+    report = write_report([table1], tmp_path / "same", allow_mixed_code=True)
     assert report["machines"]["time_comparable"] is True
     assert len(report["machines"]["runs_by_machine"]) == 1
     accel = {r["name"]: r for r in report["acceleration"]["valid"]["rows"]}
@@ -384,7 +384,7 @@ def test_seconds_compare_only_runs_of_one_kind_of_machine(table1: Path, tmp_path
     # the σ seed-2 run resumed on an AVX512 CPU: seconds no longer compare across rows
     sigmoid2 = next(p for p in runs if "sigmoid" in str(p) and p.name == "seed2")
     _trained_on(sigmoid2, "AVX2", "AVX512")
-    report = write_report([table1], tmp_path / "mixed")
+    report = write_report([table1], tmp_path / "mixed", allow_mixed_code=True)
     machines = report["machines"]
     assert machines["time_comparable"] is False
     by_machine = machines["runs_by_machine"]
@@ -408,7 +408,8 @@ def test_seconds_compare_only_runs_of_one_kind_of_machine(table1: Path, tmp_path
     assert "| ht-table1/t-l3+sigmoid | 30 (40) | yes | — (—) | — |" in index
     assert report["figures"]["convergence_time"] == [] and "convergence vs time" not in index
     assert (tmp_path / "same" / "convergence_time.png").is_file()
-    report = write_report([table1], tmp_path / "same")  # rewritten untimed: no stale figure
+    # rewritten untimed: no stale figure
+    report = write_report([table1], tmp_path / "same", allow_mixed_code=True)
     assert not list((tmp_path / "same").glob("convergence_time.*"))
 
 
@@ -433,7 +434,7 @@ def test_report_json_holds_per_seed_values_paired_intervals_and_metadata(
     from highway_transformer.report.report import write_report
 
     _report_runs(tmp_path / "runs", with_metadata=True, make_run=make_run)
-    report = write_report([tmp_path / "runs"], tmp_path / "report")
+    report = write_report([tmp_path / "runs"], tmp_path / "report", allow_mixed_code=True)
     rows = {r["name"]: r for r in report["paper_table"]}
     gated = rows["ht-table1/t-l3+sigmoid"]
     assert gated["per_seed"]["2"]["eval_bpc"] == pytest.approx(1.55)

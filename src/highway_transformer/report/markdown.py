@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .code import code_markdown
 from .machines import machines_markdown
 from .runs import METADATA_KEYS, number
 from .tables import PERCENT_METRICS, better_word, higher_is_better
@@ -439,6 +440,7 @@ def index_markdown(report: dict[str, Any]) -> str:
         "published figures.",
         "",
         *in_progress_markdown(report.get("in_progress", [])),
+        *code_markdown(report.get("code", {"one_code": True})),
         *machines_markdown(report["machines"]),
         "## Results (paper format)",
         "",

@@ -30,7 +30,9 @@ table at one scale and writes:
   per-layer, per-sublayer vectors (Figure 14);
 * ``index.md`` tying it together and ``report.json`` with every number and figure.
 
-Runs with missing or truncated files are reported with what they have; what is missing is
+Runs are compared only when they were all trained by one recorded version of the code
+(:mod:`.code`; ``allow_mixed_code`` writes the report anyway, saying so at its top). Runs
+with missing or truncated files are reported with what they have; what is missing is
 listed in ``index.md`` and ``report.json``. A run still training (no ``results.json``, metrics
 short of ``max_steps``) is no result: it is listed as in progress and left out of every
 number and figure, so a table reported part-way compares finished runs only.
@@ -52,6 +54,7 @@ from ..experiments.registry import CONTRASTS, PAPER_FIGURES, TABLES
 from ..experiments.scale import SCALES, describe_scale
 from ..files import make_folder
 from .annealing import before_annealing
+from .code import describe_groups, runs_by_code
 from .figures import plot_convergence, plot_gate_heatmaps, plot_pca
 from .gates import bias_matrices, load_gate_biases, pca_embedding, split_name
 from .machines import runs_by_machine
@@ -163,11 +166,13 @@ def write_report(
     out_dir: str | Path,
     baselines: bool = False,
     data_path: str | None = None,
+    allow_mixed_code: bool = False,
 ) -> dict[str, Any]:
     """Write the report folder for the runs of one table and scale; return ``report.json``.
 
     ``baselines``: add the lines to beat (:func:`trivial_baselines`, reading the runs' data
-    from ``data_path`` when given, else where the runs read it)."""
+    from ``data_path`` when given, else where the runs read it); ``allow_mixed_code``: write it
+    although the runs did not all record one version of the code (:mod:`.code`)."""
     loaded = [load_run(path) for path in find_run_dirs(run_dirs)]
     table, scale = check_one_table(loaded)
     # A run still training is no result: it is listed, and left out of every figure.
@@ -181,6 +186,14 @@ def write_report(
         raise ConfigError(
             f"none of the {len(loaded)} runs has finished yet (the last logged steps are "
             f"{', '.join(str(r['step']) for r in in_progress)}); resume them with `highway run`"
+        )
+    code = runs_by_code((f"{r.name} seed {r.seed}", r.results) for r in runs)
+    if not code["one_code"] and not allow_mixed_code:
+        raise ConfigError(
+            f"the runs were not all trained by one recorded version of the code "
+            f"({describe_groups(code).replace('*', '')}); a difference between rows could then "
+            "be a change of the code: train them with one version, or pass --allow-mixed-code "
+            "to write the report anyway (it says so at its top)"
         )
     out = make_folder(out_dir, "--out")
     groups = group_runs(runs)
@@ -222,6 +235,7 @@ def write_report(
         "direction": direction_rows(groups, paper_table, acceleration["valid"], metric),
         "time": time_rows(groups, timed),
         "machines": machines,
+        "code": code,
         "gates": gates,
         "missing": [f"{r.name} seed {r.seed}: {p}" for r in runs for p in r.problems],
         "in_progress": in_progress,

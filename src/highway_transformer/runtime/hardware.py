@@ -18,6 +18,7 @@ from pathlib import Path
 import torch
 
 from ..errors import ConfigError
+from .provenance import code_facts
 
 #: /proc/cpuinfo flags that give native (hardware) support of a reduced precision.
 NATIVE_FLAGS = {
@@ -116,7 +117,8 @@ def describe_line(device: torch.device | str = "cpu") -> str:
 
 
 def run_metadata(device: torch.device | str, precision: str) -> dict[str, object]:
-    """What a training run records about where it ran (``results.json``): :func:`describe`
-    plus the precision and the host name."""
-    return {**describe(device), "precision": precision, "host": platform.node()}
+    """What a training run records about where it ran and which code ran it
+    (``results.json``, each stretch of training): :func:`describe`, the precision, the host
+    name and :func:`~.provenance.code_facts`."""
+    return {**describe(device), "precision": precision, "host": platform.node(), **code_facts()}
 

@@ -9,8 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from .provenance import CODE_FACTS
+
 #: Stretch facts that say where or when a stretch ran, not how fast: not part of a machine.
 PLACE_AND_TIME = frozenset({"from_step", "to_step", "seconds", "host", "recorded"})
+#: Nor is the code that ran (a run resumed after a code change ran on the same machine).
+NOT_MACHINE = PLACE_AND_TIME | frozenset(CODE_FACTS)
 
 Machine = tuple[tuple[str, str], ...]  # (fact, value) pairs, sorted; () when not recorded
 
@@ -20,4 +24,4 @@ def machine_of(facts: dict[str, Any]) -> Machine:
     speed (device, CPU, instruction set, threads, precision, torch), in a fixed order."""
     if facts.get("recorded") is False:
         return ()
-    return tuple(sorted((k, str(v)) for k, v in facts.items() if k not in PLACE_AND_TIME))
+    return tuple(sorted((k, str(v)) for k, v in facts.items() if k not in NOT_MACHINE))
