@@ -149,6 +149,13 @@ def test_cli_trains_evaluates_and_generates_with_a_unigram_vocabulary(
     assert (out / "best" / TOKENIZER_FILE).is_file()
     assert cli.main(["eval", str(out), "--split", "test", "--json"]) == 0
     capsys.readouterr()
+    text = tmp_path / "new.txt"  # words the corpus never had: the tokenizer still encodes them
+    text.write_text("the borrowing gate learns about highways.\n", encoding="utf-8")
+    assert cli.main(["eval", str(out), "--file", str(text), "--json"]) == 0
+    scored = json.loads(capsys.readouterr().out)
+    model, _, vocab = load_pretrained(out / "best")
+    tokens = len(vocab.encode_text(text.read_text(encoding="utf-8")))
+    assert (scored["symbols"], scored["oov"], scored["tokens"]) == (tokens, 0, tokens - 1)
     prompt = "the gate "
     assert cli.main(["generate", str(out), "--prompt", prompt, "--tokens", "4",
                      "--temperature", "0", "--device", "cpu"]) == 0  # fmt: skip

@@ -1,8 +1,8 @@
 """Score a whole text file with a trained language model (``highway eval RUN --file TEXT``).
 
 The file is tokenised the way the model's vocabulary was built (characters, PTB-style lines
-with an end-of-line symbol, words, bytes; plain text for a character-PTB model has its
-spaces spelled ``_``) and every symbol of it is a target exactly once:
+with an end-of-line symbol, words, bytes, the saved BPE/unigram tokenizer; plain text for a
+character-PTB model has its spaces spelled ``_``) and every symbol of it is a target exactly once:
 vocabularies with a line-end symbol start from it (a file begins where a line ended), so
 even the first symbol is predicted; without one the first symbol can only be context.
 Symbols outside the vocabulary are counted (and scored as ``<unk>`` where there is one).
@@ -17,7 +17,7 @@ import torch
 
 from ..config import Config
 from ..data.encoding import encode_bytes, line_tokens
-from ..data.vocab import Vocabulary
+from ..data.vocab import SubwordVocabulary, Vocabulary
 from ..errors import DataError
 from ..models.families import memory_policy
 from ..models.generation import spells_spaces
@@ -39,15 +39,19 @@ def file_symbols(text: bytes, vocab: Vocabulary) -> list[str]:
     """The file's symbols at the vocabulary's level (bytes as Latin-1 characters)."""
     if vocab.level == "byte":
         return [chr(b) for b in text]
-    try:
-        decoded = text.decode("utf-8")
-    except UnicodeDecodeError:
-        raise DataError("the file is not UTF-8 text; this model reads text, not bytes") from None
+    decoded = _decoded(text)
     if spells_spaces(vocab) and not spelled_out(decoded):  # plain text for a char-PTB model
         return [s for line in decoded.splitlines() for s in [*"_".join(line.split()), vocab.eos]]
     if vocab.eos is not None:  # PTB word/char formats: whitespace tokens + a line-end symbol
         return line_tokens(decoded, vocab.eos)
     return list(decoded) if vocab.level == "char" else decoded.split()
+
+
+def _decoded(text: bytes) -> str:
+    try:
+        return text.decode("utf-8")
+    except UnicodeDecodeError:
+        raise DataError("the file is not UTF-8 text; this model reads text, not bytes") from None
 
 
 def spelled_out(text: str) -> bool:
@@ -63,6 +67,9 @@ def encode_file(path: str | Path, vocab: Vocabulary) -> tuple[torch.Tensor, int,
         raise DataError(f"cannot read {path}: {exc.strerror}; give a text file") from None
     if vocab.level == "byte":
         ids = encode_bytes(raw)
+        return ids, ids.numel(), 0
+    if isinstance(vocab, SubwordVocabulary):  # the saved tokenizer: every text encodes
+        ids = torch.from_numpy(vocab.encode_text(_decoded(raw)))
         return ids, ids.numel(), 0
     symbols = file_symbols(raw, vocab)
     if not symbols:
