@@ -1,48 +1,30 @@
-"""MkDocs hook: the configuration reference, generated from ``highway config`` at build time.
+"""MkDocs hook: the configuration reference, generated from the config schema at build time.
 
 The page ``config.md`` holds the marker below; it is replaced by one table per config section
-with every key, its default and its meaning, as ``python -m highway_transformer.cli config``
-prints them for the source tree being documented (run in a subprocess: the command line is
-the stable interface, wherever the function behind it lives).
+with every key, its default and its meaning: the rows ``highway config`` prints
+(:func:`highway_transformer.config.keys.config_keys`), read from the source tree being
+documented.
 """
 
 from __future__ import annotations
 
-import os
-import re
-import subprocess
 import sys
 from pathlib import Path
 
 from mkdocs.config.defaults import MkDocsConfig
-from mkdocs.exceptions import PluginError
 from mkdocs.structure.pages import Page
 
 MARKER = "<!-- config-keys -->"
 
 
-def config_output(root: Path) -> str:
-    """What ``highway config`` prints, for the code under ``root/src``."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root / "src"), env.get("PYTHONPATH")]))
-    command = [sys.executable, "-m", "highway_transformer.cli", "config"]
-    done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
-    if done.returncode or not done.stdout.strip():
-        raise PluginError(f"`highway config` failed ({done.returncode}): {done.stderr[-500:]}")
-    return done.stdout
-
-
-def parse(text: str) -> list[tuple[str, str, str]]:
-    """``(key, default, meaning)`` rows of ``highway config``'s aligned columns."""
-    rows = []
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        parts = re.split(r" {2,}", line.strip(), maxsplit=2)
-        if len(parts) < 2:
-            raise PluginError(f"unexpected `highway config` line: {line!r}")
-        rows.append((parts[0], parts[1], parts[2] if len(parts) > 2 else ""))
-    return rows
+def config_rows(root: Path) -> list[tuple[str, str, str]]:
+    """``(key, default, meaning)`` of every config key, for the code under ``root/src``."""
+    sys.path.insert(0, str(root / "src"))
+    try:
+        from highway_transformer.config.keys import config_keys
+    finally:
+        sys.path.pop(0)
+    return [(k, "None" if d is None else repr(d), m) for k, d, m in config_keys()]
 
 
 def _cell(text: str) -> str:
@@ -67,4 +49,4 @@ def on_page_markdown(markdown: str, page: Page, config: MkDocsConfig, **_: objec
     if MARKER not in markdown:
         return markdown
     root = Path(config.config_file_path).resolve().parent
-    return markdown.replace(MARKER, render(parse(config_output(root))))
+    return markdown.replace(MARKER, render(config_rows(root)))

@@ -15,10 +15,8 @@ from ..errors import DataError
 from ..files import read_text
 from .download import sha256_of
 from .encoding import byte_vocabulary, count_words, encode_bytes, encode_chars, encode_words
-from .token_cache import cache_key, cached_splits, vocab_digest
+from .token_cache import SPLITS, cache_key, cached_splits, vocab_digest
 from .vocab import EOS, UNK, SubwordVocabulary, Vocabulary
-
-SPLITS = ("train", "valid", "test")
 
 
 def split_fractions(n: int) -> tuple[int, int]:

@@ -16,13 +16,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..storage import runfolder
+from ..storage.runfolder import PROTOCOL_FILE
 from .registry import Experiment
 from .scale import scale_config
 
 if TYPE_CHECKING:
     from .plan import RunSpec
-
-PROTOCOL_FILE = runfolder.PROTOCOL_FILE
 
 
 def protocol_overrides(experiment: Experiment, scale: str) -> list[str]:
@@ -78,7 +77,7 @@ def needs_protocol(spec: RunSpec, log: Callable[[str], None]) -> bool:
     """HT Table 5: whether a finished row's validation is still to be measured the paper's
     way (once, as soon as it finishes: its ``best/`` weights may be dropped after that);
     a row whose weights are gone says so instead."""
-    if not spec.experiment.eval_overrides or (spec.run_dir / runfolder.PROTOCOL_FILE).is_file():
+    if not spec.experiment.eval_overrides or (spec.run_dir / PROTOCOL_FILE).is_file():
         return False
     if not (spec.run_dir / runfolder.BEST_DIR).is_dir():
         log(f"{spec.experiment.name} seed {spec.seed}: its best/ weights are gone, so its "

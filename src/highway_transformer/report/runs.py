@@ -22,10 +22,8 @@ from ..errors import ConfigError
 from ..experiments.registry import EXPERIMENTS
 from ..files import read_text
 from ..storage import runfolder
+from ..storage.runfolder import EXPERIMENT_FILE, PROTOCOL_FILE
 from .annealing import rate_changes
-
-EXPERIMENT_FILE = runfolder.EXPERIMENT_FILE
-PROTOCOL_FILE = runfolder.PROTOCOL_FILE
 
 
 @dataclass

@@ -21,6 +21,7 @@ from typing import Any, ClassVar
 
 import torch
 from torch import nn
+from torch.nn.parallel import DistributedDataParallel
 
 from ..errors import unknown_choice
 from ..storage.weights import load_weights
@@ -28,7 +29,6 @@ from .world import World
 
 #: Builds a fresh single-process copy of the model (from the config alone).
 Build = Callable[[], nn.Module]
-DataParallel = nn.parallel.DistributedDataParallel
 
 
 class Replicated:
@@ -43,9 +43,10 @@ class Replicated:
         ids = [world.device.index] if world.device.type == "cuda" else None
         # buffers (positions, masks) never change in training: synced once, not every forward
         # (the keyword was renamed in torch 2.13)
-        renamed = "forward_sync_buffers" in inspect.signature(DataParallel.__init__).parameters
+        parameters = inspect.signature(DistributedDataParallel.__init__).parameters
+        renamed = "forward_sync_buffers" in parameters
         keyword = "forward_sync_buffers" if renamed else "broadcast_buffers"
-        return DataParallel(model, device_ids=ids, **{keyword: False})
+        return DistributedDataParallel(model, device_ids=ids, **{keyword: False})
 
     def gradient_sync_off(self, wrapped: nn.Module) -> AbstractContextManager[None]:
         """Backward passes that accumulate gradients locally (no all-reduce): the first
