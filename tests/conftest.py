@@ -277,9 +277,13 @@ def _make_run(
     table: str | None = None,
     overrides: list[str] | None = None,
     code: dict | None = None,
+    comparison: dict | None = None,
+    final_bpc: float | None = None,
 ) -> Path:
     """A run folder as the runner writes it: experiment.json, config.yaml, metrics, results
-    (``code``: the code facts it records; default: this code's)."""
+    (``code``: the code facts it records, default: this code's; ``comparison``: the one
+    frozen in experiment.json, default none, as in runs older than registration;
+    ``final_bpc``: the last checkpoint's whole-split valid bpc, default none recorded)."""
     from highway_transformer.experiments import get_experiment
     from highway_transformer.runtime.provenance import code_facts
 
@@ -291,6 +295,8 @@ def _make_run(
             "metric": e.metric, "baseline": e.baseline, "published": e.published}  # fmt: skip
     if overrides is not None:
         info["overrides"] = overrides
+    if comparison is not None:
+        info["comparison"] = comparison
     (run_dir / "experiment.json").write_text(json.dumps(info), encoding="utf-8")
     config = {"model": {"gate": {"kind": "none"}}, "train": {"max_steps": RUN_STEPS[-1]}}
     (run_dir / "config.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
@@ -309,6 +315,9 @@ def _make_run(
         "test": {"loss": test_bpc * LN2, "bpc": test_bpc, "ppl": 2**test_bpc},
         "metadata": dict(code_facts()) if code is None else code,
     }
+    if final_bpc is not None:
+        figures = {"loss": final_bpc * LN2, "bpc": final_bpc, "ppl": 2**final_bpc}
+        results["final"] = {"step": RUN_STEPS[-1], "valid": figures, "test": figures}
     (run_dir / "results.json").write_text(json.dumps(results), encoding="utf-8")
     return run_dir
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -34,3 +35,58 @@ def test_plan_orders_runs_seed_by_seed(tmp_path: Path, word_corpus: Path) -> Non
         ("ht-table1/t-l3", 2),
         ("ht-table1/t-l3+sigmoid", 2),
     ]
+
+
+def _frozen(spec) -> dict | None:
+    from highway_transformer.experiments.plan import frozen_comparison
+
+    return frozen_comparison(spec)
+
+
+def test_a_new_run_freezes_the_registered_comparison_once(
+    tmp_path: Path, word_corpus: Path
+) -> None:
+    from highway_transformer.experiments.comparisons import registered_comparison
+    from highway_transformer.experiments.plan import write_experiment_file
+
+    spec = plan_runs("ht-table1/t-l3+tanh", tmp_path, "tiny", data_path=word_corpus)[0]
+    write_experiment_file(spec)
+    frozen = _frozen(spec)
+    assert frozen is not None
+    assert frozen["fingerprint"] == registered_comparison("ht-table1").to_json()["fingerprint"]
+    assert "code_sha256" in frozen["registered_with"]
+    edited = {**frozen, "registered_with": {"commit": "earlier"}}
+    path = spec.run_dir / "experiment.json"
+    data = json.loads(path.read_text())
+    data["comparison"] = edited
+    path.write_text(json.dumps(data))
+    write_experiment_file(spec)  # a rewrite (a resume) keeps what was frozen first
+    assert _frozen(spec) == edited
+
+
+def test_a_run_that_trained_unregistered_is_not_registered_afterwards(
+    tmp_path: Path, word_corpus: Path
+) -> None:
+    from highway_transformer.experiments.plan import write_experiment_file
+
+    spec = plan_runs("ht-table1/t-l3", tmp_path, "tiny", data_path=word_corpus)[0]
+    spec.run_dir.mkdir(parents=True)
+    (spec.run_dir / "results.json").write_text("{}")
+    write_experiment_file(spec)
+    assert _frozen(spec) is None
+
+
+def test_a_table_that_froze_another_comparison_is_refused(
+    tmp_path: Path, word_corpus: Path
+) -> None:
+    from highway_transformer.experiments.plan import check_existing, write_experiment_file
+
+    spec = plan_runs("ht-table1/t-l3", tmp_path, "tiny", data_path=word_corpus)[0]
+    write_experiment_file(spec)
+    path = spec.run_dir / "experiment.json"
+    data = json.loads(path.read_text())
+    data["comparison"]["fingerprint"] = "0123456789abcdef"
+    path.write_text(json.dumps(data))
+    (spec.run_dir / "checkpoint").mkdir()  # interrupted: it would resume
+    with pytest.raises(ConfigError, match="froze the comparison 0123456789abcdef"):
+        check_existing(spec)

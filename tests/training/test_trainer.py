@@ -277,6 +277,10 @@ def test_results_score_the_weights_final_weights_names(
     assert losses[6] > min(losses.values())
     expected = losses[6] if weights == "last" else min(losses.values())
     assert results["valid"]["loss"] == pytest.approx(expected, abs=1e-6)
+    # what a registered comparison reads: the last weights, whichever results.json scores
+    assert results["final"]["step"] == 6
+    assert results["final"]["valid"]["loss"] == pytest.approx(losses[6], abs=1e-6)
+    assert set(results["final"]["test"]) == set(results["test"])
 
 
 def test_loss_falls_on_a_tiny_corpus(

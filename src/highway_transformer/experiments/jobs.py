@@ -162,5 +162,3 @@ def stopped_at_checkpoint(number: int, specs: list[RunSpec]) -> TrainingInterrup
         f"{names(specs) or 'no run'} stopped at a checkpoint",
         "the same `highway run` command resumes them and the rows not started",
     )
-
-

@@ -3,8 +3,9 @@ and what ``highway run`` would do with it (``--plan`` prints this, trains nothin
 
 Layout: ``OUT/<table>/<scale>/<row>/seed<N>/`` holding the trainer's run folder
 (``config.yaml``, ``metrics.jsonl``, ``checkpoint/``, ``best/``, ``results.json``) and an
-``experiment.json`` (name, table, scale, seed, published figures). Seed ``N`` trains with
-``train.seed + N - 1``; every row of a table shares the seed.
+``experiment.json`` (name, table, scale, seed, published figures, and the table's registered
+comparison, frozen there before the run first trains: :mod:`.comparisons`). Seed ``N`` trains
+with ``train.seed + N - 1``; every row of a table shares the seed.
 """
 
 from __future__ import annotations
@@ -18,9 +19,11 @@ from typing import Any
 
 from ..config import Config, parse_override
 from ..errors import ConfigError, HighwayError
+from ..runtime.provenance import code_facts
 from ..storage import runfolder
 from ..training.runlock import holder
 from . import estimate
+from .comparisons import registered_comparison
 from .param_match import match_parameters
 from .registry import Experiment, get_experiment, resolve_experiments
 from .scale import describe_scale, get_scale, scale_config
@@ -62,6 +65,7 @@ def experiment_config(
 ) -> Config:
     """The row's preset scaled to ``scale``, then ``data.path`` and overrides, then the seed."""
     from ..validation import build_config  # torch: only when a run is planned
+
     config = scale_config(experiment.config(), scale)
     extra = ([f"data.path={data_path}"] if data_path is not None else []) + list(overrides)
     config = build_config(config, None, extra)
@@ -99,9 +103,38 @@ def plan_runs(
     return specs
 
 
+def _read_experiment(spec: RunSpec) -> dict[str, Any]:
+    path = spec.run_dir / runfolder.EXPERIMENT_FILE
+    try:
+        stored = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return stored if isinstance(stored, dict) else {}
+
+
+def frozen_comparison(spec: RunSpec) -> dict[str, Any] | None:
+    """The comparison the run's ``experiment.json`` froze, or None (none yet, or a run that
+    trained before comparisons were registered)."""
+    frozen = _read_experiment(spec).get("comparison")
+    return frozen if isinstance(frozen, dict) else None
+
+
+def _registration(spec: RunSpec) -> dict[str, Any] | None:
+    """The comparison to record: the one frozen before; for a run not started yet, the
+    registry's now, with the code that registers it; for an older run that trained without
+    one, none (it was not registered before it trained)."""
+    frozen = frozen_comparison(spec)
+    if frozen is not None or spec.finished or spec.interrupted:
+        return frozen
+    registered = registered_comparison(spec.experiment.table).to_json()
+    return {**registered, "registered_with": dict(code_facts())}
+
+
 def write_experiment_file(spec: RunSpec) -> Path:
-    """``experiment.json``: what the run reproduces and the published figures."""
+    """``experiment.json``: what the run reproduces, the published figures and the table's
+    registered comparison (frozen: a rewrite keeps the one recorded first)."""
     e = spec.experiment
+    comparison = _registration(spec)
     info: dict[str, Any] = {
         "name": e.name,
         "table": e.table,
@@ -120,6 +153,8 @@ def write_experiment_file(spec: RunSpec) -> Path:
         "match_params_of": e.match_params_of,
         "description": e.description,
     }
+    if comparison is not None:
+        info["comparison"] = comparison
     spec.run_dir.mkdir(parents=True, exist_ok=True)
     path = spec.run_dir / runfolder.EXPERIMENT_FILE
     path.write_text(json.dumps(info, indent=2, ensure_ascii=False), encoding="utf-8")
@@ -170,11 +205,28 @@ def _check_same_config(spec: RunSpec) -> None:
         )
 
 
+def _check_same_comparison(spec: RunSpec) -> None:
+    """Refuse to train or resume a run whose table froze another comparison than the one
+    registered now: its verdicts would be decided by a rule changed after runs began."""
+    frozen = frozen_comparison(spec)
+    if frozen is None:
+        return
+    now = registered_comparison(spec.experiment.table).to_json()["fingerprint"]
+    if frozen.get("fingerprint") != now:
+        raise ConfigError(
+            f"{spec.run_dir} froze the comparison {frozen.get('fingerprint')} of "
+            f"{spec.experiment.table} before it trained; the registry now registers {now}: "
+            "finish and report those runs with the code that registered it, or pass another --out"
+        )
+
+
 def check_existing(spec: RunSpec) -> None:
-    """A finished or interrupted run folder must hold this request's run."""
+    """A finished or interrupted run folder must hold this request's run, registered under
+    the comparison registered now."""
     if spec.finished or spec.interrupted:
         _check_same_overrides(spec)
         _check_same_config(spec)
+        _check_same_comparison(spec)
 
 
 @dataclass(frozen=True)
@@ -189,6 +241,7 @@ class RunState:
 def run_state(spec: RunSpec) -> RunState:
     """The run's state, after the same checks ``highway run`` makes before it trains."""
     from ..training.checkpoint import checkpoint_step  # torch: only for a resumable run
+
     check_existing(spec)
     total = spec.config.train.max_steps
     if spec.finished:
@@ -250,5 +303,3 @@ def _estimate(specs: list[RunSpec], states: list[RunState], jobs: int) -> str:
 def threads_per_job(jobs: int) -> int:
     """CPU threads each of ``jobs`` rows training at once gets (the cores shared out)."""
     return max(1, (os.cpu_count() or 1) // jobs)
-
-

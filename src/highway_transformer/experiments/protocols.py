@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 def protocol_overrides(experiment: Experiment, scale: str) -> list[str]:
     """The row's eval overrides at ``scale`` (lengths scaled as the scale scales them)."""
     from ..validation import build_config  # torch: only when a row is measured
+
     config = scale_config(
         build_config(experiment.config(), None, list(experiment.eval_overrides)), scale
     )

@@ -86,5 +86,3 @@ def _measure_finished(specs: list[RunSpec], log: Callable[[str], None]) -> None:
         if spec.finished and needs_protocol(spec, log):
             measure_protocol(spec.run_dir, spec.experiment, spec.scale, spec.config.train.device)
             log(measured_line(spec))
-
-

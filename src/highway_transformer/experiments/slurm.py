@@ -65,5 +65,3 @@ def run_submitted(
             f"{len(failed)} job(s) failed: {failed_names}; see train.log in their run folders and "
             f"the job logs in {folder}"
         )
-
-

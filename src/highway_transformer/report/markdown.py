@@ -94,6 +94,48 @@ def direction_markdown(rows: list[dict[str, Any]], metric: str) -> list[str]:
     return lines
 
 
+def primary_markdown(primary: dict[str, Any] | None, metric: str) -> list[str]:
+    """The registered comparison and its verdicts: the report's only verdicts."""
+    if primary is None:
+        return []
+    lines = ["## Verdicts: the registered comparison", ""]
+    if primary["comparison"] is None:
+        return [*lines, f"**No verdict**: {primary['note']}.", ""]
+    fingerprint = primary["comparison"]["fingerprint"]
+    lines += [
+        f"Rule ({primary['status']}, fingerprint `{fingerprint}`): {primary['rule']}. "
+        f"{primary['note'][0].upper()}{primary['note'][1:]}.",
+        "",
+        "Only this section decides a verdict. Everything after it (the best checkpoint, "
+        "curves, steps to targets, values before annealing) is **exploratory**: it "
+        "describes the runs but was not fixed before them.",
+        "",
+    ]
+    if not primary["rows"]:
+        return [*lines, "No registered pair has both of its rows among these runs.", ""]
+    d = 4 if metric == "bpc" else 2
+    lines += [
+        f"| claim | row − against, {metric} per seed | mean [95% t-interval] | Δ | paper Δ "
+        "| scored | verdict |",
+        "| --- | --- | --- | ---: | ---: | --- | --- |",
+    ]
+    better_higher = higher_is_better(metric)
+    for row in primary["rows"]:
+        paired = row["paired"]
+        per_seed = "—" if paired is None else _seed_values(paired["per_seed"], d, sign=True)
+        lines.append(
+            "| " + " | ".join([
+                row["claim"], per_seed, _fmt_interval(paired, d),
+                _fmt_change(row["change_pct"], better_higher),
+                _fmt_change(row["published_change_pct"], better_higher)
+                + (f" ({row['published_split']})" if row.get("published_split") not in
+                   (None, primary["comparison"]["split"]) else ""),
+                "; ".join(row["sources"]), f"**{row['verdict']}**",
+            ]) + " |"
+        )  # fmt: skip
+    return [*lines, ""]
+
+
 def _fmt(value: float | None, digits: int = 4) -> str:
     return "—" if value is None else f"{value:.{digits}f}"
 
@@ -200,7 +242,7 @@ def contrasts_markdown(contrasts: list[dict[str, Any]], metric: str) -> list[str
         return []
     d = 4 if metric == "bpc" else 2
     lines = [
-        "## Row against row",
+        "## Row against row (exploratory)",
         "",
         "Claims that compare two rows other than the baseline: Δ is *row − other*, seed by "
         "seed, then averaged, with its 95% Student-t interval (*lower*: the row is below the "
@@ -293,7 +335,7 @@ def before_annealing_markdown(table: dict[str, Any] | None) -> list[str]:
     metric = table["metric"]
     digits = 4 if metric == "bpc" else 2
     lines = [
-        "## Before either run annealed",
+        "## Before either run annealed (exploratory)",
         "",
         "The rate is annealed on validation: once either run's rate has changed, a row and "
         "its baseline differ in their rate as well as their model. Here each row is set "
@@ -442,14 +484,15 @@ def index_markdown(report: dict[str, Any]) -> str:
         *in_progress_markdown(report.get("in_progress", [])),
         *code_markdown(report.get("code", {"one_code": True})),
         *machines_markdown(report["machines"]),
-        "## Results (paper format)",
+        *primary_markdown(report.get("primary"), m),
+        "## Results (paper format, exploratory)",
         "",
         *protocols_markdown(report["paper_table"], m),
         *uneven_seeds_note(report["paper_table"]),
         *paper_markdown(report["paper_table"], m),
         "",
         *baselines_markdown(report.get("baselines"), m),
-        "## Seeds and paired differences",
+        "## Seeds and paired differences (exploratory)",
         "",
         "Δ is row minus baseline, seed by seed (rows share their seeds), then averaged; the "
         "interval is the 95% Student-t interval of that mean (*lower* / *higher*: it excludes "
@@ -469,11 +512,11 @@ def index_markdown(report: dict[str, Any]) -> str:
         "",
         *_image_lines(report["figures"]["convergence_time"], "convergence vs time"),
         "",
-        "## Does the paper's direction hold at this scale?",
+        "## Does the paper's direction hold at this scale? (exploratory)",
         "",
         *direction_markdown(report["direction"], m),
         "",
-        "## Convergence acceleration",
+        "## Convergence acceleration (exploratory)",
         "",
         *acceleration_markdown(report["acceleration"]["valid"], "valid"),
         "",

@@ -8,6 +8,8 @@ table at one scale and writes:
   validation loss and bpc/perplexity against steps and training seconds, one line per row
   (the mean over seeds at each logged step; no time figure when the runs trained on several
   kinds of machine, :mod:`.machines`);
+* the table's registered comparison (:mod:`.primary`), which alone decides its verdicts:
+  every other view below is exploratory;
 * the paper-format table (eval = validation split), improvements over the row's baseline
   marked ⇓ with the relative change, the published figures and their change side by side,
   mean ± sample standard deviation over seeds;
@@ -59,6 +61,7 @@ from .figures import plot_convergence, plot_gate_heatmaps, plot_pca
 from .gates import bias_matrices, load_gate_biases, pca_embedding, split_name
 from .machines import runs_by_machine
 from .markdown import index_markdown
+from .primary import primary_comparison
 from .runs import (
     RunRecord,
     check_one_table,
@@ -227,6 +230,7 @@ def write_report(
             }
             for r in runs
         ],
+        "primary": primary_comparison(groups, table),
         "paper_table": paper_table,
         "contrasts": contrast_rows(paper_table, CONTRASTS.get(table, ()), metric),
         "before_annealing": before_annealing(groups, paper_table, metric),

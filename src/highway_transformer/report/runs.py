@@ -110,6 +110,16 @@ def _clean_results(results: dict[str, Any] | None, problems: list[str]) -> dict 
         if len(kept) < len(figures):
             problems.append(f"results.json: non-numeric {split} figures ignored")
         clean[split] = kept
+    final = results.get("final")
+    if isinstance(final, dict):  # the last weights' whole-split scores
+        clean["final"] = {
+            split: {k: number(v) for k, v in final[split].items() if number(v) is not None}
+            for split in ("valid", "test")
+            if isinstance(final.get(split), dict)
+        }
+    elif final is not None:
+        problems.append("results.json: malformed final figures ignored")
+        del clean["final"]
     return clean
 
 

@@ -235,13 +235,23 @@ class Trainer:
             self.model.train(was_training)
 
     def finish(self) -> dict[str, Any]:
-        """Evaluate the best (or with ``train.final_weights=last`` the last) weights on valid
-        and test; write ``results.json``."""
-        best = self.out_dir / runfolder.BEST_DIR
-        if self.config.train.final_weights == "best" and (best / MODEL_FILE).is_file():
-            self.strategy.load_weights(self.model, best, self._build)
+        """Score the last weights on the whole valid and test splits (``final``: what a
+        registered comparison reads), and the ``train.final_weights`` ones (``valid`` /
+        ``test``: the best by default, evaluated again only when they are not the last);
+        write ``results.json``."""
         s = self.state
         s.close_stretch()
+        final = {"step": s.step, "valid": self.evaluate("valid"), "test": self.evaluate("test")}
+        scored = {"valid": final["valid"], "test": final["test"]}
+        best = self.out_dir / runfolder.BEST_DIR
+        best_differs = s.best_step != s.step
+        if (
+            self.config.train.final_weights == "best"
+            and best_differs
+            and (best / MODEL_FILE).is_file()
+        ):
+            self.strategy.load_weights(self.model, best, self._build)
+            scored = {"valid": self.evaluate("valid"), "test": self.evaluate("test")}
         whole = self.strategy.full_model(self.model, self.world, self._build)  # every rank
         results = {
             "name": self.config.name,
@@ -253,8 +263,8 @@ class Trainer:
             "train_tokens": s.items,
             "tokens_per_second": s.items / max(s.elapsed, 1e-9),
             "parameters": sum(p.numel() for p in self.model.parameters() if p.requires_grad),
-            "valid": self.evaluate("valid"),
-            "test": self.evaluate("test"),
+            **scored,
+            "final": final,
             "metadata": run_metadata(self.device, self.config.train.precision),
             "stretches": s.stretches,
             "processes": self.world.size,
