@@ -487,6 +487,10 @@ def index_markdown(report: dict[str, Any]) -> str:
         *primary_markdown(report.get("primary"), m),
         "## Results (paper format, exploratory)",
         "",
+        "Each run's scored weights as `results.json` records them: by default its best "
+        "checkpoint by the periodic validation (which may read part of the split, at a step "
+        "that differs from run to run), scored on the whole valid and test splits.",
+        "",
         *protocols_markdown(report["paper_table"], m),
         *uneven_seeds_note(report["paper_table"]),
         *paper_markdown(report["paper_table"], m),
