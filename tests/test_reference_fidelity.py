@@ -434,6 +434,8 @@ def test_memory_policy_on_a_model_without_memory_is_an_error() -> None:
         ({"model.final_norm": "maybe"}, "final_norm"),
         ({"data.eval_layout": "reference"}, "eval_layout=reference .* model.family=xl"),
         ({"data.eval_layout": "xl"}, "evaluation layout"),
+        ({"data.vocab_splits": "train"}, "vocab_splits applies to data.corpus=enwik8-xl or"),
+        ({"data.vocab_splits": "valid", "data.corpus": "text8"}, "vocabulary splits"),
         (
             {"data.eval_layout": "reference", "model.family": "xl", "data.context": 2},
             "evaluation context is 2",

@@ -40,6 +40,7 @@ from .config import (
     apply_overrides,
 )
 from .data.batching import EVAL_LAYOUTS
+from .data.corpora import COUNTED_VOCABULARIES, VOCAB_SPLITS
 from .errors import CheckpointError, ConfigError, HighwayError, unknown_choice
 from .models.builders import ATTENTIONS, GATEABLE
 from .models.families import Family, family_of
@@ -352,9 +353,16 @@ def _check_gate(config: ModelConfig) -> None:
 
 
 def check_data(d: DataConfig) -> None:
-    """The corpus level, the file-corpus settings, the evaluation layout and the windows."""
+    """The corpus level, the file-corpus settings, the vocabulary splits, the evaluation
+    layout and the windows."""
     _choice("corpus level", d.level, LEVELS)
     check_file_corpus_config(d)
+    _choice("vocabulary splits (data.vocab_splits)", d.vocab_splits, VOCAB_SPLITS)
+    if d.vocab_splits != "auto" and d.corpus not in COUNTED_VOCABULARIES:
+        raise ConfigError(
+            f"data.vocab_splits applies to data.corpus={' or '.join(COUNTED_VOCABULARIES)} "
+            f"(a vocabulary counted from the corpus), not {d.corpus}; remove it"
+        )
     _choice("evaluation layout (data.eval_layout)", d.eval_layout, EVAL_LAYOUTS)
     for ctx_name, len_name in (("context", "seq_len"), ("eval_context", "eval_seq_len")):
         ctx = getattr(d, ctx_name)

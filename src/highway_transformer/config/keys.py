@@ -55,6 +55,7 @@ MEANINGS = {
         "evaluation rows: every scores each target once; reference drops the remainder of "
         "len // eval_batch_size and each row's first target (<= 2B - 2), as the XL code"
     ),
+    "data.vocab_splits": "splits whose symbols the vocabulary counts",
     "train.optimizer": "sgd | adam | adamw",
     "train.lr": "peak learning rate",
     "train.warmup_steps": "linear warm-up steps before the schedule",

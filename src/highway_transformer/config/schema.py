@@ -126,6 +126,7 @@ class DataConfig:
     level: str = "char"  # char | word | byte | bpe | unigram (corpus=file)
     subword_vocab_size: int | None = None  # bpe | unigram: most tokens (None: 1000)
     cache: bool | None = None  # corpus=file: memory-mapped token-id cache (None: on)
+    vocab_splits: str = "auto"  # auto | train | all (enwik8-xl, text8); auto: all, as the XL code
     batch_size: int = 16
     seq_len: int = 400
     context: int = 0

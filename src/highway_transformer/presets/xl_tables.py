@@ -155,7 +155,7 @@ def xl_paper_base(corpus: str) -> Config:
         )
         return config
     config = xl_enwik8(12, GateConfig(), 400_000)
-    config.data.corpus = corpus
+    config.data.corpus = "enwik8-xl" if corpus == "enwik8" else corpus  # as the XL code reads it
     config.source = (
         f"Transformer-XL base {corpus} script: 12L, d 512, 8x64 heads, d_inner 2048, "
         "tgt/mem 512, batch 22, 400k steps, Adam 2.5e-4 cosine"
