@@ -208,6 +208,51 @@ def test_xl_lm_matches_reference_over_three_segments(case: Case) -> None:
         assert P[name].grad.abs().max() > 0, name
 
 
+def lm_ordered_iterator(data: Tensor, bsz: int, bptt: int):
+    """``LMOrderedIterator`` of ``pytorch/data_utils.py`` (``ext_len`` 0), transcribed."""
+    n_step = data.size(0) // bsz
+    data = data.narrow(0, 0, n_step * bsz)
+    data = data.view(bsz, -1).t().contiguous()
+    for i in range(0, data.size(0) - 1, bptt):
+        seq_len = min(bptt, data.size(0) - 1 - i)
+        yield data[i : i + seq_len], data[i + 1 : i + 1 + seq_len], seq_len
+
+
+def reference_evaluate(P: dict, case: Case, ids: Tensor, bsz: int) -> tuple[float, int]:
+    """``evaluate()`` of ``pytorch/eval.py``: the mean of each segment's mean loss weighted by
+    its length, memory carried; also the number of targets it scored."""
+    total_len, total_loss, scored = 0, 0.0, 0
+    mems = [torch.zeros(0, bsz, D, dtype=torch.float64)] * (N_LAYERS + 1)
+    for data, target, seq_len in lm_ordered_iterator(ids, bsz, case.tgt_len):
+        loss, mems = ref_segment(P, case, data, target, mems)
+        total_loss += seq_len * loss.item()
+        total_len += seq_len
+        scored += target.numel()
+    return total_loss / total_len, scored
+
+
+@pytest.mark.parametrize(
+    ("name", "length", "bsz"),
+    [("post-tied-shared", 41, 3), ("post-same-length-filling-mem>tgt-untied-emb", 50, 4),
+     ("pre-no-clamp-untied-all", 23, 1)],
+)  # fmt: skip
+def test_reference_eval_layout_is_the_xl_evaluation(name: str, length: int, bsz: int) -> None:
+    """``data.eval_layout=reference``: the loss and the scored targets of the XL code's
+    evaluation (its iterator, its model, its averaging), float64."""
+    case = CASES[name]
+    torch.manual_seed(0)
+    model = randomised(LanguageModel(xl_config(case)).double()).eval()
+    P = {n: p.detach().clone() for n, p in model.named_parameters()}
+    ids = torch.randint(0, V, (length,), generator=torch.Generator().manual_seed(2))
+    expected, scored = reference_evaluate(P, case, ids, bsz)
+    data = DataConfig(seq_len=case.tgt_len, eval_batch_size=bsz, eval_layout="reference")
+    result = evaluate(model, ids, data)
+    assert result.tokens == scored == bsz * (length // bsz - 1)
+    assert result.loss == pytest.approx(expected, rel=1e-9, abs=0)
+    every = evaluate(model, ids, DataConfig(seq_len=case.tgt_len, eval_batch_size=bsz))
+    assert every.tokens == length - 1  # the default scores every target once
+
+
 def test_same_length_mask_uses_the_configured_memory_length() -> None:
     """First segment, no memory held yet: with M=3 < L=4 each query sees at most 3 keys."""
     case = CASES["pre-clamp-same-length-mem<tgt-untied-uv"]
@@ -387,6 +432,18 @@ def test_memory_policy_on_a_model_without_memory_is_an_error() -> None:
         ({"model.dropout_out": 0.1, "task.name": "copy"}, "language models only"),
         ({"model.layer_norm": "rms"}, "layer_norm.*'rms'; choose one of: rt, torch"),
         ({"model.final_norm": "maybe"}, "final_norm"),
+        ({"data.eval_layout": "reference"}, "eval_layout=reference .* model.family=xl"),
+        ({"data.eval_layout": "xl"}, "evaluation layout"),
+        ({"data.vocab_splits": "train"}, "vocab_splits applies to data.corpus=enwik8-xl or"),
+        ({"data.vocab_splits": "valid", "data.corpus": "text8"}, "vocabulary splits"),
+        (
+            {"data.eval_layout": "reference", "model.family": "xl", "data.context": 2},
+            "evaluation context is 2",
+        ),
+        (
+            {"data.eval_layout": "reference", "model.family": "xl", "task.name": "copy"},
+            "task.name=lm",
+        ),
     ],
 )
 def test_settings_that_do_not_apply_are_errors(overrides: dict, message: str) -> None:

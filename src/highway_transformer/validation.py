@@ -39,6 +39,8 @@ from .config import (
     ModelConfig,
     apply_overrides,
 )
+from .data.batching import EVAL_LAYOUTS
+from .data.corpora import COUNTED_VOCABULARIES, VOCAB_SPLITS
 from .errors import CheckpointError, ConfigError, HighwayError, unknown_choice
 from .models.builders import ATTENTIONS, GATEABLE
 from .models.families import Family, family_of
@@ -351,9 +353,17 @@ def _check_gate(config: ModelConfig) -> None:
 
 
 def check_data(d: DataConfig) -> None:
-    """The corpus level, the file-corpus settings and the window lengths."""
+    """The corpus level, the file-corpus settings, the vocabulary splits, the evaluation
+    layout and the windows."""
     _choice("corpus level", d.level, LEVELS)
     check_file_corpus_config(d)
+    _choice("vocabulary splits (data.vocab_splits)", d.vocab_splits, VOCAB_SPLITS)
+    if d.vocab_splits != "auto" and d.corpus not in COUNTED_VOCABULARIES:
+        raise ConfigError(
+            f"data.vocab_splits applies to data.corpus={' or '.join(COUNTED_VOCABULARIES)} "
+            f"(a vocabulary counted from the corpus), not {d.corpus}; remove it"
+        )
+    _choice("evaluation layout (data.eval_layout)", d.eval_layout, EVAL_LAYOUTS)
     for ctx_name, len_name in (("context", "seq_len"), ("eval_context", "eval_seq_len")):
         ctx = getattr(d, ctx_name)
         length = getattr(d, len_name) or d.seq_len
@@ -399,6 +409,31 @@ def check_task(config: Config) -> None:
         raise ConfigError(
             f"model.dropout_out applies to language models only; remove it for "
             f"task.name={task.name}"
+        )
+    _check_eval_layout(config)
+
+
+def _check_eval_layout(config: Config) -> None:
+    """The reference layout is Transformer-XL's data iterator: an XL language model's,
+    without history-only positions (the XL scripts' ``ext_len`` 0)."""
+    d = config.data
+    if d.eval_layout != "reference":
+        return
+    if config.task.name != "lm":
+        raise ConfigError(
+            "data.eval_layout=reference applies to language models (task.name=lm), not "
+            f"task.name={config.task.name}; remove it"
+        )
+    if not family_of(config.model).memory:
+        raise ConfigError(
+            "data.eval_layout=reference is Transformer-XL's data iterator: it applies to "
+            f"model.family=xl, not {config.model.family}; remove it or use model.family=xl"
+        )
+    context = d.context if d.eval_context is None else d.eval_context
+    if context:
+        raise ConfigError(
+            f"data.eval_layout=reference has no history-only positions but the evaluation "
+            f"context is {context}; set data.eval_context=0 or use data.eval_layout=every"
         )
 
 

@@ -1,5 +1,6 @@
-"""LM batching (``data/batching.py``): evaluation windows count every target once, window bounds
-tile the positions, training rows and their one-line errors."""
+"""LM batching (``data/batching.py``): evaluation windows count every target once (or, in the
+reference layout, those Transformer-XL's iterator scores), window bounds tile the positions,
+training rows and their one-line errors."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ import pytest
 import torch
 
 from highway_transformer.data.batching import (
+    EVAL_LAYOUTS,
     IGNORE,
     eval_rows,
+    reference_eval_rows,
     train_rows,
     window_bounds,
     windows,
@@ -59,6 +62,51 @@ def test_eval_rows_layout() -> None:
     assert inputs[1].tolist() == [4, 5, 6, 7]
     with pytest.raises(DataError, match="at least 2 tokens"):
         eval_rows(torch.arange(1), 4)
+
+
+def lm_ordered_iterator(data: torch.Tensor, bsz: int, bptt: int):
+    """Transformer-XL's ``LMOrderedIterator`` (``pytorch/data_utils.py``, ``ext_len`` 0)
+    transcribed: ``(data, target)`` of each step, ``[seq_len, bsz]``."""
+    n_step = data.size(0) // bsz
+    data = data.narrow(0, 0, n_step * bsz)
+    data = data.view(bsz, -1).t().contiguous()
+    for i in range(0, data.size(0) - 1, bptt):
+        seq_len = min(bptt, data.size(0) - 1 - i)
+        yield data[i : i + seq_len], data[i + 1 : i + 1 + seq_len]
+
+
+@pytest.mark.parametrize(
+    ("length", "batch", "seq_len"),
+    [(2, 1, 5), (17, 1, 5), (33, 4, 8), (39, 4, 8), (101, 7, 9), (64, 5, 100), (8, 4, 3)],
+)
+def test_reference_layout_is_the_xl_iterator(length: int, batch: int, seq_len: int) -> None:
+    ids = torch.arange(1000, 1000 + length)
+    inputs, targets = reference_eval_rows(ids, batch)
+    ours = list(windows(inputs, targets, seq_len, 0, memory=True))
+    theirs = list(lm_ordered_iterator(ids, batch, seq_len))
+    assert len(ours) == len(theirs)
+    for window, (data, target) in zip(ours, theirs, strict=True):
+        assert window.loss_start == 0
+        assert torch.equal(window.inputs, data.t()) and torch.equal(window.targets, target.t())
+    scored = [t for _, target in theirs for t in target.flatten().tolist()]
+    n_step = length // batch
+    assert len(scored) == len(set(scored)) == batch * (n_step - 1)
+    unscored = set(ids[1:].tolist()) - set(scored)
+    # each row's first token and the remainder: at most 2B - 2 of the length - 1 targets
+    assert len(unscored) == length - 1 - batch * (n_step - 1) <= 2 * batch - 2
+    assert unscored == {1000 + r * n_step for r in range(1, batch)} | set(
+        range(1000 + batch * n_step, 1000 + length)
+    )
+
+
+def test_every_layout_is_the_default_and_scores_every_target() -> None:
+    assert list(EVAL_LAYOUTS) == ["every", "reference"]
+    ids = torch.arange(1000, 1039)
+    inputs, targets = EVAL_LAYOUTS["every"](ids, 4)
+    scored = [y for w in windows(inputs, targets, 8, 0, memory=True) for y in w.targets.flatten()]
+    assert sorted(int(y) for y in scored if y != IGNORE) == ids[1:].tolist()
+    with pytest.raises(DataError, match="at least 2 tokens per row"):
+        reference_eval_rows(torch.arange(7), 4)
 
 
 def test_window_bounds() -> None:

@@ -8,11 +8,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from highway_transformer.config import DataConfig
 from highway_transformer.data import corpora, images, music
 from highway_transformer.data.corpora import Archive, load_corpus
 from highway_transformer.data.download import fetch, sha256_of, staged_folder
+from highway_transformer.data.vocab import Vocabulary
 from highway_transformer.errors import DataError
 
 
@@ -59,12 +61,57 @@ def test_enwik8_xl_drops_line_feeds_as_the_xl_pipeline(
     assert raw.valid.numel() == 10 and len(raw.vocab) == 256
 
 
-def test_enwik8_xl_names_a_byte_training_never_saw(
+#: 180 training bytes of a and b; y occurs in valid only, z in test only.
+ONLY_LATER = b"ab" * 90 + b"abbaabyaab" + b"abzzzzzzzz"
+
+
+def test_enwik8_xl_vocabulary_counts_every_split_as_the_xl_corpus(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    config = _small_enwik8(monkeypatch, tmp_path, b"ab" * 90 + b"abbaabbaab" + b"abzzzzzzzz")
-    with pytest.raises(DataError, match="byte 122 of enwik8's test split"):
-        load_corpus(config)
+    """``Corpus.__init__`` counts train.txt, valid.txt and test.txt of enwik8: a byte that
+    occurs only in valid or test is a symbol, ordered by its count over the three."""
+    config = _small_enwik8(monkeypatch, tmp_path, ONLY_LATER)
+    loaded = load_corpus(config)
+    assert loaded.vocab.symbols == ["a", "b", "z", "y"]  # 96, 95, 8, 1 occurrences
+    assert loaded.vocab.decode(loaded.test.tolist()) == list("abzzzzzzzz")
+    every = load_corpus(DataConfig(**{**config.__dict__, "vocab_splits": "all"}))
+    assert every.vocab == loaded.vocab and torch.equal(every.test, loaded.test)
+
+
+def test_enwik8_xl_training_split_vocabulary_is_an_option(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """data.vocab_splits=train counts the training bytes only (earlier versions' rule): a
+    byte it never saw is named; a vocabulary saved by such a run still encodes its data."""
+    config = _small_enwik8(monkeypatch, tmp_path, ONLY_LATER)
+    train_only = DataConfig(**{**config.__dict__, "vocab_splits": "train"})
+    with pytest.raises(DataError, match="byte 121 of enwik8's valid split .*vocab_splits=all"):
+        load_corpus(train_only)
+    fitting = b"ab" * 90 + b"b" * 10 + b"ab" * 5  # every byte in training; more b later
+    train_only = DataConfig(**{**_small_enwik8(monkeypatch, tmp_path, fitting).__dict__,
+                               "vocab_splits": "train"})  # fmt: skip
+    saved = tmp_path / "vocab.json"
+    load_corpus(train_only).vocab.save(saved)
+    old = Vocabulary.load(saved)
+    assert old.symbols == ["a", "b"]  # training: 90 each (ties by symbol)
+    now = load_corpus(DataConfig(corpus="enwik8-xl", path=str(tmp_path)))
+    assert now.vocab.symbols == ["b", "a"]  # all three splits: 105 b, 95 a
+    reloaded = load_corpus(DataConfig(corpus="enwik8-xl", path=str(tmp_path)), vocab=old)
+    assert reloaded.vocab is old and old.decode(reloaded.valid.tolist()) == ["b"] * 10
+
+
+def test_text8_vocabulary_counts_every_split_as_the_xl_corpus(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """text8: the same 27 symbols either way (the alphabet is checked); what the splits
+    count decides the order of the ids."""
+    data = b"a" * 150 + b"b" * 20 + b"c" * 30  # training: 150 a, 20 b, 10 c
+    monkeypatch.setattr(corpora, "TEXT8", Archive(corpora.TEXT8.url, "text8", len(data)))
+    (tmp_path / "text8").write_bytes(data)
+    config = DataConfig(corpus="text8", path=str(tmp_path))
+    assert load_corpus(config).vocab.symbols == ["a", "c", "b"]  # 150, 30, 20
+    train_only = DataConfig(**{**config.__dict__, "vocab_splits": "train"})
+    assert load_corpus(train_only).vocab.symbols == ["a", "b", "c"]
 
 
 def test_a_local_ptb_copy_that_differs(tmp_path: Path) -> None:

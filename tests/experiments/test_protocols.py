@@ -38,6 +38,7 @@ XL_ROW = "ht-table5/l6-xl"  # HT Table 5: validation during training at segment 
 )
 def test_the_rows_eval_overrides_scale_with_the_run(scale: str, segment: int, memory: int) -> None:
     assert protocol_overrides(get_experiment(XL_ROW), scale) == [
+        "data.eval_layout=reference",  # train.py validates through LMOrderedIterator too
         f"data.eval_seq_len={segment}",
         f"model.memory.eval_mem_len={memory}",  # 512 + 512 - 128 at the paper's scale
         "model.memory.eval_clamp_len=-1",
@@ -83,6 +84,7 @@ def xl_run(tmp_path_factory: pytest.TempPathFactory, tiny_lm_config: Callable[..
     text = root / "text.txt"
     text.write_text("abcabd abcabe xyzzy. " * 60, encoding="utf-8")
     xl = {"model.family": "xl", "model.attention": "relative", "model.memory.mem_len": 8}
+    xl["data.context"] = 0  # the memory is the history, as in every XL preset
     config = tiny_lm_config(text, **xl, **{"train.max_steps": 2, "train.eval_interval": 2})
     train(config, root / "run", progress=False)
     return root / "run"

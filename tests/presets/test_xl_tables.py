@@ -44,3 +44,12 @@ def test_l6_xl_is_appendix_a3() -> None:
 def test_the_xl_papers_bases_name_their_corpus() -> None:
     for corpus, name in (("enwik8", "enwik8"), ("text8", "text8"), ("wikitext-103", "wt103")):
         assert get_preset(f"xl-paper/{name}-base").data.corpus.startswith(corpus)
+    assert get_preset("xl-paper/enwik8-base").data.corpus == "enwik8-xl"  # as the XL code reads it
+
+
+@pytest.mark.parametrize("name", sorted(xl_tables.PRESETS))
+def test_xl_presets_evaluate_through_the_reference_iterator(name: str) -> None:
+    """eval.py and train.py read valid/test through LMOrderedIterator: the presets' test
+    protocol and the HT Table 5 "eval" protocol use its layout."""
+    assert get_preset(name).data.eval_layout == "reference"
+    assert "data.eval_layout=reference" in xl_tables.DURING_TRAINING_EVAL

@@ -69,3 +69,15 @@ def test_a_checkpoint_of_another_vocabulary_is_refused(config: Config, tmp_path:
         CheckpointError, match=r"trained with another vocabulary \(3 vs 11 symbols\)"
     ):
         task.check_checkpoint(tmp_path)
+
+
+def test_a_counted_vocabulary_names_the_earlier_rule(config: Config, tmp_path: Path) -> None:
+    """enwik8-xl and text8 count all three splits now; a run saved when they counted the
+    training split resumes with data.vocab_splits=train, which the refusal names."""
+    from highway_transformer.data.corpora import load_corpus
+
+    text8 = LMTask(config.replace(**{"data.corpus": "text8"}), CPU, load_corpus(config.data))
+    (tmp_path / "config.json").write_text(text8.config.to_json())
+    Vocabulary(list("xyz"), "char").save(tmp_path / "vocab.json")
+    with pytest.raises(CheckpointError, match=r"this corpus: data.vocab_splits=train\) or"):
+        text8.check_checkpoint(tmp_path)

@@ -51,6 +51,11 @@ MEANINGS = {
     "data.seq_len": "tokens per training window",
     "data.context": "leading positions of each window that are history only (no loss)",
     "data.eval_batch_size": "rows in evaluation",
+    "data.eval_layout": (
+        "evaluation rows: every scores each target once; reference drops the remainder of "
+        "len // eval_batch_size and each row's first target (<= 2B - 2), as the XL code"
+    ),
+    "data.vocab_splits": "splits whose symbols the vocabulary counts",
     "train.optimizer": "sgd | adam | adamw",
     "train.lr": "peak learning rate",
     "train.warmup_steps": "linear warm-up steps before the schedule",

@@ -126,12 +126,14 @@ class DataConfig:
     level: str = "char"  # char | word | byte | bpe | unigram (corpus=file)
     subword_vocab_size: int | None = None  # bpe | unigram: most tokens (None: 1000)
     cache: bool | None = None  # corpus=file: memory-mapped token-id cache (None: on)
+    vocab_splits: str = "auto"  # auto | train | all (enwik8-xl, text8); auto: all, as the XL code
     batch_size: int = 16
     seq_len: int = 400
     context: int = 0
     eval_batch_size: int = 16
     eval_seq_len: int | None = None  # None: as seq_len
     eval_context: int | None = None  # None: as context
+    eval_layout: str = "every"  # every | reference (Transformer-XL's LMOrderedIterator)
     max_train_tokens: int | None = None  # truncate the training stream (scaled-down runs)
     max_eval_tokens: int | None = None  # truncate valid/test (scaled-down runs)
 

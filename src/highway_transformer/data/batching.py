@@ -4,12 +4,17 @@ A split is laid out as ``B`` contiguous rows (``inputs[b, t]`` predicts ``target
 next token). Windows of ``seq_len`` slide along the rows with stride ``seq_len - context``;
 the first ``context`` positions of each window after the first are history only, so every
 target is counted exactly once (HT A.1: sequence length 400, loss on the last 320).
+
+Evaluation has two layouts (:data:`EVAL_LAYOUTS`, ``data.eval_layout``): ``every`` scores
+every target of the split once; ``reference`` is Transformer-XL's ``LMOrderedIterator``, which
+drops the remainder of ``len // B`` and never scores the first token of each of its ``B`` rows
+(at most ``2B - 2`` targets unscored).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import torch
@@ -58,6 +63,30 @@ def eval_rows(ids: Tensor, batch_size: int) -> tuple[Tensor, Tensor]:
     inputs[:n_targets] = ids[:-1]
     targets[:n_targets] = ids[1:]
     return inputs.view(rows, n), targets.view(rows, n)
+
+
+def reference_eval_rows(ids: Tensor, batch_size: int) -> tuple[Tensor, Tensor]:
+    """Transformer-XL's ``LMOrderedIterator`` layout (``pytorch/data_utils.py``).
+
+    ``n = len // B`` tokens per row, the remainder dropped; row ``r`` is ``ids[r*n : (r+1)*n]``
+    and predicts its own tokens ``1 .. n-1``: its first token is an input only.
+    """
+    n = ids.numel() // batch_size
+    if n < 2:
+        raise DataError(
+            f"the reference evaluation layout needs at least 2 tokens per row: {ids.numel()} "
+            f"tokens in data.eval_batch_size={batch_size} rows; lower data.eval_batch_size "
+            "or use data.eval_layout=every"
+        )
+    rows = ids[: n * batch_size].view(batch_size, n)
+    return rows[:, :-1], rows[:, 1:]
+
+
+#: ``data.eval_layout``: how an evaluation split becomes rows of inputs and targets.
+EVAL_LAYOUTS: dict[str, Callable[[Tensor, int], tuple[Tensor, Tensor]]] = {
+    "every": eval_rows,
+    "reference": reference_eval_rows,
+}
 
 
 def window_bounds(

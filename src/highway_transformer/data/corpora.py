@@ -13,8 +13,9 @@ name                what
 ``enwik8``          first 10^8 bytes of Wikipedia, byte level, 90M/5M/5M split
 ``enwik8-xl``       the same as the Transformer-XL pipeline reads it (``prep_enwik8.py``,
                     ``add_eos=False``): every line-feed byte dropped, the vocabulary the
-                    bytes of the training split
-``text8``           cleaned Wikipedia, 27 characters, 90M/5M/5M split
+                    bytes of all three splits (``data.vocab_splits``)
+``text8``           cleaned Wikipedia, 27 characters, 90M/5M/5M split; the vocabulary
+                    counts all three splits (``data.vocab_splits``)
 ``wikitext-103``    WikiText-103 word level (use with adaptive softmax)
 ``file``            any text file (split 90/5/5) or folder with train/valid/test.txt, at
                     ``char``, ``word`` or ``byte`` level or with a ``bpe``/``unigram``
@@ -58,7 +59,7 @@ from .encoding import (
     symbol_table,
 )
 from .user_files import SPLITS, file_corpus_splits, read_corpus_text, split_fractions
-from .vocab import EOS, UNK, Vocabulary
+from .vocab import EOS, UNK, Vocabulary, count_symbols
 
 PTB_URL = "https://www.fit.vutbr.cz/~imikolov/rnnlm/simple-examples.tgz"
 #: SHA-256 of the PTB files (Mikolov's simple-examples/data), checked after extraction.
@@ -90,6 +91,20 @@ class Corpus:
         if name not in SPLITS:
             raise unknown_choice("split", name, SPLITS)
         return getattr(self, name)
+
+
+#: ``data.vocab_splits`` values; ``auto`` counts what the reference code counts.
+VOCAB_SPLITS = ("auto", "train", "all")
+#: The corpora whose vocabulary is counted from a choice of splits. Transformer-XL's ``Corpus``
+#: (``pytorch/data_utils.py``) counts train, valid and test of enwik8 and text8, and so does
+#: ``auto``; ``train`` is the rule of this library's earlier versions.
+COUNTED_VOCABULARIES = ("enwik8-xl", "text8")
+
+
+def vocab_splits(config: DataConfig) -> tuple[str, ...]:
+    """The splits whose symbols the vocabulary of a :data:`COUNTED_VOCABULARIES` corpus
+    counts."""
+    return ("train",) if config.vocab_splits == "train" else SPLITS
 
 
 def _truncate(corpus: Corpus, config: DataConfig) -> Corpus:
@@ -213,36 +228,39 @@ def _hutter(
     if archive.member == "enwik8":
         vocab = vocab or byte_vocabulary()
         return Corpus(archive.member, vocab, *(encode_bytes(part) for part in splits))
-    texts = [part.decode("ascii") for part in splits]
-    vocab = vocab or Vocabulary.build(texts[0], "char")
-    return Corpus(archive.member, vocab, *(encode_chars(text, vocab) for text in texts))
+    texts = dict(zip(SPLITS, (part.decode("ascii") for part in splits), strict=True))
+    if vocab is None:
+        counts = sum((count_symbols(texts[s]) for s in vocab_splits(config)), Counter())
+        vocab = Vocabulary.build(counts, "char")
+    return Corpus(archive.member, vocab, *(encode_chars(texts[s], vocab) for s in SPLITS))
 
 
 def _enwik8_xl(config: DataConfig, vocab: Vocabulary | None, download: bool) -> Corpus:
-    """enwik8 as ``prep_enwik8.py`` and the Transformer-XL ``Vocab`` read it: each split's
+    """enwik8 as ``prep_enwik8.py`` and the Transformer-XL ``Corpus`` read it: each split's
     bytes become whitespace-separated numbers with the line feeds as line breaks, and
-    ``encode_file(..., add_eos=False)`` drops the breaks; the vocabulary counts the
-    training file (no line feed, about 200 symbols)."""
-    splits = [
-        part.replace(b"\n", b"") for part in _hutter_splits(_hutter_file(config, download, ENWIK8))
-    ]
+    ``encode_file(..., add_eos=False)`` drops the breaks; the vocabulary counts the bytes of
+    train, valid and test (no line feed), or of ``data.vocab_splits``."""
+    parts = _hutter_splits(_hutter_file(config, download, ENWIK8))
+    splits = dict(zip(SPLITS, (part.replace(b"\n", b"") for part in parts), strict=True))
     if vocab is None:
-        counts = np.bincount(np.frombuffer(splits[0], dtype=np.uint8), minlength=256)
+        counted = (splits[s] for s in vocab_splits(config))
+        counts = sum(np.bincount(np.frombuffer(p, dtype=np.uint8), minlength=256) for p in counted)
         seen = Counter({chr(byte): int(n) for byte, n in enumerate(counts) if n})
         vocab = Vocabulary.build(seen, "byte")
     table = symbol_table(vocab, 256)
-    parts = []
-    for name, part in zip(SPLITS, splits, strict=True):
+    encoded = []
+    for name, part in splits.items():
         raw = np.frombuffer(part, dtype=np.uint8)
         ids = table[raw]
         if (ids < 0).any():
             byte = raw[ids < 0][0]
             raise DataError(
-                f"byte {byte} of enwik8's {name} split is not in the vocabulary (it never "
-                "occurs in training); use data.corpus=enwik8, which keeps all 256 bytes"
+                f"byte {byte} of enwik8's {name} split is not in the vocabulary of "
+                f"{len(vocab)} symbols; count every split (data.vocab_splits=all) or use "
+                "data.corpus=enwik8, which keeps all 256 bytes"
             )
-        parts.append(torch.from_numpy(ids))
-    return Corpus("enwik8-xl", vocab, *parts)
+        encoded.append(torch.from_numpy(ids))
+    return Corpus("enwik8-xl", vocab, *encoded)
 
 
 def _wikitext103(config: DataConfig, vocab: Vocabulary | None, download: bool) -> Corpus:

@@ -34,6 +34,7 @@ def protocol_overrides(experiment: Experiment, scale: str) -> list[str]:
     d, m = config.data, config.model.memory
     same = "null" if m.eval_same_length is None else str(m.eval_same_length).lower()
     return [
+        f"data.eval_layout={d.eval_layout}",
         f"data.eval_seq_len={d.eval_seq_len}",
         f"model.memory.eval_mem_len={m.eval_mem_len}",
         f"model.memory.eval_clamp_len={m.eval_clamp_len}",

@@ -11,7 +11,8 @@ Every XL preset computes the reference code's model (``pytorch/mem_transformer.p
 the authors' fork keeps): embeddings × √d_model, dropout on ``R`` and on the last hidden
 state (rate ``dropout``), one ``u`` / ``v`` pair shared by all layers (no ``untie_r``), no
 final LayerNorm, ``same_length`` masked from the configured memory length, ``clamp_len`` only
-when > 0. See docs/fidelity.md.
+when > 0. Every evaluation lays the split out as the reference's ``LMOrderedIterator`` does
+(``data.eval_layout=reference``), as ``eval.py`` and ``train.py`` do. See docs/fidelity.md.
 """
 
 from __future__ import annotations
@@ -32,8 +33,10 @@ SOURCE_L6 = (
 # train.py then widens the memory to mem_len + tgt_len - eval_tgt_len = 896 (no clamping, not
 # same_length). HT Table 5's "eval" column is that number; `highway eval RUN --split valid`
 # with these overrides measures it. The test column uses the 80 / 2100 / 820 / same_length
-# protocol of the preset's evaluation settings.
+# protocol of the preset's evaluation settings. Both read the split through the same
+# LMOrderedIterator (10 rows; the first target of each and the remainder unscored).
 DURING_TRAINING_EVAL: tuple[str, ...] = (
+    "data.eval_layout=reference",
     "data.eval_seq_len=128",
     "model.memory.eval_mem_len=896",
     "model.memory.eval_clamp_len=-1",
@@ -81,6 +84,7 @@ def xl_enwik8(n_layers: int, gate: GateConfig, steps: int) -> Config:
         context=0,
         eval_batch_size=10,
         eval_seq_len=80,
+        eval_layout="reference",
     )
     train = TrainConfig(
         optimizer="adam",
@@ -141,7 +145,8 @@ def xl_paper_base(corpus: str) -> Config:
         config.model.memory = MemoryConfig(mem_len=150, eval_mem_len=640, eval_clamp_len=400,
                                            eval_same_length=True)  # fmt: skip
         config.data = DataConfig(corpus="wikitext-103", batch_size=60, seq_len=150,
-                                 eval_batch_size=10, eval_seq_len=64)  # fmt: skip
+                                 eval_batch_size=10, eval_seq_len=64,
+                                 eval_layout="reference")  # fmt: skip
         config.train.warmup_steps = 0
         config.source = (
             "Transformer-XL base WT103 script: 16L, d 410, 10x41 heads, d_inner 2100, "
@@ -150,7 +155,7 @@ def xl_paper_base(corpus: str) -> Config:
         )
         return config
     config = xl_enwik8(12, GateConfig(), 400_000)
-    config.data.corpus = corpus
+    config.data.corpus = "enwik8-xl" if corpus == "enwik8" else corpus  # as the XL code reads it
     config.source = (
         f"Transformer-XL base {corpus} script: 12L, d 512, 8x64 heads, d_inner 2048, "
         "tgt/mem 512, batch 22, 400k steps, Adam 2.5e-4 cosine"

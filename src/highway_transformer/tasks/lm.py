@@ -20,7 +20,7 @@ from torch import Tensor, nn
 from ..config import Config
 from ..data.baselines import corpus_baselines
 from ..data.batching import train_rows, window_bounds
-from ..data.corpora import Corpus, load_corpus
+from ..data.corpora import COUNTED_VOCABULARIES, Corpus, load_corpus
 from ..data.vocab import Vocabulary, read_vocab
 from ..errors import CheckpointError, ConfigError
 from ..models.families import uses_memory
@@ -167,8 +167,11 @@ class LMTask(Task):
     def check_checkpoint(self, folder: Path) -> None:
         saved = read_vocab(folder)  # verified against the manifest
         if saved != self.vocab:
+            # runs saved before data.vocab_splits existed counted the training split only
+            counted = self.config.data.corpus in COUNTED_VOCABULARIES
+            hint = " (an older run of this corpus: data.vocab_splits=train)" if counted else ""
             raise CheckpointError(
                 f"the checkpoint in {folder.parent} was trained with another vocabulary "
                 f"({len(saved)} vs {len(self.vocab)} symbols); resume with the same corpus"
-                " or use a new --out folder"
+                f"{hint} or use a new --out folder"
             )

@@ -1,7 +1,8 @@
 """Language-model evaluation of a token stream: loss in nats, bits per character/byte, perplexity.
 
 Every target token of a split is counted exactly once (see
-:mod:`highway_transformer.data.batching`); Transformer-XL memory is carried along each row.
+:mod:`highway_transformer.data.batching`), or with ``data.eval_layout=reference`` the targets
+Transformer-XL's data iterator scores; Transformer-XL memory is carried along each row.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import torch
 from torch import Tensor
 
 from ..config import DataConfig
-from ..data.batching import IGNORE, eval_rows, windows
+from ..data.batching import EVAL_LAYOUTS, IGNORE, windows
 from ..models.families import memory_policy
 from ..models.lm import LanguageModel
 from ..nn.memory import MemoryPolicy
@@ -68,7 +69,9 @@ def evaluate(
         ids = ids[: max_tokens + 1]
     seq_len = data.eval_seq_len or data.seq_len
     context = data.context if data.eval_context is None else data.eval_context
-    inputs, targets = eval_rows(ids, data.eval_batch_size)
+    inputs, targets = EVAL_LAYOUTS[data.eval_layout](ids, data.eval_batch_size)
+    # the reference iterator's last segment is shorter, also for a model without memory
+    short_last = model.uses_memory or data.eval_layout == "reference"
     mine = world.uneven_rows(inputs.shape[0])
     inputs, targets = inputs[mine], targets[mine]
     if policy is None:
@@ -77,7 +80,7 @@ def evaluate(
     model.eval()
     total, count, memory = 0.0, 0, None
     try:
-        stream = windows(inputs, targets, seq_len, context, model.uses_memory)
+        stream = windows(inputs, targets, seq_len, context, short_last)
         for window in stream if len(inputs) else ():
             x = window.inputs.to(device)
             y = window.targets[:, window.loss_start :].to(device)
