@@ -4,6 +4,7 @@ replacement."""
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 
 import pytest
@@ -111,6 +112,22 @@ def test_cpu_adamw_replaces_every_rows_optimiser(row: str) -> None:
     assert (t.optimizer, t.lr, t.betas, t.weight_decay) == ("adamw", 1e-3, (0.9, 0.99), 0.01)
     assert (t.schedule, t.clip, t.min_lr) == ("cosine", 1.0, 0.0)
     assert t.warmup_steps == round(t.max_steps * 0.02)
+
+
+def test_cpu_modern_is_cpu_adamw_with_pre_ln_and_torch_initialisation() -> None:
+    modern = experiment_config(get_experiment("ht-table1/t-l3+sigmoid"), "cpu-modern")
+    adamw = experiment_config(get_experiment("ht-table1/t-l3+sigmoid"), "cpu-adamw")
+    assert (modern.model.norm, modern.model.final_norm, modern.model.init) == (
+        "pre",
+        "true",
+        "torch",
+    )
+    assert modern.train == adamw.train
+    changed = dataclasses.replace(
+        modern.model, norm="post", final_norm=adamw.model.final_norm, init="uniform"
+    )
+    assert changed == adamw.model  # nothing else moves
+    assert "every model with model.norm=pre" in describe_scale("cpu-modern")
 
 
 def test_cpu_scales_state_their_deviations() -> None:

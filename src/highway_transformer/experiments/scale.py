@@ -59,7 +59,10 @@ valid/test evaluation on the *full* splits. Deviations from the papers, all stat
   Nottingham) keep the published rate;
 * ``cpu-adamw``: every row trained with AdamW (lr 1e-3, betas 0.9 / 0.99, weight decay
   0.01), linear warm-up over 2 % of the steps, cosine decay to 0 and clipping at 1.0 — a
-  modern optimiser, asking whether the claim survives modern training. Not the papers'.
+  modern optimiser, asking whether the claim survives modern training. Not the papers';
+* ``cpu-modern``: ``cpu-adamw`` with the pre-LN block (``model.norm=pre``, with the final
+  LayerNorm pre-LN needs) and PyTorch's default initialisation (``model.init=torch``) in every
+  row: HT Table 1's question under modern training as a whole.
 
 Precision stays fp32 at every scale (``train.precision=bf16`` is an override on CPUs with
 native bf16; runs that differ in precision or thread count are not bit-identical).
@@ -116,6 +119,8 @@ class Scale:
     # optimiser name -> factor on the published learning rate (rows with other optimisers keep it)
     lr_factors: tuple[tuple[str, float], ...] = ()
     optimiser: Optimiser | None = None  # replaces every row's optimiser and schedule
+    # model settings replaced in every row (``cpu-modern``: pre-LN, PyTorch initialisation)
+    model: tuple[tuple[str, object], ...] = ()
     note: str = ""  # what else deviates from the papers, for describe_scale
 
 
@@ -123,6 +128,17 @@ class Scale:
 CPU_SGD_LR_FACTOR = 2.0
 CPU_ADAM_LR_FACTOR = 4.0
 CPU_LR_FACTORS = (("sgd", CPU_SGD_LR_FACTOR), ("adam", CPU_ADAM_LR_FACTOR))
+
+#: What ``cpu-modern`` changes in every model: the pre-LN block (with the final LayerNorm it
+#: needs) and PyTorch's initialisation throughout (no reference-code init settings remain).
+MODERN_MODEL: tuple[tuple[str, object], ...] = (
+    ("model.norm", "pre"),
+    ("model.final_norm", "true"),
+    ("model.init", "torch"),
+    ("model.init_proj_std", None),
+    ("model.init_norm", "ones"),
+    ("model.init_embedding", ""),
+)
 
 CPU = Scale(
     "cpu",
@@ -176,6 +192,9 @@ SCALES: dict[str, Scale] = {
         note=CPU.note + "; a quarter of the cpu scale's steps",
     ),
     "cpu-adamw": replace(CPU, name="cpu-adamw", lr_factors=(), optimiser=ADAMW, note=""),
+    "cpu-modern": replace(
+        CPU, name="cpu-modern", lr_factors=(), optimiser=ADAMW, model=MODERN_MODEL, note=""
+    ),
 }
 
 
@@ -302,6 +321,7 @@ def scale_config(config: Config, scale: str | Scale) -> Config:
         **_length_updates(config, scale),
         **budget,
         **_optimiser_updates(config, scale, budget["train.max_steps"]),
+        **dict(scale.model),
     }
     return validate(config.replace(**updates))
 
@@ -321,6 +341,8 @@ def describe_scale(scale: str | Scale) -> str:
         factors = ", ".join(f"{name} learning rate x{f:g}{narrowed}" for name, f in s.lr_factors)
         optimiser = "optimiser as published" + (f" except {factors}" if factors else "")
     note = f"; {s.note}" if s.note else ""
+    if s.model:
+        note += "; every model with " + ", ".join(f"{k}={v}" for k, v in s.model)
     floor = f" (no narrower than d_model {s.min_d_model})" if s.min_d_model else ""
     return (
         f"{s.name}: width x{s.width:g}{floor}, heads x{s.heads:g}, lengths x{s.length:g}, "
