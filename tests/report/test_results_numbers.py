@@ -120,3 +120,17 @@ def test_the_check_finds_numbers_and_refuses_strangers() -> None:
     allowed = report_numbers({"runs": [{"metadata": {"train_seconds": 7200.0}}], "x": -3.0534})
     assert {"3.1", "3.05", "2.0", "2.00"} <= allowed and "1.92" not in allowed
     assert normalised("−1,757.3%") == "1757.3"
+
+
+def test_the_readme_results_section_numbers_are_the_reports() -> None:
+    """The README's verdict bullets (up to its hand-measured cost figures) quote reports only."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    start = readme.index("## What has been measured, and how far to trust it")
+    body = readme[start : readme.index("- **Cost.**", start)]
+    allowed: set[str] = set()
+    for path in RESULTS.glob("*-cpu*/report.json"):
+        allowed |= report_numbers(json.loads(path.read_text(encoding="utf-8")))
+    missing = [
+        n for n in prose_numbers(body) if n not in CONFIGURATION and normalised(n) not in allowed
+    ]
+    assert not missing, f"README results section: {missing} are in no docs/results report.json"
