@@ -71,8 +71,9 @@ def run_planned(
             "--nproc/--time/--partition apply to submitted jobs; add --launcher slurm"
         )
     log = log or (lambda message: None)
-    for spec in specs:
+    for spec in specs:  # every run checked before any folder is written
         check_existing(spec)
+    for spec in specs:
         if spec.finished:
             write_experiment_file(spec)
             log(f"{spec.experiment.name} seed {spec.seed}: finished, skipped")
