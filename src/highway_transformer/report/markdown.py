@@ -100,8 +100,9 @@ def direction_markdown(rows: list[dict[str, Any]], metric: str, paper: bool = Tr
     return lines
 
 
-def primary_markdown(primary: dict[str, Any] | None, metric: str) -> list[str]:
-    """The registered comparison and its verdicts: the report's only verdicts."""
+def primary_markdown(primary: dict[str, Any] | None, metric: str, paper: bool = True) -> list[str]:
+    """The registered comparison and its verdicts: the report's only verdicts (``paper``:
+    with the published change beside each)."""
     if primary is None:
         return []
     lines = ["## Verdicts: the registered comparison", ""]
@@ -121,21 +122,23 @@ def primary_markdown(primary: dict[str, Any] | None, metric: str) -> list[str]:
         return [*lines, "No registered pair has both of its rows among these runs.", ""]
     d = 4 if metric == "bpc" else 2
     lines += [
-        f"| claim | row − against, {metric} per seed | mean [95% t-interval] | Δ | paper Δ "
-        "| scored | verdict |",
-        "| --- | --- | --- | ---: | ---: | --- | --- |",
+        f"| claim | row − against, {metric} per seed | mean [95% t-interval] | Δ "
+        + ("| paper Δ | scored | verdict |" if paper else "| scored | verdict |"),
+        "| --- | --- | --- | ---: " + ("| ---: | --- | --- |" if paper else "| --- | --- |"),
     ]
     better_higher = higher_is_better(metric)
     for row in primary["rows"]:
         paired = row["paired"]
         per_seed = "—" if paired is None else _seed_values(paired["per_seed"], d, sign=True)
+        published = (
+            _fmt_change(row["published_change_pct"], better_higher)
+            + (f" ({row['published_split']})" if row.get("published_split") not in
+               (None, primary["comparison"]["split"]) else "")
+        )  # fmt: skip
         lines.append(
             "| " + " | ".join([
                 row["claim"], per_seed, _fmt_interval(paired, d),
-                _fmt_change(row["change_pct"], better_higher),
-                _fmt_change(row["published_change_pct"], better_higher)
-                + (f" ({row['published_split']})" if row.get("published_split") not in
-                   (None, primary["comparison"]["split"]) else ""),
+                _fmt_change(row["change_pct"], better_higher), *([published] if paper else []),
                 "; ".join(row["sources"]), f"**{row['verdict']}**",
             ]) + " |"
         )  # fmt: skip
@@ -499,7 +502,7 @@ def index_markdown(report: dict[str, Any]) -> str:
         *in_progress_markdown(report.get("in_progress", [])),
         *code_markdown(report.get("code", {"one_code": True})),
         *machines_markdown(report["machines"]),
-        *primary_markdown(report.get("primary"), m),
+        *primary_markdown(report.get("primary"), m, paper),
         "## Results (paper format, exploratory)" if paper else "## Results (exploratory)",
         "",
         "Each run's scored weights as `results.json` records them: by default its best "
