@@ -150,6 +150,9 @@ def tiny_for(argv: list[str]) -> list[str]:
     elif argv[0] == "run":
         names = [a for a in argv[1:] if not a.startswith("-") and "=" not in a]
         tasks = set().union(*(task_of(n) for n in names)) if names else {"lm"}
+    elif argv[0] == "ab":  # the preset of each --row NAME=SPEC
+        specs = [argv[i + 1].split("=", 1)[1].split() for i, a in enumerate(argv) if a == "--row"]
+        tasks = set().union(*(task_of(s[0]) for s in specs if s and "=" not in s[0])) or {"lm"}
     else:
         tasks = {"lm"}
     return TINY_TRAIN if tasks == {"lm"} else TINY_TASK
@@ -169,7 +172,9 @@ def command_argv(line: str) -> list[str]:
         argv.remove("path/to/mnist")
         argv.remove("--data-path")
         argv.append("task.dataset=digits")
-    tiny = tiny_for(argv) if argv[0] in ("train", "run") else []
+    tiny = tiny_for(argv) if argv[0] in ("train", "run", "ab") else []
+    if argv[0] == "ab":  # the tiny budget for every row; seeds as documented
+        argv = [*argv, *tiny, "--no-progress"]
     if argv[0] == "run":
         argv = [*argv, *tiny, "--no-progress"]
         if any(a.startswith("rt-table1") for a in argv):
@@ -250,6 +255,7 @@ def test_the_documented_commands_did_their_work(outcomes) -> None:
     assert all(any(word in line for line in ran) for word in offline)
     assert (folder / "runs/copy/checkpoint").is_dir()
     assert (folder / "report/index.md").is_file()  # run rt-table1 && report
+    assert (folder / "runs/ab/report/tiny/index.md").is_file()  # highway ab
     if HAS_PTB:
         assert (folder / "reports/t-l3/compare.md").is_file()
         assert any(line.endswith("--plan") for line in ran)

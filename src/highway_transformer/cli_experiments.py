@@ -1,10 +1,12 @@
-"""``highway experiments | run | report | prune``: the papers' tables as named, resumable runs.
+"""``highway experiments | run | report | prune``: the papers' tables as named, resumable runs;
+``highway ab``: your own baseline and variants, run and reported the same way.
 
 highway experiments ht-table1
 highway run ht-table1 --scale small --seeds 3 --jobs 2 --data-path data/ptb --out runs
 highway run ht-table5/l6-xl ht-table5/l6-xl+tanh --scale tiny train.max_steps=50
 highway report runs/ht-table1/small --out reports/ht-table1-small
 highway prune runs/ht-table1/small          # finished runs' weights, once nothing needs them
+highway ab --row "plain=ht-table1/t-l3" --row "tanh=ht-table1/t-l3+tanh" --scale tiny --out runs/ab
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from .errors import ConfigError
-from .experiments.scale import SCALES
+from .experiments.scale import AS_CONFIGURED, SCALES
 
 
 def _log(message: str) -> None:
@@ -63,8 +65,13 @@ def split_targets(items: list[str]) -> tuple[list[str], list[str]]:
 def _run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scale", default="small", help=" | ".join(SCALES) + " (default small)")
     parser.add_argument("--seeds", type=int, default=1, help="seeds per row (default 1)")
-    parser.add_argument("--jobs", type=int, default=1, help="runs trained at once (default 1)")
     parser.add_argument("--out", default="runs", help="root folder (default runs)")
+    _launch_options(parser)
+
+
+def _launch_options(parser: argparse.ArgumentParser) -> None:
+    """The options ``highway run`` and ``highway ab`` share: where and how runs train."""
+    parser.add_argument("--jobs", type=int, default=1, help="runs trained at once (default 1)")
     parser.add_argument(
         "--data-path", "--data-dir", dest="data_path", help="where the corpus lives (data.path)"
     )
@@ -111,9 +118,7 @@ def _run(args: argparse.Namespace) -> int:
         specs = plan_runs(names, args.out, args.scale, args.seeds, args.data_path, overrides)
         print("\n".join(describe_plan(specs, args.jobs, args.launcher)))
         return 0
-    given = {"nproc": args.nproc, "timeout_min": args.time, "partition": args.partition}
-    given = {k: v for k, v in given.items() if v is not None}
-    job = JobSettings(**given) if given else None
+    job = _job_settings(args, JobSettings)
     run_dirs = run_experiments(
         names,
         args.out,
@@ -131,6 +136,47 @@ def _run(args: argparse.Namespace) -> int:
         print(run_dir)
     folders = sorted({str(d.parent.parent) for d in run_dirs})
     print(f"write the report with: highway report {' '.join(folders)} --out REPORT_DIR")
+    return 0
+
+
+def _job_settings(args: argparse.Namespace, settings: Any) -> Any:
+    """The submitted jobs' settings given (``--nproc``, ``--time``, ``--partition``), or None."""
+    given = {"nproc": args.nproc, "timeout_min": args.time, "partition": args.partition}
+    given = {k: v for k, v in given.items() if v is not None}
+    return settings(**given) if given else None
+
+
+def _ab(args: argparse.Namespace) -> int:
+    from .experiments.ab import AB_TABLE, plan_ab
+    from .experiments.plan import describe_plan
+    from .experiments.runner import JobSettings, run_planned
+
+    plan = plan_ab(args.row, args.out, args.scale, args.seeds, args.data_path, args.overrides)
+    if args.plan:
+        print("\n".join(describe_plan(plan.specs, args.jobs, args.launcher)))
+        return 0
+    if args.seeds == 1:
+        print("one seed: no interval and no verdict (give --seeds 2 or more; 3 by default)")
+    run_dirs = run_planned(
+        plan.specs,
+        args.out,
+        jobs=args.jobs,
+        log=_log,
+        progress=not args.no_progress and args.jobs == 1,
+        launcher=args.launcher,
+        job=_job_settings(args, JobSettings),
+    )
+    runs = Path(args.out) / AB_TABLE / args.scale
+    if args.no_report:
+        print(f"write the report with: highway report {runs} --out REPORT_DIR --baselines")
+        return 0
+    from .report.ab import summary_lines
+    from .report.report import write_report
+
+    out = Path(args.out) / "report" / args.scale
+    report = write_report(run_dirs, out, baselines=True, allow_mixed_code=args.allow_mixed_code)
+    print("\n".join(summary_lines(report)))
+    print(f"report: {out / 'index.md'} (runs: {runs})")
     return 0
 
 
@@ -177,6 +223,46 @@ def add_commands(subparsers: Any) -> None:
         "may follow them",
     )
     p.set_defaults(func=_run)
+
+    p = subparsers.add_parser(
+        "ab",
+        help="your own A/B: a baseline and variants over seeds, paired, pre-registered, reported",
+        description="Train a baseline and variants (the first --row is the baseline) over the "
+        "same seeds and data order, freeze the comparison (each variant minus the baseline: "
+        "the task's metric on the whole validation split at the last checkpoint, paired by "
+        "seed, 95% t-interval) into every run before it trains, then write the report and "
+        "print each variant's verdict. Rerunning the command resumes it.",
+    )
+    p.add_argument(
+        "--row",
+        action="append",
+        default=[],
+        metavar="NAME=SPEC",
+        help="a row: NAME (its folder) = SPEC, a preset or a config file, then the row's "
+        'key=value overrides, quoted as one argument ("sigmoid=ht-table1/t-l3 '
+        'model.gate.kind=sdu"); the first --row is the baseline',
+    )
+    p.add_argument(
+        "--scale",
+        default=AS_CONFIGURED,
+        help=f"{AS_CONFIGURED} (default: each row as configured) | " + " | ".join(SCALES),
+    )
+    p.add_argument("--seeds", type=int, default=3, help="seeds per row (default 3)")
+    p.add_argument("--out", default="runs/ab", help="root folder (default runs/ab)")
+    _launch_options(p)
+    p.add_argument("--no-report", action="store_true", help="train only; write no report")
+    p.add_argument(
+        "--allow-mixed-code",
+        action="store_true",
+        help="write the report although the runs did not all record one version of the code",
+    )
+    p.add_argument(
+        "overrides",
+        nargs="*",
+        metavar="KEY=VALUE",
+        help="overrides for every row (before each row's own), e.g. data.corpus=file",
+    )
+    p.set_defaults(func=_ab)
 
     p = subparsers.add_parser("report", help="figures and tables from run folders")
     p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run folders or their roots")

@@ -13,6 +13,8 @@ from highway_transformer.report.primary import (
     PARTLY,
     PRE_REGISTERED,
     RETROSPECTIVE,
+    UNREGISTERED,
+    frozen_status,
     primary_comparison,
     verdict,
 )
@@ -77,6 +79,16 @@ def test_mixed_and_conflicting_registrations(tmp_path: Path, make_run) -> None:
     conflicting = _primary(dirs)
     assert conflicting["status"] == CONFLICTING and conflicting["rows"] == []
     assert "no verdict" in conflicting["note"]
+
+
+def test_runs_of_an_unregistered_table_that_froze_nothing_get_no_verdict() -> None:
+    """A table no registry knows (``highway ab``) has only the comparison its runs froze."""
+    from highway_transformer.report.runs import RunRecord
+
+    runs = [RunRecord(Path("x"), {"name": "ab/plain", "table": "ab"})]
+    status = frozen_status(runs, "ab")
+    assert status["status"] == UNREGISTERED and status["comparison"] is None
+    assert "no verdict" in status["note"]
 
 
 def test_verdict_words() -> None:

@@ -23,10 +23,10 @@ from ..runtime.provenance import code_facts
 from ..storage import runfolder
 from ..training.runlock import holder
 from . import estimate
-from .comparisons import registered_comparison
+from .comparisons import Comparison, registered_comparison
 from .param_match import match_parameters
-from .registry import Experiment, get_experiment, resolve_experiments
-from .scale import describe_scale, get_scale, scale_config
+from .registry import EXPERIMENTS, Experiment, get_experiment, resolve_experiments
+from .scale import AS_CONFIGURED, describe_scale, get_scale, scale_config
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,13 @@ class RunSpec:
     run_dir: Path
     config: Config
     overrides: tuple[str, ...] = ()  # what the run computes (all but the PLACE_KEYS ones)
+    # The comparison its experiment.json freezes; None: the table's registered one.
+    comparison: Comparison | None = None
+
+    @property
+    def registered(self) -> Comparison:
+        """The comparison this run is registered under: its request's, or its table's."""
+        return self.comparison or registered_comparison(self.experiment.table)
 
     @property
     def finished(self) -> bool:
@@ -63,12 +70,13 @@ def experiment_config(
     data_path: str | Path | None = None,
     overrides: Iterable[str] = (),
 ) -> Config:
-    """The row's preset scaled to ``scale``, then ``data.path`` and overrides, then the seed."""
+    """The row's preset scaled to ``scale``, then ``data.path``, the overrides and the row's
+    own overrides, then the seed."""
     from ..validation import build_config  # torch: only when a run is planned
 
     config = scale_config(experiment.config(), scale)
     extra = ([f"data.path={data_path}"] if data_path is not None else []) + list(overrides)
-    config = build_config(config, None, extra)
+    config = build_config(config, None, extra + list(experiment.overrides))
     if experiment.match_params_of:
         matched = get_experiment(experiment.match_params_of)
         config = match_parameters(config, experiment_config(matched, scale, seed, None, overrides))
@@ -78,28 +86,37 @@ def experiment_config(
 
 
 def plan_runs(
-    names_or_table: str | Iterable[str],
+    names_or_table: str | Iterable[str | Experiment],
     out_root: str | Path,
     scale: str,
     seeds: int = 1,
     data_path: str | Path | None = None,
     overrides: Iterable[str] = (),
+    comparison: Comparison | None = None,
 ) -> list[RunSpec]:
     """Every (row, seed) run of the request, with its folder and config (nothing is written),
     seed by seed: every row's first seed comes before any row's second, so a table stopped
-    part-way (runs of hours on a CPU) has compared every row."""
-    get_scale(scale)
+    part-way (runs of hours on a CPU) has compared every row. Rows are registry names or
+    :class:`Experiment` objects built for the request (``highway ab``), whose
+    ``comparison`` every run freezes in place of a registered table's."""
+    experiments = resolve_experiments(names_or_table)
+    if scale != AS_CONFIGURED:
+        get_scale(scale)
+    elif any(e.name in EXPERIMENTS for e in experiments):
+        raise ConfigError(
+            f"--scale {AS_CONFIGURED} trains rows as configured, for `highway ab`; a paper's "
+            "table trains at --scale paper (the published settings) or a smaller scale"
+        )
     if seeds < 1:
         raise ConfigError(f"seeds must be >= 1, got {seeds}")
     overrides = list(overrides)
     recorded = tuple(o for o in overrides if parse_override(o)[0] not in PLACE_KEYS)
     specs = []
-    experiments = resolve_experiments(names_or_table)
     for seed in range(1, seeds + 1):
         for experiment in experiments:
             config = experiment_config(experiment, scale, seed, data_path, overrides)
             folder = run_dir_for(out_root, experiment, scale, seed)
-            specs.append(RunSpec(experiment, seed, scale, folder, config, recorded))
+            specs.append(RunSpec(experiment, seed, scale, folder, config, recorded, comparison))
     return specs
 
 
@@ -126,7 +143,7 @@ def _registration(spec: RunSpec) -> dict[str, Any] | None:
     frozen = frozen_comparison(spec)
     if frozen is not None or spec.finished or spec.interrupted:
         return frozen
-    registered = registered_comparison(spec.experiment.table).to_json()
+    registered = spec.registered.to_json()
     return {**registered, "registered_with": dict(code_facts())}
 
 
@@ -153,6 +170,10 @@ def write_experiment_file(spec: RunSpec) -> Path:
         "match_params_of": e.match_params_of,
         "description": e.description,
     }
+    if e.config_file is not None:
+        info["config_file"] = e.config_file
+    if e.overrides:
+        info["row_overrides"] = list(e.overrides)
     if comparison is not None:
         info["comparison"] = comparison
     spec.run_dir.mkdir(parents=True, exist_ok=True)
@@ -211,13 +232,20 @@ def _check_same_comparison(spec: RunSpec) -> None:
     frozen = frozen_comparison(spec)
     if frozen is None:
         return
-    now = registered_comparison(spec.experiment.table).to_json()["fingerprint"]
-    if frozen.get("fingerprint") != now:
+    now = spec.registered.to_json()["fingerprint"]
+    if frozen.get("fingerprint") == now:
+        return
+    if spec.comparison is not None:  # a request's own comparison (``highway ab``)
         raise ConfigError(
-            f"{spec.run_dir} froze the comparison {frozen.get('fingerprint')} of "
-            f"{spec.experiment.table} before it trained; the registry now registers {now}: "
-            "finish and report those runs with the code that registered it, or pass another --out"
+            f"{spec.run_dir} froze the comparison {frozen.get('fingerprint')} before it "
+            f"trained; this request's is {now} (other rows, baseline or metric): give the "
+            "rows it was trained with, or pass another --out"
         )
+    raise ConfigError(
+        f"{spec.run_dir} froze the comparison {frozen.get('fingerprint')} of "
+        f"{spec.experiment.table} before it trained; the registry now registers {now}: "
+        "finish and report those runs with the code that registered it, or pass another --out"
+    )
 
 
 def check_existing(spec: RunSpec) -> None:

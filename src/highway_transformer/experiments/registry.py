@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from ..config import Config
+from ..config import Config, apply_overrides
 from ..errors import ConfigError, unknown_choice
 from ..presets import PRESETS, get_preset, xl_tables
 
@@ -44,6 +44,11 @@ class Experiment:
     eval_overrides: tuple[str, ...] = field(default=())
     # A parameter-matched baseline: the gated row whose parameter count d_inner is raised to.
     match_params_of: str | None = None
+    # Rows not in the registry (``highway ab``): a config file applied on top of the preset
+    # (the default config when ``preset`` is empty), and the row's own overrides, applied
+    # after the scale and the request's overrides.
+    config_file: str | None = None
+    overrides: tuple[str, ...] = field(default=())
 
     @property
     def row(self) -> str:
@@ -55,8 +60,11 @@ class Experiment:
         return self.name == self.baseline
 
     def config(self) -> Config:
-        """A fresh paper-scale Config for this row (named after the experiment)."""
-        config = get_preset(self.preset)
+        """A fresh paper-scale Config for this row (named after the experiment): its preset
+        and config file, not yet validated (its ``overrides`` come after the scale)."""
+        config = get_preset(self.preset) if self.preset else Config()
+        if self.config_file is not None:
+            config = apply_overrides(config, self.config_file)
         config.name = self.name.replace("/", "_")
         return config
 
@@ -328,12 +336,17 @@ def table_experiments(table: str) -> list[Experiment]:
     return [e for e in EXPERIMENTS.values() if e.table == table or table in e.also_in]
 
 
-def resolve_experiments(names_or_tables: str | Iterable[str]) -> list[Experiment]:
-    """Experiments named by table names and/or row names, in order, without repeats."""
+def resolve_experiments(
+    names_or_tables: str | Iterable[str | Experiment],
+) -> list[Experiment]:
+    """Experiments named by table names and/or row names (or given as Experiment objects),
+    in order, without repeats."""
     items = [names_or_tables] if isinstance(names_or_tables, str) else list(names_or_tables)
     out: dict[str, Experiment] = {}
     for item in items:
-        if item in TABLES:
+        if isinstance(item, Experiment):  # a row built for one request (``highway ab``)
+            found = [item]
+        elif item in TABLES:
             found = table_experiments(item)
         elif item in EXPERIMENTS:
             found = [EXPERIMENTS[item]]

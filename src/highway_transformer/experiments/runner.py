@@ -12,12 +12,14 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from ..errors import ConfigError, ExperimentFailed, TrainingInterrupted, unknown_choice
+from .comparisons import Comparison
 from .jobs import PROTOCOL, Job, run_inline, run_parallel, stopped_at_checkpoint
 from .plan import RunSpec, check_existing, launch_order, plan_runs, write_experiment_file
 from .protocols import measure_protocol, measured_line, needs_protocol
+from .registry import Experiment
 from .slurm import JobSettings, run_submitted
 
-__all__ = ["LAUNCHERS", "ExperimentFailed", "JobSettings", "run_experiments"]
+__all__ = ["LAUNCHERS", "ExperimentFailed", "JobSettings", "run_experiments", "run_planned"]
 
 #: Where rows train: ``local`` (this machine, --jobs at once), ``slurm`` (one Slurm job a
 #: row, through submitit) or ``submitit-local`` (the same jobs on this machine, for trying it).
@@ -25,7 +27,7 @@ LAUNCHERS = ("local", "slurm", "submitit-local")
 
 
 def run_experiments(
-    names_or_table: str | Iterable[str],
+    names_or_table: str | Iterable[str | Experiment],
     out_root: str | Path,
     scale: str,
     seeds: int = 1,
@@ -36,14 +38,30 @@ def run_experiments(
     progress: bool = False,
     launcher: str = "local",
     job: JobSettings | None = None,
+    comparison: Comparison | None = None,
 ) -> list[Path]:
     """Train every (row, seed) of the request; return all their run folders.
 
     Finished runs are skipped, interrupted ones resumed before any run starts afresh
     (:func:`launch_order`). ``jobs > 1`` trains that many runs
     at once, each as a ``python -m highway_transformer.cli train`` process logging to
-    ``train.log`` in its folder.
+    ``train.log`` in its folder. Rows built for the request (``highway ab``) come as
+    :class:`Experiment` objects with the ``comparison`` their runs freeze.
     """
+    specs = plan_runs(names_or_table, out_root, scale, seeds, data_path, overrides, comparison)
+    return run_planned(specs, out_root, jobs, log, progress, launcher, job)
+
+
+def run_planned(
+    specs: list[RunSpec],
+    out_root: str | Path,
+    jobs: int = 1,
+    log: Callable[[str], None] | None = None,
+    progress: bool = False,
+    launcher: str = "local",
+    job: JobSettings | None = None,
+) -> list[Path]:
+    """:func:`run_experiments` of runs already planned (:func:`plan_runs`)."""
     if jobs < 1:
         raise ConfigError(f"jobs must be >= 1, got {jobs}")
     if launcher not in LAUNCHERS:
@@ -53,9 +71,9 @@ def run_experiments(
             "--nproc/--time/--partition apply to submitted jobs; add --launcher slurm"
         )
     log = log or (lambda message: None)
-    specs = plan_runs(names_or_table, out_root, scale, seeds, data_path, overrides)
-    for spec in specs:
+    for spec in specs:  # every run checked before any folder is written
         check_existing(spec)
+    for spec in specs:
         if spec.finished:
             write_experiment_file(spec)
             log(f"{spec.experiment.name} seed {spec.seed}: finished, skipped")

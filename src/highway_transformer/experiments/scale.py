@@ -198,6 +198,11 @@ SCALES: dict[str, Scale] = {
 }
 
 
+#: The scale name of rows trained as configured, unscaled (``highway ab``'s default): like
+#: ``paper``, but said of configurations that are no paper's.
+AS_CONFIGURED = "none"
+
+
 def get_scale(name: str) -> Scale:
     """The scale called ``name`` (one of :data:`SCALES`)."""
     if name not in SCALES:
@@ -312,6 +317,8 @@ def scale_config(config: Config, scale: str | Scale) -> Config:
     """``config`` shrunk to ``scale`` (``paper`` returns an unchanged, validated copy)."""
     from ..validation import validate  # torch: only when a config is scaled
 
+    if scale == AS_CONFIGURED:
+        return validate(config.replace())
     scale = get_scale(scale) if isinstance(scale, str) else scale
     if scale.name == "paper":
         return validate(config.replace())
@@ -328,6 +335,8 @@ def scale_config(config: Config, scale: str | Scale) -> Config:
 
 def describe_scale(scale: str | Scale) -> str:
     """One line stating the factors of ``scale`` (for reports and logs)."""
+    if scale == AS_CONFIGURED:
+        return "none: each row trained as configured (no scale applied)"
     s = get_scale(scale) if isinstance(scale, str) else scale
     if s.name == "paper":
         return "paper: the published hyper-parameters, unchanged"

@@ -26,9 +26,10 @@ def uneven_seeds_note(rows: list[dict[str, Any]]) -> list[str]:
     ]
 
 
-def direction_summary(rows: list[dict[str, Any]], metric: str) -> str:
+def direction_summary(rows: list[dict[str, Any]], metric: str, paper: bool = True) -> str:
     """One sentence counting the rows that follow the paper's claim (the
-    parameter-matched plain row is in the table but not counted)."""
+    parameter-matched plain row is in the table but not counted); ``paper``: whether the
+    rows have published figures to check the direction against."""
     rows = [r for r in rows if not r.get("param_matched")]
     if not rows:
         return "No row ran beside its baseline, so the paper's direction cannot be checked."
@@ -44,13 +45,14 @@ def direction_summary(rows: list[dict[str, Any]], metric: str) -> str:
     better = sum(bool(r["better_at_equal_steps"]) for r in rows)
     signed = [r for r in rows if r["same_sign_as_paper"] is not None]
     same = sum(bool(r["same_sign_as_paper"]) for r in signed)
-    return (
+    sentence = (
         f"{faster} of {n} rows reached the baseline's best validation loss in fewer steps "
         f"than the baseline ({in_time}); {better} of {n} "
-        f"ended with a {better_word(metric)} validation {metric} at equal steps; {same} of "
-        f"{len(signed)} changed "
-        "in the direction the paper published."
+        f"ended with a {better_word(metric)} validation {metric} at equal steps"
     )
+    if not paper:
+        return sentence + "."
+    return f"{sentence}; {same} of {len(signed)} changed in the direction the paper published."
 
 
 def _yes_no(value: bool | None) -> str:
@@ -64,15 +66,16 @@ def _yes_no_seeds(value: bool | None, seeds_paired: int) -> str:
     return f"{answer} (one seed)" if value is not None and seeds_paired == 1 else answer
 
 
-def direction_markdown(rows: list[dict[str, Any]], metric: str) -> list[str]:
+def direction_markdown(rows: list[dict[str, Any]], metric: str, paper: bool = True) -> list[str]:
     word = better_word(metric)
     lines = [
-        direction_summary(rows, metric),
+        direction_summary(rows, metric, paper),
         "",
         f"| model | steps to baseline's best (baseline) | fewer steps | seconds (baseline) "
         f"| less time | Δ eval {metric} | {word} at equal steps | seeds {word} (paired) "
-        "| paper Δ eval | same direction as paper |",
-        "| --- | ---: | :---: | ---: | :---: | ---: | :---: | ---: | ---: | :---: |",
+        + ("| paper Δ eval | same direction as paper |" if paper else "|"),
+        "| --- | ---: | :---: | ---: | :---: | ---: | :---: | ---: "
+        + ("| ---: | :---: |" if paper else "|"),
     ]
     for r in rows:
         reached = r["steps_to_baseline_best"]
@@ -87,15 +90,19 @@ def direction_markdown(rows: list[dict[str, Any]], metric: str) -> list[str]:
             _fmt_change(r["eval_change_pct"], higher_is_better(metric)),
             _yes_no_seeds(r["better_at_equal_steps"], r["seeds_paired"]),
             f"{r['seeds_better']}/{r['seeds_paired']}",
-            _fmt_change(r["paper_eval_change_pct"], higher_is_better(metric)),
-            _yes_no_seeds(r["same_sign_as_paper"], r["seeds_paired"]),
         ]
+        if paper:
+            cells += [
+                _fmt_change(r["paper_eval_change_pct"], higher_is_better(metric)),
+                _yes_no_seeds(r["same_sign_as_paper"], r["seeds_paired"]),
+            ]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
 
-def primary_markdown(primary: dict[str, Any] | None, metric: str) -> list[str]:
-    """The registered comparison and its verdicts: the report's only verdicts."""
+def primary_markdown(primary: dict[str, Any] | None, metric: str, paper: bool = True) -> list[str]:
+    """The registered comparison and its verdicts: the report's only verdicts (``paper``:
+    with the published change beside each)."""
     if primary is None:
         return []
     lines = ["## Verdicts: the registered comparison", ""]
@@ -115,21 +122,23 @@ def primary_markdown(primary: dict[str, Any] | None, metric: str) -> list[str]:
         return [*lines, "No registered pair has both of its rows among these runs.", ""]
     d = 4 if metric == "bpc" else 2
     lines += [
-        f"| claim | row − against, {metric} per seed | mean [95% t-interval] | Δ | paper Δ "
-        "| scored | verdict |",
-        "| --- | --- | --- | ---: | ---: | --- | --- |",
+        f"| claim | row − against, {metric} per seed | mean [95% t-interval] | Δ "
+        + ("| paper Δ | scored | verdict |" if paper else "| scored | verdict |"),
+        "| --- | --- | --- | ---: " + ("| ---: | --- | --- |" if paper else "| --- | --- |"),
     ]
     better_higher = higher_is_better(metric)
     for row in primary["rows"]:
         paired = row["paired"]
         per_seed = "—" if paired is None else _seed_values(paired["per_seed"], d, sign=True)
+        published = (
+            _fmt_change(row["published_change_pct"], better_higher)
+            + (f" ({row['published_split']})" if row.get("published_split") not in
+               (None, primary["comparison"]["split"]) else "")
+        )  # fmt: skip
         lines.append(
             "| " + " | ".join([
                 row["claim"], per_seed, _fmt_interval(paired, d),
-                _fmt_change(row["change_pct"], better_higher),
-                _fmt_change(row["published_change_pct"], better_higher)
-                + (f" ({row['published_split']})" if row.get("published_split") not in
-                   (None, primary["comparison"]["split"]) else ""),
+                _fmt_change(row["change_pct"], better_higher), *([published] if paper else []),
                 "; ".join(row["sources"]), f"**{row['verdict']}**",
             ]) + " |"
         )  # fmt: skip
@@ -169,13 +178,15 @@ def _mark(cell: str, improved: bool | None) -> str:
     return f"{cell} {DOWN}" if improved else cell
 
 
-def paper_markdown(rows: list[dict[str, Any]], metric: str) -> list[str]:
+def paper_markdown(rows: list[dict[str, Any]], metric: str, paper: bool = True) -> list[str]:
+    """The results table; ``paper``: with the published figures' columns."""
     d = 4 if metric == "bpc" else 2
     m, up = metric, higher_is_better(metric)
+    published = f" paper eval {m} | paper test {m} | paper Δ eval | paper Δ test |"
     lines = [
         f"| model | seeds | params | eval loss | eval {m} | Δ eval | test loss | test {m} "
-        f"| Δ test | paper eval {m} | paper test {m} | paper Δ eval | paper Δ test |",
-        "| --- " + "| ---: " * 12 + "|",
+        f"| Δ test |" + (published if paper else ""),
+        "| --- " + "| ---: " * (12 if paper else 8) + "|",
     ]
     for r in rows:
         pub = r["published"]
@@ -190,11 +201,14 @@ def paper_markdown(rows: list[dict[str, Any]], metric: str) -> list[str]:
             _fmt_stats(r["test_loss"], 4),
             _mark(_fmt_stats(r[f"test_{m}"], d), r[f"test_{m}_improved"]),
             base or _fmt_change(r[f"test_{m}_change_pct"], up),
-            _fmt(pub.get(f"eval_{m}"), d),
-            _fmt(pub.get(f"test_{m}"), d),
-            base or _fmt_change(r[f"published_eval_{m}_change_pct"], up),
-            base or _fmt_change(r[f"published_test_{m}_change_pct"], up),
         ]
+        if paper:
+            cells += [
+                _fmt(pub.get(f"eval_{m}"), d),
+                _fmt(pub.get(f"test_{m}"), d),
+                base or _fmt_change(r[f"published_eval_{m}_change_pct"], up),
+                base or _fmt_change(r[f"published_test_{m}_change_pct"], up),
+            ]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
@@ -429,11 +443,11 @@ def acceleration_markdown(table: dict[str, Any], split: str) -> list[str]:
     return lines
 
 
-def time_markdown(rows: list[dict[str, Any]]) -> list[str]:
+def time_markdown(rows: list[dict[str, Any]], paper: bool = True) -> list[str]:
     lines = [
         "| model | params | steps | train seconds | hours | s/step | Δ time "
-        "| paper hours | paper Δ time |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        + ("| paper hours | paper Δ time |" if paper else "|"),
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: " + ("| ---: | ---: |" if paper else "|"),
     ]
     for r in rows:
         own = r["baseline"] == r["name"]
@@ -445,9 +459,12 @@ def time_markdown(rows: list[dict[str, Any]]) -> list[str]:
             _fmt(r["train_hours"], 3),
             _fmt_stats(r["seconds_per_step"], 4),
             "baseline" if own else _fmt_change(r["time_change_pct"]),
-            _fmt(r["published_train_hours"], 2),
-            "baseline" if own else _fmt_change(r["published_time_change_pct"]),
         ]
+        if paper:
+            cells += [
+                _fmt(r["published_train_hours"], 2),
+                "baseline" if own else _fmt_change(r["published_time_change_pct"]),
+            ]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
@@ -463,6 +480,8 @@ def _image_lines(names: list[str], alt: str) -> list[str]:
 
 def index_markdown(report: dict[str, Any]) -> str:
     m = report["metric"]
+    paper = report.get("paper", True)  # False: rows of no paper (``highway ab``)
+    published = "; *paper* columns are the published figures" if paper else ""
     lines = [
         f"# {report['table_description']} — scale `{report['scale']}`",
         "",
@@ -473,19 +492,18 @@ def index_markdown(report: dict[str, Any]) -> str:
             if report["overrides"]
             else []
         ),
-        *other_data_note(report["overrides"]),
+        *(other_data_note(report["overrides"]) if paper else []),
         f"{len(report['runs'])} run(s) of {len(report['paper_table'])} row(s). *eval* is the "
         "validation split; Δ is the relative change to the row's baseline "
         f"({'positive' if higher_is_better(m) else 'negative'} is better for {m}; {DOWN} marks "
         f"an improvement{'; in percent' if m in PERCENT_METRICS else ''}); values are mean ± "
-        "sample standard deviation over seeds where there are several; *paper* columns are the "
-        "published figures.",
+        f"sample standard deviation over seeds where there are several{published}.",
         "",
         *in_progress_markdown(report.get("in_progress", [])),
         *code_markdown(report.get("code", {"one_code": True})),
         *machines_markdown(report["machines"]),
-        *primary_markdown(report.get("primary"), m),
-        "## Results (paper format, exploratory)",
+        *primary_markdown(report.get("primary"), m, paper),
+        "## Results (paper format, exploratory)" if paper else "## Results (exploratory)",
         "",
         "Each run's scored weights as `results.json` records them: by default its best "
         "checkpoint by the periodic validation (which may read part of the split, at a step "
@@ -493,7 +511,7 @@ def index_markdown(report: dict[str, Any]) -> str:
         "",
         *protocols_markdown(report["paper_table"], m),
         *uneven_seeds_note(report["paper_table"]),
-        *paper_markdown(report["paper_table"], m),
+        *paper_markdown(report["paper_table"], m, paper),
         "",
         *baselines_markdown(report.get("baselines"), m),
         "## Seeds and paired differences (exploratory)",
@@ -516,9 +534,11 @@ def index_markdown(report: dict[str, Any]) -> str:
         "",
         *_image_lines(report["figures"]["convergence_time"], "convergence vs time"),
         "",
-        "## Does the paper's direction hold at this scale? (exploratory)",
+        "## Does the paper's direction hold at this scale? (exploratory)"
+        if paper
+        else "## Faster or better than the baseline? (exploratory)",
         "",
-        *direction_markdown(report["direction"], m),
+        *direction_markdown(report["direction"], m, paper),
         "",
         "## Convergence acceleration (exploratory)",
         "",
@@ -530,9 +550,9 @@ def index_markdown(report: dict[str, Any]) -> str:
         "",
         *fractions_markdown(report["fractions"]),
         "",
-        "## Time cost and parameters (HT Table 7 style)",
+        "## Time cost and parameters" + (" (HT Table 7 style)" if paper else ""),
         "",
-        *time_markdown(report["time"]),
+        *time_markdown(report["time"], paper),
         "",
         *_gates_markdown(report["gates"]),
         "",

@@ -8,7 +8,8 @@ that comparison:
 * *registered after the runs* (``retrospective``): none did (runs that trained before
   comparisons were registered); the registry's comparison is applied, saying so;
 * *partly pre-registered*: some runs froze it, the others froze none;
-* *conflicting*: runs froze different comparisons: no verdict at all.
+* *conflicting*: runs froze different comparisons: no verdict at all;
+* *unregistered*: none did, and no comparison is registered for their table: no verdict.
 
 A run's value is its registered checkpoint's score on the registered split: for the last
 checkpoint the whole-split score ``results.json`` records as ``final``; a run that trained
@@ -32,6 +33,7 @@ PRE_REGISTERED = "pre-registered"
 RETROSPECTIVE = "registered after the runs"
 PARTLY = "partly pre-registered"
 CONFLICTING = "conflicting"
+UNREGISTERED = "unregistered"
 
 
 def frozen_status(runs: list[RunRecord], table: str) -> dict[str, Any]:
@@ -49,7 +51,14 @@ def frozen_status(runs: list[RunRecord], table: str) -> dict[str, Any]:
         return {"status": status, "comparison": comparison.to_json(),
                 "registered_with": first.get("registered_with"),
                 "note": _registered_note(status, first.get("registered_with"))}  # fmt: skip
-    comparison = registered_comparison(table)
+    try:
+        comparison = registered_comparison(table)
+    except ConfigError:
+        note = (
+            f"no run froze a comparison and none is registered for table {table!r} (`highway "
+            "ab` freezes one into every run before it trains): no verdict"
+        )
+        return {"status": UNREGISTERED, "comparison": None, "registered_with": None, "note": note}
     return {
         "status": RETROSPECTIVE,
         "comparison": comparison.to_json(),

@@ -53,7 +53,7 @@ import numpy as np
 
 from ..errors import CheckpointError, ConfigError, HighwayError
 from ..experiments.registry import CONTRASTS, PAPER_FIGURES, TABLES
-from ..experiments.scale import SCALES, describe_scale
+from ..experiments.scale import AS_CONFIGURED, SCALES, describe_scale
 from ..files import make_folder
 from .annealing import before_annealing
 from .code import describe_groups, runs_by_code
@@ -202,7 +202,7 @@ def write_report(
     groups = group_runs(runs)
     metric = str(runs[0].experiment.get("metric", "bpc"))
     baseline = runs[0].experiment.get("baseline")
-    description = TABLES.get(table, (table, metric))[0]
+    description = TABLES[table][0] if table in TABLES else _own_description(table, groups)
     machines = runs_by_machine((f"{r.name} seed {r.seed}", r.results) for r in runs)
     timed = machines["time_comparable"]
     figures = _convergence_figures(groups, metric, out, f"{description} ({scale})", timed)
@@ -214,10 +214,13 @@ def write_report(
     report: dict[str, Any] = {
         "table": table,
         "table_description": description,
+        "paper": table in TABLES,  # False: rows of no paper (``highway ab``): no published columns
         "paper_figures": PAPER_FIGURES.get(table, ""),
         "also_in": sorted({t for r in runs for t in r.experiment.get("also_in", [])}),
         "scale": scale,
-        "scale_description": describe_scale(scale) if scale in SCALES else scale,
+        "scale_description": (
+            describe_scale(scale) if scale in SCALES or scale == AS_CONFIGURED else scale
+        ),
         "overrides": list(runs[0].experiment["overrides"]),
         "metric": metric,
         "runs": [
@@ -252,6 +255,15 @@ def write_report(
         json.dumps(report, indent=2, ensure_ascii=False), encoding="utf-8"
     )
     return report
+
+
+def _own_description(table: str, groups: dict[str, list[RunRecord]]) -> str:
+    """``ab: plain (baseline), sigmoid``: a table no paper has (``highway ab``)."""
+    rows = []
+    for name, runs in groups.items():
+        row = str(runs[0].experiment.get("row", name))
+        rows.append(f"{row} (baseline)" if name == runs[0].experiment.get("baseline") else row)
+    return f"{table}: {', '.join(rows)}"
 
 
 def trivial_baselines(run: RunRecord, data_path: str | None = None) -> dict[str, Any]:

@@ -240,10 +240,15 @@ def check_one_table(runs: list[RunRecord]) -> tuple[str, str]:
 
 
 def group_runs(runs: list[RunRecord]) -> dict[str, list[RunRecord]]:
-    """Runs by experiment name, rows in registry order, seeds in order."""
+    """Runs by experiment name, rows in registry order (rows not registered: the baseline
+    first, then by name), seeds in order."""
     order = {name: i for i, name in enumerate(EXPERIMENTS)}
+
+    def key(r: RunRecord) -> tuple[int, bool, str, int]:
+        return order.get(r.name, len(order)), r.name != r.experiment.get("baseline"), r.name, r.seed
+
     groups: dict[str, list[RunRecord]] = {}
-    for run in sorted(runs, key=lambda r: (order.get(r.name, len(order)), r.name, r.seed)):
+    for run in sorted(runs, key=key):
         groups.setdefault(run.name, []).append(run)
     return groups
 
