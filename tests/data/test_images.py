@@ -87,14 +87,14 @@ def _fake_mnist(root: Path, n_train: int = 12, n_test: int = 4) -> dict[str, Pat
 
 def test_load_mnist_from_files_and_permutation(tmp_path: Path) -> None:
     paths = _fake_mnist(tmp_path)
-    splits = load_mnist(tmp_path, valid_size=2, verify=False)
+    splits = load_mnist(tmp_path, valid_size=2)
     x, y = splits.train
     assert x.shape == (10, 784, 1) and x.dtype == torch.float32 and y.dtype == torch.int64
     assert splits.valid[0].shape == (2, 784, 1) and splits.test[0].shape == (4, 784, 1)
     raw = read_idx(paths["train-images"])
     assert torch.allclose(x[3, :, 0], torch.from_numpy(raw[3].reshape(-1) / 255.0).float())
     assert splits.valid[1].tolist() == [0, 1]  # the last training labels (10, 11 mod 10)
-    permuted = load_mnist(tmp_path, valid_size=2, permute=True, seed=5, verify=False)
+    permuted = load_mnist(tmp_path, valid_size=2, permute=True, seed=5)
     perm = permuted.permutation
     assert perm is not None and torch.equal(perm, pixel_permutation(784, 5))
     for plain, shuffled in ((splits.train, permuted.train), (splits.test, permuted.test)):
@@ -110,7 +110,7 @@ def test_load_mnist_download_checks_sha(tmp_path: Path, monkeypatch: pytest.Monk
         digest = hashlib.sha256(path.read_bytes()).hexdigest()
         entry = replace(MNIST[key], urls=(path.as_uri(),), sha256=digest)
         monkeypatch.setitem(images.MNIST, key, entry)
-    splits = load_mnist(tmp_path / "cache", download=True, valid_size=0, verify=False)
+    splits = load_mnist(tmp_path / "cache", download=True, valid_size=0)
     assert splits.train[0].shape == (12, 784, 1) and len(splits.valid[1]) == 0
     wrong = replace(images.MNIST["test-labels"], sha256="f" * 64)
     monkeypatch.setitem(images.MNIST, "test-labels", wrong)
@@ -136,40 +136,3 @@ def test_digits_default_shapes_split_and_permutation() -> None:
     assert not torch.equal(p.permutation, torch.arange(64))
     for plain, shuffled in ((a.train, p.train), (a.valid, p.valid), (a.test, p.test)):
         assert torch.equal(shuffled[0], plain[0][:, p.permutation])
-
-
-def test_load_mnist_checks_each_files_uncompressed_content(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Raw or gzip, the content's SHA-256 decides; an altered file is refused in one line."""
-    import gzip
-
-    source = _fake_mnist(tmp_path)
-    hashes = {
-        k: hashlib.sha256(gzip.decompress(p.read_bytes())).hexdigest() for k, p in source.items()
-    }
-    monkeypatch.setattr(images, "MNIST_CONTENT_SHA256", hashes)
-    recompressed = source["test-labels"]
-    recompressed.write_bytes(gzip.compress(gzip.decompress(recompressed.read_bytes()), 1))
-    raw = source["train-labels"]
-    raw.with_suffix("").write_bytes(gzip.decompress(raw.read_bytes()))  # uncompressed copy
-    raw.unlink()
-    assert len(load_mnist(tmp_path, valid_size=2).train[1]) == 10
-    altered = bytearray(gzip.decompress(source["test-images"].read_bytes()))
-    altered[-1] ^= 1
-    source["test-images"].write_bytes(gzip.compress(bytes(altered)))
-    with pytest.raises(DataError, match="not MNIST's test-images file.*download it again"):
-        load_mnist(tmp_path, valid_size=2)
-    assert len(load_mnist(tmp_path, valid_size=2, verify=False).test[1]) == 4
-
-
-REAL_MNIST = Path(__file__).resolve().parents[3] / "shared" / "data" / "mnist"
-
-
-@pytest.mark.skipif(
-    not REAL_MNIST.is_dir(), reason="the MNIST files (../shared/data/mnist) are absent"
-)
-def test_the_content_hashes_are_the_real_files() -> None:
-    for key, entry in MNIST.items():
-        path = REAL_MNIST / entry.filename
-        assert images.read_mnist_file(path, key).shape[0] in (60_000, 10_000)

@@ -22,27 +22,13 @@ pieces:
 * **previous step**: each note on with ``P(on | that note on / off at the step before)``
   (a first-order Markov chain per note: the music analogue of a bigram).
 
-Classification (pixel digits, MNIST), each fitted on the training split's raw pixels:
-
-* **class prior**: every example gets the training split's class frequencies (add-one); its
-  accuracy is the majority class's share;
-* **1-nearest neighbour**: the label of the closest training image (Euclidean distance on
-  the raw pixels; accuracy only, it has no likelihood);
-* **logistic regression**: a multinomial linear model of the pixels (standardised by the
-  training split's mean and deviation; bias, L2 weight :data:`LOGISTIC_L2` on the weights),
-  fitted by full-batch L-BFGS in float64 for
-  :data:`LOGISTIC_ITERATIONS` iterations from zeros: deterministic.
-
-On images these are not trivial at all — 1-NN scores about 97% on MNIST — which is the point:
-a sequence model's accuracy means little until it is set beside them.
+Classification (pixel digits): **class prior**: every example gets the training split's
+class frequencies (add-one); its accuracy is the majority class's share.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
-import torch
 
 from ..errors import ConfigError
 
@@ -160,88 +146,3 @@ def class_prior_baselines(
             "accuracy": float((y == majority).mean()),
         }
     return {"class prior": found}
-
-
-#: L2 weight (on the mean cross-entropy) and L-BFGS iterations of the logistic regression.
-LOGISTIC_L2 = 1e-4
-LOGISTIC_ITERATIONS = 100
-
-
-def _flat(images: Any, dtype: torch.dtype = torch.float64) -> torch.Tensor:
-    """``[N, ...]`` images as ``[N, D]`` rows of ``dtype``."""
-    x = torch.as_tensor(images)
-    return x.reshape(len(x), -1).to(dtype)
-
-
-def nearest_neighbour_accuracy(
-    train_x: Any, train_y: Any, x: Any, y: Any, chunk: int = 500
-) -> float:
-    """Accuracy of 1-NN (Euclidean; ties to the first training image) of ``x`` against the
-    training images, ``chunk`` queries at a time (bounded memory; float32: pixel distances
-    need no more, and MNIST's 15,000 queries against 55,000 images take a minute)."""
-    train = _flat(train_x, torch.float32)
-    train_labels = torch.as_tensor(train_y)
-    queries, labels = _flat(x, torch.float32), torch.as_tensor(y)
-    if len(queries) == 0:
-        return float("nan")
-    train_norms = (train * train).sum(1)
-    correct = 0
-    for start in range(0, len(queries), chunk):
-        q = queries[start : start + chunk]
-        # |q - t|^2 without |q|^2 (the same for every t): the nearest t is unchanged
-        distances = train_norms.unsqueeze(0) - 2.0 * (q @ train.T)
-        nearest = distances.argmin(1)
-        correct += int((train_labels[nearest] == labels[start : start + chunk]).sum())
-    return correct / len(queries)
-
-
-def logistic_regression_baselines(
-    train_x: Any, train_y: Any, splits: dict[str, tuple[Any, Any]], n_classes: int
-) -> dict[str, dict[str, float]]:
-    """``{split: {"loss": nats, "accuracy": fraction}}`` of multinomial logistic regression
-    fitted on the training images (see the module docstring)."""
-    x, y = _flat(train_x), torch.as_tensor(train_y).long()
-    mean, std = x.mean(0), x.std(0).clamp_min(1e-6)  # standardised pixels: a well-posed fit
-    weights = torch.zeros(x.shape[1], n_classes, dtype=torch.float64, requires_grad=True)
-    bias = torch.zeros(n_classes, dtype=torch.float64, requires_grad=True)
-    optimizer = torch.optim.LBFGS(
-        [weights, bias], max_iter=LOGISTIC_ITERATIONS, line_search_fn="strong_wolfe"
-    )
-    z = (x - mean) / std
-
-    def objective() -> torch.Tensor:
-        optimizer.zero_grad()
-        loss = torch.nn.functional.cross_entropy(z @ weights + bias, y)
-        loss = loss + 0.5 * LOGISTIC_L2 * (weights * weights).sum()
-        loss.backward()
-        return loss
-
-    with torch.enable_grad():
-        optimizer.step(objective)
-    found = {}
-    with torch.no_grad():
-        for split, (images, labels) in splits.items():
-            logits = ((_flat(images) - mean) / std) @ weights + bias
-            target = torch.as_tensor(labels).long()
-            found[split] = {
-                "loss": float(torch.nn.functional.cross_entropy(logits, target)),
-                "accuracy": float((logits.argmax(1) == target).double().mean()),
-            }
-    return found
-
-
-def image_baselines(
-    train: tuple[Any, Any], splits: dict[str, tuple[Any, Any]], n_classes: int
-) -> dict[str, dict[str, dict[str, float]]]:
-    """Class prior, 1-nearest neighbour and logistic regression on raw pixels, fitted on
-    ``train`` and scored on each of ``splits``."""
-    labels = {split: np.asarray(y) for split, (_, y) in splits.items()}
-    found = class_prior_baselines(np.asarray(train[1]), labels, n_classes)
-    found["1-nearest neighbour"] = {
-        split: {"accuracy": nearest_neighbour_accuracy(train[0], train[1], x, y)}
-        for split, (x, y) in splits.items()
-    }
-    found["logistic regression"] = logistic_regression_baselines(
-        train[0], train[1], splits, n_classes
-    )
-    return found

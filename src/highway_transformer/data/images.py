@@ -9,9 +9,7 @@ MNIST comes in the IDX format (LeCun et al., http://yann.lecun.com/exdb/mnist/):
 number of two zero bytes, a type code (0x08 unsigned byte, 0x09 signed byte, 0x0B short,
 0x0C int, 0x0D float, 0x0E double) and the number of dimensions, then one big-endian int32
 size per dimension, then the data in big-endian C order. :func:`read_idx` and
-:func:`write_idx` handle it, gzip-compressed (``.gz``) or not; :func:`load_mnist` checks each
-file's uncompressed content by its SHA-256, so recompressed copies are accepted and altered
-ones refused.
+:func:`write_idx` handle it, gzip-compressed (``.gz``) or not.
 
 Without a download, :func:`load_digits_default` offers scikit-learn's 8x8 digits (64 steps)
 with a fixed train/valid/test split: a quick, offline stand-in for the same task.
@@ -20,7 +18,6 @@ with a fixed train/valid/test split: a quick, offline stand-in for the same task
 from __future__ import annotations
 
 import gzip
-import hashlib
 import struct
 import zlib
 from dataclasses import dataclass
@@ -62,11 +59,7 @@ def _open_bytes(path: Path) -> bytes:
 def read_idx(path: str | Path) -> np.ndarray:
     """Read an IDX file (optionally gzip-compressed) into a native-endian numpy array."""
     path = Path(path)
-    return parse_idx(_open_bytes(path), path)
-
-
-def parse_idx(data: bytes, path: Path) -> np.ndarray:
-    """The array an IDX file's (uncompressed) bytes hold; ``path`` names it in errors."""
+    data = _open_bytes(path)
     if len(data) < 4:
         raise DataError(f"{path} is truncated: {len(data)} bytes, shorter than an IDX header")
     zero0, zero1, code, ndim = data[0], data[1], data[2], data[3]
@@ -172,15 +165,6 @@ MNIST: dict[str, MnistFile] = {
     ),
 }
 
-# SHA-256 of each file's *uncompressed* content: it identifies MNIST whether the files are the
-# distributed archives, recompressed copies (other gzip bytes) or uncompressed.
-MNIST_CONTENT_SHA256: dict[str, str] = {
-    "train-images": "ba891046e6505d7aadcbbe25680a0738ad16aec93bde7f9b65e87a2fc25776db",
-    "train-labels": "65a50cbbf4e906d70832878ad85ccda5333a97f0f4c3dd2ef09a8a9eef7101c5",
-    "test-images": "0fa7898d509279e482958e8ce81c8e77db3f2f8254e26661ceb7762c4d494ce7",
-    "test-labels": "ff7bcfd416de33731a308c3f266cc351222c34898ecbeaf847f06e48f7ec33f2",
-}
-
 Split = tuple[Tensor, Tensor]
 
 
@@ -256,27 +240,12 @@ def _pixels(images: np.ndarray, where: str) -> Tensor:
     return torch.from_numpy(images.reshape(n, rows * cols, 1).astype(np.float32) / 255.0)
 
 
-def read_mnist_file(path: Path, key: str, verify: bool = True) -> np.ndarray:
-    """One MNIST file (raw or gzip), its uncompressed content checked against
-    :data:`MNIST_CONTENT_SHA256` when ``verify``."""
-    data = _open_bytes(path)
-    if verify:
-        digest = hashlib.sha256(data).hexdigest()
-        if digest != MNIST_CONTENT_SHA256[key]:
-            raise DataError(
-                f"{path} is not MNIST's {key} file: its content has SHA-256 {digest[:16]}..., "
-                f"expected {MNIST_CONTENT_SHA256[key][:16]}...; download it again"
-            )
-    return parse_idx(data, path)
-
-
 def load_mnist(
     data_dir: str | Path | None = None,
     download: bool = False,
     permute: bool = False,
     seed: int = 0,
     valid_size: int = 5000,
-    verify: bool = True,
 ) -> ImageSplits:
     """Sequential (or, with ``permute``, permuted) MNIST: 784 steps of one pixel in [0, 1].
 
@@ -284,8 +253,7 @@ def load_mnist(
     cache), ``data_dir/mnist`` or ``data_dir/MNIST/raw`` (torchvision's layout), and
     downloaded into ``data_dir`` with SHA-256 checks when ``download`` is true. The last
     ``valid_size`` training images form the validation split (55,000/5,000/10,000 by
-    default); ``seed`` picks the pMNIST pixel permutation. ``verify`` checks each file's
-    uncompressed content against its SHA-256 (off only for hand-made test files).
+    default); ``seed`` picks the pMNIST pixel permutation.
     """
     root = Path(data_dir).expanduser() if data_dir is not None else cache_dir() / "mnist"
     paths: dict[str, Path] = {}
@@ -303,7 +271,7 @@ def load_mnist(
             f"MNIST files missing in {root}: {', '.join(missing)}; put them there "
             "or pass download=True (--download)"
         )
-    arrays = {key: read_mnist_file(path, key, verify) for key, path in paths.items()}
+    arrays = {key: read_idx(path) for key, path in paths.items()}
     for part in ("train", "test"):
         images, labels = arrays[f"{part}-images"], arrays[f"{part}-labels"]
         if labels.ndim != 1 or len(labels) != len(images):
