@@ -11,7 +11,7 @@ from torch import Tensor, nn
 from ..config import Config
 from ..data.baselines import class_prior_baselines
 from ..data.images import ImageSplits, load_digits_default, load_mnist
-from ..errors import DataError, unknown_choice
+from ..errors import unknown_choice
 from ..models.sequence import build_sequence_model
 from .base import Batch, EpochOrder, Task, TaskState, check_max_len
 
@@ -20,18 +20,16 @@ N_CLASSES = 10
 
 
 def load_pixel_splits(config: Config) -> ImageSplits:
-    """Digits (8x8, offline, the default) or MNIST from ``data.path`` (downloaded if absent);
-    ``task.permute`` applies the fixed pixel permutation of seed ``train.seed``."""
+    """Digits (8x8, offline, the default) or MNIST from ``data.path`` (the files missing there
+    are downloaded; every file is checked by its content's SHA-256); ``task.permute`` applies
+    the fixed pixel permutation of seed ``train.seed``."""
     name = (config.task.dataset or "digits").strip().lower()
     if name not in PIXEL_DATASETS:
         raise unknown_choice("pixel data set (task.dataset)", name, PIXEL_DATASETS)
     seed = config.train.seed
     if name == "digits":
         return load_digits_default(permute=config.task.permute, seed=seed)
-    try:
-        return load_mnist(config.data.path, permute=config.task.permute, seed=seed)
-    except DataError:
-        return load_mnist(config.data.path, download=True, permute=config.task.permute, seed=seed)
+    return load_mnist(config.data.path, download=True, permute=config.task.permute, seed=seed)
 
 
 class PixelsTask(Task):
