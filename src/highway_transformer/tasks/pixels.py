@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..config import Config
-from ..data.baselines import class_prior_baselines
+from ..data.classifiers import image_baselines
 from ..data.images import ImageSplits, load_digits_default, load_mnist
 from ..errors import unknown_choice
 from ..models.sequence import build_sequence_model
@@ -77,9 +77,10 @@ class PixelsTask(Task):
         return {"loss": total / n, "accuracy": correct / n, "examples": len(x_all)}
 
     def baselines(self) -> dict[str, dict[str, dict[str, float]]]:
-        """The training split's class frequencies as every example's prediction."""
-        labels = {"valid": self.splits.valid[1].numpy(), "test": self.splits.test[1].numpy()}
-        return class_prior_baselines(self.splits.train[1].numpy(), labels, N_CLASSES)
+        """The class prior, 1-nearest neighbour and logistic regression on the raw pixels,
+        fit on the training split (:mod:`..data.classifiers`)."""
+        splits = {"valid": self.splits.valid, "test": self.splits.test}
+        return image_baselines(self.splits.train, splits, N_CLASSES)
 
     def state_dict(self) -> TaskState:
         return {**super().state_dict(), **self.order.state_dict()}
