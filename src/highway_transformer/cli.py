@@ -350,8 +350,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "baselines",
-        help="losses of trivial models of a task's data (n-grams, note frequencies, "
-        "class prior): what to beat",
+        help="losses of trivial models of a task's data (n-grams, note frequencies; for "
+        "pixels the class prior, 1-NN and logistic regression): what to beat",
     )
     p.add_argument("--preset", help="take the corpus settings of this preset")
     _data_path_option(p, "where the corpus lives")

@@ -1,9 +1,11 @@
-"""Pixel-by-pixel image data: IDX reading/writing, MNIST loading and the digits stand-in."""
+"""Pixel-by-pixel image data: IDX reading/writing, MNIST loading (raw or gzip, checked by the
+content's SHA-256) and the digits stand-in."""
 
 from __future__ import annotations
 
 import gzip
 import hashlib
+import os
 from dataclasses import replace
 from pathlib import Path
 
@@ -18,9 +20,15 @@ from highway_transformer.data.images import (
     load_mnist,
     pixel_permutation,
     read_idx,
+    read_mnist_file,
     write_idx,
 )
 from highway_transformer.errors import DataError
+
+# A real MNIST copy beside the checkout (or at $HIGHWAY_MNIST), if there: optional test data.
+REAL_MNIST = Path(
+    os.environ.get("HIGHWAY_MNIST", Path(__file__).resolve().parents[3] / "shared/data/mnist")
+)
 
 
 @pytest.mark.parametrize("name", ["a.idx3-ubyte", "a.idx3-ubyte.gz"])
@@ -73,20 +81,43 @@ def test_idx_bad_files(tmp_path: Path) -> None:
         read_idx(cut_gz)
 
 
-def _fake_mnist(root: Path, n_train: int = 12, n_test: int = 4) -> dict[str, Path]:
+def _fake_mnist(
+    root: Path, n_train: int = 12, n_test: int = 4, suffix: str = ".gz"
+) -> dict[str, Path]:
     rng = np.random.RandomState(1)
     out = {}
     for part, n in (("train", n_train), ("test", n_test)):
         prefix = "train" if part == "train" else "t10k"
         pixels = rng.randint(0, 256, size=(n, 28, 28)).astype(np.uint8)
         labels = (np.arange(n) % 10).astype(np.uint8)
-        out[f"{part}-images"] = write_idx(root / f"{prefix}-images-idx3-ubyte.gz", pixels)
-        out[f"{part}-labels"] = write_idx(root / f"{prefix}-labels-idx1-ubyte.gz", labels)
+        out[f"{part}-images"] = write_idx(root / f"{prefix}-images-idx3-ubyte{suffix}", pixels)
+        out[f"{part}-labels"] = write_idx(root / f"{prefix}-labels-idx1-ubyte{suffix}", labels)
     return out
 
 
-def test_load_mnist_from_files_and_permutation(tmp_path: Path) -> None:
-    paths = _fake_mnist(tmp_path)
+def _content(path: Path) -> bytes:
+    raw = path.read_bytes()
+    return gzip.decompress(raw) if path.suffix == ".gz" else raw
+
+
+def _pin_contents(monkeypatch: pytest.MonkeyPatch, paths: dict[str, Path]) -> None:
+    """Make the fake files the table's MNIST: their content's SHA-256 and size."""
+    for key, path in paths.items():
+        data = _content(path)
+        entry = replace(
+            images.MNIST[key],
+            content_sha256=hashlib.sha256(data).hexdigest(),
+            content_size=len(data),
+        )
+        monkeypatch.setitem(images.MNIST, key, entry)
+
+
+@pytest.mark.parametrize("suffix", [".gz", ""])
+def test_load_mnist_from_files_and_permutation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, suffix: str
+) -> None:
+    paths = _fake_mnist(tmp_path, suffix=suffix)
+    _pin_contents(monkeypatch, paths)
     splits = load_mnist(tmp_path, valid_size=2)
     x, y = splits.train
     assert x.shape == (10, 784, 1) and x.dtype == torch.float32 and y.dtype == torch.int64
@@ -104,11 +135,53 @@ def test_load_mnist_from_files_and_permutation(tmp_path: Path) -> None:
         load_mnist(tmp_path / "nothing")
 
 
+def test_raw_and_gzip_copies_of_one_content_both_load(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The check is on the content: a raw copy and a re-compressed one (other gzip bytes,
+    as ``gzip -n -9`` writes) of the same files load to the same tensors."""
+    raw = _fake_mnist(tmp_path / "raw", suffix="")
+    _pin_contents(monkeypatch, raw)
+    packed = tmp_path / "packed"
+    packed.mkdir()
+    for path in raw.values():
+        (packed / f"{path.name}.gz").write_bytes(gzip.compress(path.read_bytes(), 9, mtime=1))
+    a, b = load_mnist(tmp_path / "raw", valid_size=2), load_mnist(packed, valid_size=2)
+    for split in ("train", "valid", "test"):
+        assert torch.equal(getattr(a, split)[0], getattr(b, split)[0])
+        assert torch.equal(getattr(a, split)[1], getattr(b, split)[1])
+
+
+def test_load_mnist_refuses_altered_truncated_or_broken_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    paths = _fake_mnist(tmp_path, suffix="")
+    _pin_contents(monkeypatch, paths)
+    labels = paths["test-labels"]
+    good = labels.read_bytes()
+    labels.write_bytes(good[:-1] + bytes([(good[-1] + 1) % 256]))  # one label changed
+    with pytest.raises(DataError, match="SHA-256 of its content") as info:
+        load_mnist(tmp_path, valid_size=2)
+    message = str(info.value)
+    assert "\n" not in message and labels.name in message and "download" in message
+    labels.write_bytes(good[:-2])
+    with pytest.raises(DataError, match="truncated or not MNIST's"):
+        load_mnist(tmp_path, valid_size=2)
+    labels.unlink()
+    packed = labels.with_name(labels.name + ".gz")
+    packed.write_bytes(gzip.compress(good)[:-8])  # a cut download
+    with pytest.raises(DataError, match="not a valid gzip file"):
+        load_mnist(tmp_path, valid_size=2)
+    packed.write_bytes(gzip.compress(good))
+    assert load_mnist(tmp_path, valid_size=2).test[1].tolist() == [0, 1, 2, 3]
+
+
 def test_load_mnist_download_checks_sha(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     source = _fake_mnist(tmp_path / "server")
+    _pin_contents(monkeypatch, source)
     for key, path in source.items():
         digest = hashlib.sha256(path.read_bytes()).hexdigest()
-        entry = replace(MNIST[key], urls=(path.as_uri(),), sha256=digest)
+        entry = replace(images.MNIST[key], urls=(path.as_uri(),), sha256=digest)
         monkeypatch.setitem(images.MNIST, key, entry)
     splits = load_mnist(tmp_path / "cache", download=True, valid_size=0)
     assert splits.train[0].shape == (12, 784, 1) and len(splits.valid[1]) == 0
@@ -116,6 +189,38 @@ def test_load_mnist_download_checks_sha(tmp_path: Path, monkeypatch: pytest.Monk
     monkeypatch.setitem(images.MNIST, "test-labels", wrong)
     with pytest.raises(DataError, match="checksum mismatch"):
         load_mnist(tmp_path / "cache2", download=True)
+    # an archive that passes its own pin but unpacks to other content is refused too
+    archive = hashlib.sha256(source["test-labels"].read_bytes()).hexdigest()
+    other = replace(wrong, sha256=archive, content_sha256="0" * 64)
+    monkeypatch.setitem(images.MNIST, "test-labels", other)
+    with pytest.raises(DataError, match="SHA-256 of its content"):
+        load_mnist(tmp_path / "cache3", download=True)
+
+
+def test_content_table_describes_the_distributed_files() -> None:
+    assert {e.name for e in MNIST.values()} == {
+        "train-images-idx3-ubyte",
+        "train-labels-idx1-ubyte",
+        "t10k-images-idx3-ubyte",
+        "t10k-labels-idx1-ubyte",
+    }
+    for entry in MNIST.values():
+        assert len(entry.content_sha256) == 64 and int(entry.content_sha256, 16) >= 0
+        n = 60_000 if entry.name.startswith("train") else 10_000
+        header = 16 if "images" in entry.name else 8
+        assert entry.content_size == header + n * (784 if "images" in entry.name else 1)
+
+
+@pytest.mark.skipif(
+    not REAL_MNIST.is_dir(), reason=f"no MNIST copy at {REAL_MNIST} (optional test data)"
+)
+def test_content_table_matches_real_mnist() -> None:
+    """The table's content hashes are those of real MNIST (read from a local copy)."""
+    for key, entry in MNIST.items():
+        path = images._locate(REAL_MNIST, entry)
+        assert path is not None, f"{entry.name} missing in {REAL_MNIST}"
+        array = read_mnist_file(path, entry)  # raises DataError on any mismatch
+        assert array.shape[0] == (60_000 if key.startswith("train") else 10_000)
 
 
 def test_digits_default_shapes_split_and_permutation() -> None:

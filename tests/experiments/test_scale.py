@@ -1,6 +1,6 @@
 """Scales (``experiments/scale.py``): ``small`` is uniform across a table, ``paper`` changes
-nothing; the ``cpu``, ``cpu-short`` and ``cpu-adamw`` scales: factors, full splits, optimiser
-replacement."""
+nothing; the ``cpu``, ``cpu-short``, ``cpu-mnist`` and ``cpu-adamw`` scales: factors, full
+splits, optimiser replacement."""
 
 from __future__ import annotations
 
@@ -88,6 +88,23 @@ def test_cpu_short_is_cpu_with_a_quarter_of_its_steps(row: str) -> None:
         cpu.train.schedule,
     )
     assert "a quarter of the cpu scale's steps" in describe_scale("cpu-short")
+
+
+@pytest.mark.parametrize("row", ["rt-table1/transformer", "rt-table1/rtransformer"])
+def test_cpu_mnist_is_one_pass_over_mnist_with_the_rt_image_schedule(row: str) -> None:
+    from highway_transformer.presets.rt_tables import MNIST_STEPS_PER_EPOCH
+
+    cpu = experiment_config(get_experiment(row), "cpu")
+    config = experiment_config(get_experiment(row), "cpu-mnist")
+    t = config.train
+    assert t.max_steps == MNIST_STEPS_PER_EPOCH == 1719  # 55,000 images / batch 32, rounded up
+    assert t.max_steps * config.data.batch_size >= 55_000
+    # the published step schedule (/10 every 10 epochs) compressed like the steps
+    assert (t.schedule, t.lr_step, t.lr, t.optimizer) == ("step", 344, 1e-3, "adam")
+    assert (t.eval_interval, t.eval_max_tokens // 784) == (1719 // 20, 256)
+    assert (config.model, config.data, config.task) == (cpu.model, cpu.data, cpu.task)
+    assert (config.model.d_model, config.task.max_len, config.task.dataset) == (32, 784, "mnist")
+    assert "a tenth of the cpu scale's steps" in describe_scale("cpu-mnist")
 
 
 def test_table5_analogue_at_cpu_short_runs_2000_steps_at_adam_1e3() -> None:

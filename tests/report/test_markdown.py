@@ -1,5 +1,5 @@
 """The report's Markdown (``report/markdown.py``): changes marked by the metric's direction,
-where a resumed run trained, and the Table 5 protocols."""
+where a resumed run trained, the Table 5 protocols and the lines to beat."""
 
 from __future__ import annotations
 
@@ -37,3 +37,24 @@ def test_report_labels_the_table5_protocols() -> None:
     assert "*paper eval bpc*: validation during training (segment 128, memory 896" in text
     assert "*paper test bpc*: test protocol (segment 80, memory 2100" in text
     assert protocols_markdown([{"protocols": {}}]) == []
+
+
+def test_lines_to_beat_show_accuracy_and_loss_and_cope_with_a_missing_one() -> None:
+    """Beside an accuracy the loss is shown; 1-NN has none, and its cells say so (—)."""
+    from highway_transformer.report.markdown import baselines_markdown
+
+    models = {
+        "class prior": {s: {"loss": 2.309, "accuracy": 0.0704} for s in ("valid", "test")},
+        "1-nearest neighbour": {"valid": {"accuracy": 0.98889}, "test": {"accuracy": 0.97}},
+        "logistic regression": {"valid": {"loss": 0.1614, "accuracy": 0.9667}},  # no test
+    }
+    lines = baselines_markdown({"models": models}, "accuracy")
+    assert "| trivial model | eval accuracy | test accuracy | eval loss | test loss |" in lines
+    assert "| class prior | 7.04 | 7.04 | 2.3090 | 2.3090 |" in lines
+    assert "| 1-nearest neighbour | 98.89 | 97.00 | — | — |" in lines
+    assert "| logistic regression | 96.67 | — | 0.1614 | — |" in lines
+    assert any("1-NN gives no probabilities" in line for line in lines)
+    trigram = {"trigram": {"valid": {"loss": 1.8, "bpc": 2.6641}, "test": {"bpc": 2.629}}}
+    lines = baselines_markdown({"models": trigram}, "bpc")  # a loss-like metric: one column
+    assert "| trivial model | eval bpc | test bpc |" in lines
+    assert "| trigram | 2.6641 | 2.6290 |" in lines

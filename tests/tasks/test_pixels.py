@@ -1,15 +1,22 @@
-"""The pixel task (``tasks/pixels.py``): the digits stand-in trains above chance end to end, and
-a sequence longer than ``task.max_len`` is a one-line error."""
+"""The pixel task (``tasks/pixels.py``): the digits stand-in trains above chance end to end, a
+sequence longer than ``task.max_len`` is a one-line error, and the lines to beat on MNIST files
+hold the class prior, 1-NN and logistic regression."""
 
 from __future__ import annotations
 
+import gzip
+import hashlib
 import json
 from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
 
+import numpy as np
 import pytest
 
 from highway_transformer.api import evaluate_checkpoint, load_pretrained
 from highway_transformer.config import Config
+from highway_transformer.data import images
 from highway_transformer.errors import DataError
 from highway_transformer.models.sequence import SequenceModel
 from highway_transformer.training.trainer import train
@@ -43,3 +50,35 @@ def test_pixels_max_len_violation(tmp_path, rt_preset_config: Callable[..., Conf
     config = rt_preset_config("digits/transformer", **{"task.max_len": 32})
     with pytest.raises(DataError, match="task.max_len=32"):
         train(config, tmp_path, progress=False)
+
+
+def _mnist_like(root: Path, monkeypatch: pytest.MonkeyPatch, n_train: int, n_test: int) -> None:
+    """IDX files of noisy class templates under MNIST's names, pinned as MNIST's content."""
+    rng = np.random.RandomState(0)
+    templates = rng.randint(0, 256, size=(10, 28, 28))
+    for key, n in (("train", n_train), ("test", n_test)):
+        y = np.arange(n) % 10
+        x = np.clip(templates[y] + rng.randint(-40, 41, size=(n, 28, 28)), 0, 255)
+        for part, array in (("images", x.astype(np.uint8)), ("labels", y.astype(np.uint8))):
+            entry = images.MNIST[f"{key}-{part}"]
+            path = images.write_idx(root / entry.filename, array)
+            content = gzip.decompress(path.read_bytes())
+            digest = hashlib.sha256(content).hexdigest()
+            pinned = replace(entry, content_sha256=digest, content_size=len(content))
+            monkeypatch.setitem(images.MNIST, f"{key}-{part}", pinned)
+
+
+def test_mnist_baselines_hold_the_raw_pixel_classifiers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rt_preset_config: Callable[..., Config]
+) -> None:
+    from highway_transformer.tasks import task_baselines
+
+    _mnist_like(tmp_path, monkeypatch, n_train=5030, n_test=20)  # the last 5,000: valid
+    config = rt_preset_config("rt-table1/transformer", **{"data.path": str(tmp_path)})
+    found = task_baselines(config)
+    assert list(found) == ["class prior", "1-nearest neighbour", "logistic regression"]
+    assert set(found["1-nearest neighbour"]["test"]) == {"accuracy"}  # no probabilities
+    assert set(found["logistic regression"]["test"]) == {"loss", "accuracy"}
+    for model in ("1-nearest neighbour", "logistic regression"):
+        assert found[model]["valid"]["accuracy"] > 0.9 and found[model]["test"]["accuracy"] > 0.9
+    assert found["class prior"]["valid"]["accuracy"] == pytest.approx(0.1)

@@ -22,8 +22,9 @@ pieces:
 * **previous step**: each note on with ``P(on | that note on / off at the step before)``
   (a first-order Markov chain per note: the music analogue of a bigram).
 
-Classification (pixel digits): **class prior**: every example gets the training split's
-class frequencies (add-one); its accuracy is the majority class's share.
+Classification (pixel images): **class prior**: every example gets the training split's
+class frequencies (add-one); its accuracy is the majority class's share. The raw-pixel
+classifiers beside it (1-nearest neighbour, logistic regression) are in :mod:`.classifiers`.
 """
 
 from __future__ import annotations

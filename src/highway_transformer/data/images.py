@@ -9,7 +9,9 @@ MNIST comes in the IDX format (LeCun et al., http://yann.lecun.com/exdb/mnist/):
 number of two zero bytes, a type code (0x08 unsigned byte, 0x09 signed byte, 0x0B short,
 0x0C int, 0x0D float, 0x0E double) and the number of dimensions, then one big-endian int32
 size per dimension, then the data in big-endian C order. :func:`read_idx` and
-:func:`write_idx` handle it, gzip-compressed (``.gz``) or not.
+:func:`write_idx` handle it, gzip-compressed (``.gz``) or not. :func:`load_mnist` reads each
+MNIST file raw or gzip-compressed and checks it by the SHA-256 of its *uncompressed* content
+(:data:`MNIST`), so a re-compressed copy is accepted and a truncated or altered one is not.
 
 Without a download, :func:`load_digits_default` offers scikit-learn's 8x8 digits (64 steps)
 with a fixed train/valid/test split: a quick, offline stand-in for the same task.
@@ -18,6 +20,7 @@ with a fixed train/valid/test split: a quick, offline stand-in for the same task
 from __future__ import annotations
 
 import gzip
+import hashlib
 import struct
 import zlib
 from dataclasses import dataclass
@@ -59,32 +62,36 @@ def _open_bytes(path: Path) -> bytes:
 def read_idx(path: str | Path) -> np.ndarray:
     """Read an IDX file (optionally gzip-compressed) into a native-endian numpy array."""
     path = Path(path)
-    data = _open_bytes(path)
+    return parse_idx(_open_bytes(path), path)
+
+
+def parse_idx(data: bytes, where: str | Path = "IDX data") -> np.ndarray:
+    """The array held by the (uncompressed) IDX bytes ``data``; ``where`` names them in errors."""
     if len(data) < 4:
-        raise DataError(f"{path} is truncated: {len(data)} bytes, shorter than an IDX header")
+        raise DataError(f"{where} is truncated: {len(data)} bytes, shorter than an IDX header")
     zero0, zero1, code, ndim = data[0], data[1], data[2], data[3]
     if zero0 != 0 or zero1 != 0 or code not in IDX_TYPES:
         raise DataError(
-            f"{path} has magic number 0x{data[:4].hex()}, not an IDX file (expected "
+            f"{where} has magic number 0x{data[:4].hex()}, not an IDX file (expected "
             "0x0000 followed by a type code 08/09/0B/0C/0D/0E); check the file"
         )
     header = 4 + 4 * ndim
     if len(data) < header:
-        raise DataError(f"{path} is truncated inside its header; re-download it")
+        raise DataError(f"{where} is truncated inside its header; re-download it")
     shape = struct.unpack(f">{ndim}i", data[4:header])
     if any(size < 0 for size in shape):
-        raise DataError(f"{path} declares a negative dimension {shape}; the file is corrupt")
+        raise DataError(f"{where} declares a negative dimension {shape}; the file is corrupt")
     dtype = IDX_TYPES[code]
     expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
     got = len(data) - header
     if got < expected:
         raise DataError(
-            f"{path} is truncated: shape {shape} needs {expected} data bytes, found {got}; "
+            f"{where} is truncated: shape {shape} needs {expected} data bytes, found {got}; "
             "re-download it"
         )
     if got > expected:
         raise DataError(
-            f"{path} has {got - expected} bytes after the {shape} array; the file is corrupt"
+            f"{where} has {got - expected} bytes after the {shape} array; the file is corrupt"
         )
     array = np.frombuffer(data, dtype=dtype, count=expected // dtype.itemsize, offset=header)
     return array.reshape(shape).astype(dtype.newbyteorder("="))
@@ -120,12 +127,21 @@ def write_idx(path: str | Path, array: np.ndarray) -> Path:
 
 @dataclass(frozen=True)
 class MnistFile:
-    """One MNIST file: its name, download mirrors (tried in order) and SHA-256."""
+    """One MNIST file: its distributed name, download mirrors (tried in order), the SHA-256
+    and size of the distributed gzip archive (checked on download) and those of its
+    uncompressed IDX content (checked on every load, whichever way the file is stored)."""
 
     filename: str
     urls: tuple[str, ...]
     sha256: str | None
     size: int
+    content_sha256: str
+    content_size: int
+
+    @property
+    def name(self) -> str:
+        """The uncompressed file's name (``train-images-idx3-ubyte``)."""
+        return self.filename.removesuffix(".gz")
 
 
 def _mirrors(name: str) -> tuple[str, ...]:
@@ -137,31 +153,41 @@ def _mirrors(name: str) -> tuple[str, ...]:
 
 
 # SHA-256 of the gzip files as distributed by LeCun et al. and mirrored by PyTorch (ossci)
-# and Google (cvdf); the same values appear in many independent download scripts.
+# and Google (cvdf); the same values appear in many independent download scripts. The content
+# hashes are of the uncompressed IDX files, which any re-compression (gzip -9, another mtime)
+# leaves unchanged: they identify MNIST however a copy is stored.
 MNIST: dict[str, MnistFile] = {
     "train-images": MnistFile(
         "train-images-idx3-ubyte.gz",
         _mirrors("train-images-idx3-ubyte.gz"),
         "440fcabf73cc546fa21475e81ea370265605f56be210a4024d2ca8f203523609",
         9_912_422,
+        "ba891046e6505d7aadcbbe25680a0738ad16aec93bde7f9b65e87a2fc25776db",
+        47_040_016,
     ),
     "train-labels": MnistFile(
         "train-labels-idx1-ubyte.gz",
         _mirrors("train-labels-idx1-ubyte.gz"),
         "3552534a0a558bbed6aed32b30c495cca23d567ec52cac8be1a0730e8010255c",
         28_881,
+        "65a50cbbf4e906d70832878ad85ccda5333a97f0f4c3dd2ef09a8a9eef7101c5",
+        60_008,
     ),
     "test-images": MnistFile(
         "t10k-images-idx3-ubyte.gz",
         _mirrors("t10k-images-idx3-ubyte.gz"),
         "8d422c7b0a1c1c79245a5bcf07fe86e33eeafee792b84584aec276f5a2dbc4e6",
         1_648_877,
+        "0fa7898d509279e482958e8ce81c8e77db3f2f8254e26661ceb7762c4d494ce7",
+        7_840_016,
     ),
     "test-labels": MnistFile(
         "t10k-labels-idx1-ubyte.gz",
         _mirrors("t10k-labels-idx1-ubyte.gz"),
         "f7ae60f92e00ec6debd23a6088c31dbd2371eca3ffa0defaefb259924204aec6",
         4_542,
+        "ff7bcfd416de33731a308c3f266cc351222c34898ecbeaf847f06e48f7ec33f2",
+        10_008,
     ),
 }
 
@@ -229,6 +255,25 @@ def _download(root: Path, entry: MnistFile) -> Path:
     raise DataError(f"could not download {entry.filename} from any mirror: {errors[-1]}")
 
 
+def read_mnist_file(path: Path, entry: MnistFile) -> np.ndarray:
+    """The IDX array of one MNIST file stored raw or gzip-compressed, after checking that its
+    uncompressed content is MNIST's (size, then SHA-256: 47 MB hash in a fraction of a second)."""
+    data = _open_bytes(path)
+    fix = f"replace it with a good copy of {entry.name} (raw or .gz) or delete it and download"
+    if len(data) != entry.content_size:
+        raise DataError(
+            f"{path} holds {len(data):,} bytes of IDX data, MNIST's {entry.name} has "
+            f"{entry.content_size:,}: the file is truncated or not MNIST's; {fix}"
+        )
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != entry.content_sha256:
+        raise DataError(
+            f"{path}: SHA-256 of its content is {digest[:16]}…, MNIST's {entry.name} has "
+            f"{entry.content_sha256[:16]}…: the file is corrupt or another data set; {fix}"
+        )
+    return parse_idx(data, path)
+
+
 def _pixels(images: np.ndarray, where: str) -> Tensor:
     """``[N, rows, cols]`` uint8 images as float32 ``[N, rows * cols, 1]`` in [0, 1]."""
     if images.ndim != 3 or images.dtype != np.uint8:
@@ -237,7 +282,9 @@ def _pixels(images: np.ndarray, where: str) -> Tensor:
             "[N, rows, cols] images (an MNIST images file)"
         )
     n, rows, cols = images.shape
-    return torch.from_numpy(images.reshape(n, rows * cols, 1).astype(np.float32) / 255.0)
+    pixels = images.reshape(n, rows * cols, 1).astype(np.float32)
+    pixels /= 255.0  # in place: one float copy of the 47 M training pixels
+    return torch.from_numpy(pixels)
 
 
 def load_mnist(
@@ -250,8 +297,10 @@ def load_mnist(
     """Sequential (or, with ``permute``, permuted) MNIST: 784 steps of one pixel in [0, 1].
 
     Files are looked up (``.gz`` or uncompressed) in ``data_dir`` (default: the per-user
-    cache), ``data_dir/mnist`` or ``data_dir/MNIST/raw`` (torchvision's layout), and
-    downloaded into ``data_dir`` with SHA-256 checks when ``download`` is true. The last
+    cache), ``data_dir/mnist`` or ``data_dir/MNIST/raw`` (torchvision's layout), and the
+    missing ones downloaded into ``data_dir`` when ``download`` is true (each archive checked
+    by its SHA-256). Every file is checked by the SHA-256 of its uncompressed content
+    (:func:`read_mnist_file`); a truncated or altered one is a :class:`DataError`. The last
     ``valid_size`` training images form the validation split (55,000/5,000/10,000 by
     default); ``seed`` picks the pMNIST pixel permutation.
     """
@@ -268,10 +317,10 @@ def load_mnist(
             paths[key] = found
     if missing:
         raise DataError(
-            f"MNIST files missing in {root}: {', '.join(missing)}; put them there "
-            "or pass download=True (--download)"
+            f"MNIST files missing in {root}: {', '.join(missing)}; put them there (raw or "
+            ".gz) or pass download=True"
         )
-    arrays = {key: read_idx(path) for key, path in paths.items()}
+    arrays = {key: read_mnist_file(path, MNIST[key]) for key, path in paths.items()}
     for part in ("train", "test"):
         images, labels = arrays[f"{part}-images"], arrays[f"{part}-labels"]
         if labels.ndim != 1 or len(labels) != len(images):

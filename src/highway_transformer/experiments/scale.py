@@ -8,12 +8,19 @@ scale          width   heads  length  steps    batch  train tokens  valid/test t
 ``tiny``       1/16    1/4    1/8     1/5000   4      20,000        2,000
 ``cpu``        1/4     1      1/4     1/5      as is  all           all
 ``cpu-short``  1/4     1      1/4     1/20     as is  all           all
+``cpu-mnist``  1/4     1      1/4     1/50     as is  all           all
 =============  ======  =====  ======  =======  =====  ============  =================
 
 (``cpu-adamw``: the ``cpu`` factors with AdamW in place of every row's optimiser.
 ``cpu-short``: the ``cpu`` scale with a quarter of its steps and 25 periodic validations of
 20,000 tokens, for tables whose runs cost hours each at ``cpu``: the 6-layer Transformer-XL
-of the HT Table 5 analogue runs 2,000 steps, about 50 min, instead of 8,000.)
+of the HT Table 5 analogue runs 2,000 steps, about 50 min, instead of 8,000.
+``cpu-mnist``: the ``cpu`` scale with a tenth of its steps and 20 periodic validations of
+200,704 tokens, for RT Table 1 on MNIST, whose 784-pixel sequences cost 10-16 s a step on
+one CPU thread: 1,719 steps of 32, one pass over the 55,000 training images, each
+validation on the first 256 validation images; about 5 h a Transformer run and 8 h an
+R-Transformer run, measured in docs/results/README.md. The RT pixel models are published
+at d 32 and keep their width at every ``cpu`` scale.)
 
 * **width** multiplies ``d_model``, ``d_inner`` and ``d_head`` (``d_head`` by width / heads,
   so ``n_heads × d_head`` keeps its ratio to ``d_model``); ``d_model`` is rounded to a
@@ -50,9 +57,9 @@ tokens (fine enough to read steps-to-target where the baseline has plateaued) an
 valid/test evaluation on the *full* splits. Deviations from the papers, all stated in
 :func:`describe_scale`:
 
-* ``cpu`` and ``cpu-short``: the published optimiser and schedule shape (SGD with linear
-  decay or annealing, Adam with cosine decay) with the learning rate of narrowed models
-  multiplied by ``lr_factors`` (picked by pilots, docs/results/cpu-scale-pilot.md: a 4x
+* ``cpu``, ``cpu-short`` and ``cpu-mnist``: the published optimiser and schedule shape (SGD
+  with linear decay or annealing, Adam with cosine decay) with the learning rate of narrowed
+  models multiplied by ``lr_factors`` (picked by pilots, docs/results/cpu-scale-pilot.md: a 4x
   narrower model takes larger steps): SGD x2 (the published 2.0 with clip 0.15 moves the
   weights by at most 0.3 per step), Adam x4 (the Transformer-XL rows: 2.5e-4 -> 1e-3, the
   usual rate of a d-128 model); models kept wider by ``min_d_model`` (the word-PTB models,
@@ -190,6 +197,15 @@ SCALES: dict[str, Scale] = {
         evaluations=25,
         eval_max_tokens=20_000,
         note=CPU.note + "; a quarter of the cpu scale's steps",
+    ),
+    # RT Table 1 on MNIST: at cpu its runs would take 2-3 days each on a CPU thread.
+    "cpu-mnist": replace(
+        CPU,
+        name="cpu-mnist",
+        steps=1 / 50,
+        evaluations=20,
+        eval_max_tokens=256 * 784,  # 256 MNIST images a periodic validation
+        note=CPU.note + "; a tenth of the cpu scale's steps",
     ),
     "cpu-adamw": replace(CPU, name="cpu-adamw", lr_factors=(), optimiser=ADAMW, note=""),
     "cpu-modern": replace(

@@ -614,24 +614,42 @@ def _gates_markdown(gates: dict[str, Any]) -> list[str]:
 
 
 def baselines_markdown(baselines: dict[str, Any] | None, metric: str) -> list[str]:
-    """The "Lines to beat" section: every trivial model's valid and test figure."""
+    """The "Lines to beat" section: every trivial model's valid and test figure, and its NLL
+    beside an accuracy (a model without a figure, as 1-NN without an NLL, shows —)."""
     if baselines is None:
         return []
     lines = ["## Lines to beat", ""]
     if "not_computed" in baselines:
         return [*lines, f"Trivial baselines not computed: {baselines['not_computed']}", ""]
+    models = baselines["models"]
+    # An accuracy says nothing of the loss, so the loss goes beside it where models have one.
+    has_loss = any("loss" in s for by in models.values() for s in by.values())
+    columns = [metric] + (["loss"] if metric in PERCENT_METRICS and has_loss else [])
+    heads = " | ".join(f"eval {c} | test {c}" for c in columns)
+    where = f"{'above' if higher_is_better(metric) else 'below'} them"
+    if len(columns) > 1:
+        where += f" in {metric} and below them in loss (nats; — where a model has no loss: 1-NN"
+        where += " gives no probabilities)"
     lines += [
         "Trivial models estimated on the training split of the runs' data (`highway "
-        "baselines`): a model that has learned more than they hold is "
-        f"{'above' if higher_is_better(metric) else 'below'} them.",
+        f"baselines`): a model that has learned more than they hold is {where}.",
         "",
-        f"| trivial model | eval {metric} | test {metric} |",
-        "| --- | ---: | ---: |",
+        f"| trivial model | {heads} |",
+        "| --- |" + " ---: |" * (2 * len(columns)),
     ]
-    factor = 100 if metric in PERCENT_METRICS else 1
-    digits = 4 if metric == "bpc" else 2  # as the results table prints them
-    for model, by_split in baselines["models"].items():
-        values = [number(by_split.get(split, {}).get(metric)) for split in ("valid", "test")]
-        cells = [_fmt(None if v is None else v * factor, digits) for v in values]
-        lines.append(f"| {model} | {cells[0]} | {cells[1]} |")
+    for model, by_split in models.items():
+        cells = [
+            _baseline_cell(by_split.get(split, {}).get(column), column)
+            for column in columns
+            for split in ("valid", "test")
+        ]
+        lines.append(f"| {model} | {' | '.join(cells)} |")
     return [*lines, ""]
+
+
+def _baseline_cell(value: Any, metric: str) -> str:
+    """As the results table prints the metric: percent for accuracies, bpc to 4 digits."""
+    value = number(value)
+    factor = 100 if metric in PERCENT_METRICS else 1
+    digits = 4 if metric in ("bpc", "loss") else 2
+    return _fmt(None if value is None else value * factor, digits)

@@ -9,9 +9,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..config import Config
-from ..data.baselines import class_prior_baselines
+from ..data.classifiers import image_baselines
 from ..data.images import ImageSplits, load_digits_default, load_mnist
-from ..errors import DataError, unknown_choice
+from ..errors import unknown_choice
 from ..models.sequence import build_sequence_model
 from .base import Batch, EpochOrder, Task, TaskState, check_max_len
 
@@ -20,18 +20,16 @@ N_CLASSES = 10
 
 
 def load_pixel_splits(config: Config) -> ImageSplits:
-    """Digits (8x8, offline, the default) or MNIST from ``data.path`` (downloaded if absent);
-    ``task.permute`` applies the fixed pixel permutation of seed ``train.seed``."""
+    """Digits (8x8, offline, the default) or MNIST from ``data.path`` (the files missing there
+    are downloaded; every file is checked by its content's SHA-256); ``task.permute`` applies
+    the fixed pixel permutation of seed ``train.seed``."""
     name = (config.task.dataset or "digits").strip().lower()
     if name not in PIXEL_DATASETS:
         raise unknown_choice("pixel data set (task.dataset)", name, PIXEL_DATASETS)
     seed = config.train.seed
     if name == "digits":
         return load_digits_default(permute=config.task.permute, seed=seed)
-    try:
-        return load_mnist(config.data.path, permute=config.task.permute, seed=seed)
-    except DataError:
-        return load_mnist(config.data.path, download=True, permute=config.task.permute, seed=seed)
+    return load_mnist(config.data.path, download=True, permute=config.task.permute, seed=seed)
 
 
 class PixelsTask(Task):
@@ -79,9 +77,10 @@ class PixelsTask(Task):
         return {"loss": total / n, "accuracy": correct / n, "examples": len(x_all)}
 
     def baselines(self) -> dict[str, dict[str, dict[str, float]]]:
-        """The training split's class frequencies as every example's prediction."""
-        labels = {"valid": self.splits.valid[1].numpy(), "test": self.splits.test[1].numpy()}
-        return class_prior_baselines(self.splits.train[1].numpy(), labels, N_CLASSES)
+        """The class prior, 1-nearest neighbour and logistic regression on the raw pixels,
+        fit on the training split (:mod:`..data.classifiers`)."""
+        splits = {"valid": self.splits.valid, "test": self.splits.test}
+        return image_baselines(self.splits.train, splits, N_CLASSES)
 
     def state_dict(self) -> TaskState:
         return {**super().state_dict(), **self.order.state_dict()}
