@@ -69,6 +69,16 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
     _launch_options(parser)
 
 
+def _allow_mixed_code_option(parser: argparse.ArgumentParser) -> None:
+    """``--allow-mixed-code`` of ``highway report`` and ``highway ab``."""
+    parser.add_argument(
+        "--allow-mixed-code",
+        action="store_true",
+        help="write the report although its runs did not all record one version of the code "
+        "(the report says so at its top)",
+    )
+
+
 def _launch_options(parser: argparse.ArgumentParser) -> None:
     """The options ``highway run`` and ``highway ab`` share: where and how runs train."""
     parser.add_argument("--jobs", type=int, default=1, help="runs trained at once (default 1)")
@@ -251,11 +261,7 @@ def add_commands(subparsers: Any) -> None:
     p.add_argument("--out", default="runs/ab", help="root folder (default runs/ab)")
     _launch_options(p)
     p.add_argument("--no-report", action="store_true", help="train only; write no report")
-    p.add_argument(
-        "--allow-mixed-code",
-        action="store_true",
-        help="write the report although the runs did not all record one version of the code",
-    )
+    _allow_mixed_code_option(p)
     p.add_argument(
         "overrides",
         nargs="*",
@@ -277,12 +283,7 @@ def add_commands(subparsers: Any) -> None:
         "--data-path", "--data-dir", dest="data_path",
         help="with --baselines: where the runs' data lives now",
     )  # fmt: skip
-    p.add_argument(
-        "--allow-mixed-code",
-        action="store_true",
-        help="write the report although its runs did not all record one version of the code "
-        "(the report says so at its top)",
-    )
+    _allow_mixed_code_option(p)
     p.set_defaults(func=_report)
 
     p = subparsers.add_parser(

@@ -31,6 +31,7 @@ from typing import Any
 from ..config import Config
 from ..errors import ConfigError, unknown_choice
 from ..presets import PRESETS
+from ..storage import runfolder
 from .comparisons import Comparison, Pair
 from .plan import RunSpec, experiment_config, plan_runs
 from .registry import Experiment
@@ -146,17 +147,8 @@ class AbPlan:
 
 
 def _flat(config: Config) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-
-    def walk(prefix: str, value: Any) -> None:
-        if isinstance(value, dict):
-            for key, inner in value.items():
-                walk(f"{prefix}.{key}" if prefix else key, inner)
-        else:
-            out[prefix] = value
-
-    walk("", config.to_dict())
-    return {k: v for k, v in out.items() if k not in _LABELS}
+    """Every setting by dotted key, the labels left out."""
+    return {k: v for k, v in runfolder.flatten(config.to_dict()).items() if k not in _LABELS}
 
 
 def _check_rows(rows: Sequence[AbRow]) -> None:

@@ -184,13 +184,7 @@ def write_experiment_file(spec: RunSpec) -> Path:
 
 def _check_same_overrides(spec: RunSpec) -> None:
     """Refuse to skip or resume a run folder trained with other overrides (another budget)."""
-    path = spec.run_dir / runfolder.EXPERIMENT_FILE
-    if not path.is_file():
-        return
-    try:
-        stored = json.loads(path.read_text(encoding="utf-8")).get("overrides")
-    except (OSError, ValueError, AttributeError):
-        return  # unreadable: the run is re-prepared from this request
+    stored = _read_experiment(spec).get("overrides")  # unreadable: re-prepared from here
     if stored is not None and list(stored) != list(spec.overrides):
         raise ConfigError(
             f"{spec.run_dir} was trained with overrides {stored or 'none'}, this request gives "

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .markdown import format_difference
 from .stats import summary
 from .tables import PERCENT_METRICS
 
@@ -13,10 +14,6 @@ MINUS = "\u2212"
 
 def _digits(metric: str) -> int:
     return 2 if metric in ("ppl", *PERCENT_METRICS) else 4
-
-
-def _signed(value: float, digits: int) -> str:
-    return f"{value:+.{digits}f}".replace("-", MINUS)
 
 
 def _row(name: str) -> str:
@@ -32,10 +29,7 @@ def verdict_line(row: dict[str, Any], metric: str, split: str = "valid") -> str:
     if paired is None:
         return f"{head}: no seed ran both rows: {row['verdict']}"
     n = paired["n"]
-    interval = paired["interval"]
-    shown = _signed(paired["mean"], d)
-    if interval is not None:
-        shown += f" [{_signed(interval[0], d)}, {_signed(interval[1], d)}]"
+    shown = format_difference(paired, d, verdict=False).replace("-", MINUS)
     return f"{head} {shown} ({n} seed{'s' * (n != 1)}): {row['verdict']}"
 
 

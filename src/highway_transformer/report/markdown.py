@@ -137,7 +137,7 @@ def primary_markdown(primary: dict[str, Any] | None, metric: str, paper: bool = 
         )  # fmt: skip
         lines.append(
             "| " + " | ".join([
-                row["claim"], per_seed, _fmt_interval(paired, d),
+                row["claim"], per_seed, format_difference(paired, d),
                 _fmt_change(row["change_pct"], better_higher), *([published] if paper else []),
                 "; ".join(row["sources"]), f"**{row['verdict']}**",
             ]) + " |"
@@ -213,13 +213,16 @@ def paper_markdown(rows: list[dict[str, Any]], metric: str, paper: bool = True) 
     return lines
 
 
-def _fmt_interval(paired: dict[str, Any] | None, digits: int) -> str:
+def format_difference(paired: dict[str, Any] | None, digits: int, verdict: bool = True) -> str:
+    """``-0.0210 [-0.0450, +0.0030] unresolved`` (the verdict word only with ``verdict``);
+    ``—`` for no pair."""
     if paired is None:
         return "—"
     text = f"{paired['mean']:+.{digits}f}"
     if paired["interval"] is not None:
         lo, hi = paired["interval"]
-        text += f" [{lo:+.{digits}f}, {hi:+.{digits}f}] {paired['verdict']}"
+        text += f" [{lo:+.{digits}f}, {hi:+.{digits}f}]"
+        text += f" {paired['verdict']}" if verdict else ""
     return text
 
 
@@ -242,9 +245,9 @@ def statistics_markdown(rows: list[dict[str, Any]], metric: str) -> list[str]:
             "| " + " | ".join([
                 r["name"], str(len(r["seeds"])), values(r, f"eval_{metric}"),
                 _fmt_stats(r[f"eval_{metric}"], d),
-                base or _fmt_interval(r[f"eval_{metric}_paired"], d),
+                base or format_difference(r[f"eval_{metric}_paired"], d),
                 values(r, f"test_{metric}"),
-                base or _fmt_interval(r[f"test_{metric}_paired"], d),
+                base or format_difference(r[f"test_{metric}_paired"], d),
             ]) + " |"
         )  # fmt: skip
     return lines
@@ -273,7 +276,7 @@ def contrasts_markdown(contrasts: list[dict[str, Any]], metric: str) -> list[str
         lines.append(
             "| " + " | ".join([
                 c["claim"], c["row"], c["other"], per_seed,
-                _fmt_interval(paired, d), _fmt_interval(c[f"test_{metric}_paired"], d),
+                format_difference(paired, d), format_difference(c[f"test_{metric}_paired"], d),
                 *("—" if v is None else f"{v:+.{d}f}" for v in published),
             ]) + " |"
         )  # fmt: skip
@@ -365,7 +368,7 @@ def before_annealing_markdown(table: dict[str, Any] | None) -> list[str]:
     for row in table["rows"]:
         seeds = "; ".join(_seed_cell(seed, p, digits) for seed, p in row["per_seed"].items())
         change = "—" if row["change_pct"] is None else f"{row['change_pct']:+.2f}%"
-        paired = _fmt_interval(row["paired"], digits)
+        paired = format_difference(row["paired"], digits)
         lines.append(f"| {row['name']} | {seeds or '—'} | {change} | {paired} |")
     return [*lines, ""]
 

@@ -26,7 +26,7 @@ from ..errors import ConfigError
 from ..experiments.comparisons import Comparison, comparison_from_json, registered_comparison
 from ..runtime.provenance import code_facts
 from .runs import RunRecord
-from .stats import paired_difference, relative_change, shared_seeds
+from .stats import paired_difference, relative_change, shared_seeds, summary
 from .tables import PERCENT_METRICS, higher_is_better
 
 PRE_REGISTERED = "pre-registered"
@@ -153,8 +153,8 @@ def verdict_rows(
 
 
 def _mean(values: list[float | None]) -> float | None:
-    kept = [v for v in values if v is not None]
-    return sum(kept) / len(kept) if kept else None
+    found = summary(values)
+    return None if found is None else found["mean"]
 
 
 def _published_change(

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
+from .markdown import format_difference
 from .tables import higher_is_better
 
 START = "<!-- verdicts: generated from the reports' report.json; do not edit by hand -->"
@@ -37,17 +38,6 @@ def read_report(path: str | Path) -> dict[str, Any]:
 
 def _digits(metric: str) -> int:
     return 4 if metric == "bpc" else 2
-
-
-def _difference(row: dict[str, Any], digits: int) -> str:
-    paired = row["paired"]
-    if paired is None:
-        return "—"
-    text = f"{paired['mean']:+.{digits}f}"
-    if paired["interval"] is not None:
-        lo, hi = paired["interval"]
-        text += f" [{lo:+.{digits}f}, {hi:+.{digits}f}]"
-    return text
 
 
 def _seeds_better(row: dict[str, Any], metric: str) -> str:
@@ -82,7 +72,8 @@ def summary_rows(report: dict[str, Any], label: str) -> list[str]:
             label if index == 0 else "",
             row["claim"],
             _published(row, report["primary"]["comparison"]["split"]),
-            f"{_percent(row['change_pct'])} ({_difference(row, digits)} {metric})",
+            f"{_percent(row['change_pct'])} "
+            f"({format_difference(row['paired'], digits, verdict=False)} {metric})",
             _seeds_better(row, metric),
             "; ".join(row["sources"]),
             row["verdict"],
