@@ -124,7 +124,7 @@ def test_train_then_eval_json(
     assert code == 0
     report = json.loads(stdout)
     assert set(report) == {"test"}
-    assert set(report["test"]) == {"loss", "bpc", "ppl", "tokens"}
+    assert set(report["test"]) == {"loss", "bpc", "ppl", "tokens", "loss_se"}
     # one evaluation, at the last step: the last checkpoint is the best one
     assert report["test"]["loss"] == pytest.approx(results["test"]["loss"], rel=1e-6)
     assert report["test"]["tokens"] == results["test"]["tokens"]

@@ -109,7 +109,7 @@ def test_eval_file_counts_every_symbol_once_and_oov(runs, tmp_path, capsys) -> N
         expected = model(ids[None, :-1], targets=ids[None, 1:]).loss.item()
     assert score["loss"] == pytest.approx(expected, rel=1e-5)
     code, out, _ = _run(capsys, "eval", str(runs["sdu"]), "--file", str(path))
-    assert code == 0 and "bits/symbol" in out and "3 out of vocabulary" in out
+    assert code == 0 and "bits per character" in out and "3 out of vocabulary" in out
     code, _, err = _run(capsys, "eval", str(runs["sdu"]), "--file", str(tmp_path / "nope.txt"))
     assert code == 2 and err.splitlines()[-1].startswith("error: cannot read")
 
@@ -135,7 +135,7 @@ def test_compare_two_train_folders(runs, tmp_path, capsys) -> None:
     ]
     plain = summary["rows"][0]
     assert plain["steps_to_target"] is not None and plain["steps"] == 4
-    assert plain["periodic_valid_tokens"] > 0 and plain["final_test_bpc"] > 0
+    assert plain["periodic_valid_count"] > 0 and plain["final_test_loss"] > 0
     table = (out / "compare.md").read_text()
     assert "| plain |" in table and "| sdu |" in table and "steps to target" in stdout
     argv = ["compare", str(runs["plain"]), str(runs["sdu"]), "--out", str(out), "--baseline", "x"]

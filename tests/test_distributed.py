@@ -115,6 +115,19 @@ def test_two_processes_train_and_evaluate_like_one_transformer(tmp_path, text_fi
     )
 
 
+def test_with_dropout_on_two_processes_are_not_one(tmp_path, text_file):
+    """The condition docs/gpus.md states: each rank draws its own dropout masks, so with
+    dropout on the training losses of N processes differ from one process's from the first
+    step (equally valid runs, not the same numbers)."""
+    overrides = lm_args(
+        text_file, "model.dropout=0.3", "train.max_steps=2", "train.eval_interval=2"
+    )
+    launch(tmp_path / "two", overrides)
+    one_process(tmp_path / "one", overrides)
+    two, one = losses(tmp_path / "two"), losses(tmp_path / "one")
+    assert two.keys() == one.keys() and abs(two[1] - one[1]) > 1e-4
+
+
 def test_xl_memory_checkpoint_of_two_processes_resumes_in_one_and_back(tmp_path, text_file):
     base = lm_args(text_file, *XL, "train.eval_interval=3")
     one_process(tmp_path / "ref", [*base, "train.max_steps=6"])

@@ -146,8 +146,7 @@ def upward_imports(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
         (source, target)
         for source, targets in sorted(graph.items())
         for target in sorted(targets)
-        if _group(source) != _group(target)
-        and LAYER_OF[_group(target)] >= LAYER_OF[_group(source)]
+        if _group(source) != _group(target) and LAYER_OF[_group(target)] >= LAYER_OF[_group(source)]
     ]
 
 

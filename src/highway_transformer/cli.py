@@ -59,7 +59,7 @@ def _train(args: argparse.Namespace) -> int:
         log=_log,
     )
     if is_main_process():
-        _print_metrics(results)
+        _print_metrics(results, results.get("level"))
         print(f"run folder: {out}")
     return 0
 
@@ -98,12 +98,22 @@ def _eval(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(out, indent=2))
     else:
-        _print_metrics(out)
+        _print_metrics(out, _level(weights))
     return 0
+
+
+def _level(weights: Path) -> str | None:
+    """A language model's vocabulary level (None for the other tasks)."""
+    from .data.levels import corpus_level
+    from .validation import checkpoint_config
+
+    config = checkpoint_config(weights)
+    return corpus_level(config.data) if config.task.name == "lm" else None
 
 
 def _eval_file(args: argparse.Namespace, weights: Path, overrides: list[str]) -> int:
     from .api import load_pretrained
+    from .data.levels import bits_label, token_name
     from .runtime.device import resolve_device
     from .tasks.file_eval import evaluate_file
     from .validation import build_config
@@ -119,11 +129,11 @@ def _eval_file(args: argparse.Namespace, weights: Path, overrides: list[str]) ->
     if args.json:
         print(json.dumps({"file": str(args.file), **score.as_dict()}, indent=2))
         return 0
-    r = score.result
+    r, token = score.result, token_name(vocab.level)
     print(
-        f"{args.file}: loss {r.loss:.4f} nats | {r.bits:.4f} bits/symbol | "
-        f"ppl {r.perplexity:.2f} | {r.tokens} symbols scored of {score.symbols} | "
-        f"{score.oov} out of vocabulary"
+        f"{args.file}: loss {r.loss:.4f} ± {r.loss_se:.4f} nats | {r.bits:.4f} "
+        f"{bits_label(vocab.level)} | ppl {r.perplexity:.2f} | {r.tokens} {token}s scored of "
+        f"{score.symbols} | {score.oov} out of vocabulary"
     )
     return 0
 
@@ -131,6 +141,7 @@ def _eval_file(args: argparse.Namespace, weights: Path, overrides: list[str]) ->
 def _baselines(args: argparse.Namespace) -> int:
     """Losses of trivial models of a task's valid/test splits (what a model must beat)."""
     from .config import Config
+    from .data.levels import corpus_level, metric_label
     from .presets import get_preset
     from .tasks import task_baselines
     from .validation import build_config
@@ -143,9 +154,13 @@ def _baselines(args: argparse.Namespace) -> int:
         print(json.dumps({"task": config.task.name, "baselines": found}, indent=2))
         return 0
     print(f"task {config.task.name}: trivial models estimated on the training split")
+    level = corpus_level(config.data) if config.task.name == "lm" else None
     for model, by_split in found.items():
         for split, metrics in by_split.items():
-            figures = " | ".join(f"{name} {value:.4f}" for name, value in metrics.items())
+            figures = " | ".join(
+                f"{name if level is None else metric_label(name, level)} {value:.4f}"
+                for name, value in metrics.items()
+            )
             print(f"{model} {split}: {figures}")
     return 0
 
@@ -228,12 +243,23 @@ def _log(message: str) -> None:
     print(message, file=sys.stderr)
 
 
-def _print_metrics(results: dict) -> None:
-    """One line of named metrics per split present in ``results``."""
+def _print_metrics(results: dict, level: str | None = None) -> None:
+    """One line of named metrics per split present in ``results``, named by the language
+    model's ``level`` (``bpc`` reads ``bits/word`` at word level), the loss with its standard
+    error."""
+    from .data.levels import metric_label
+
     for split in ("valid", "test"):
-        if split in results:
-            shown = " | ".join(f"{k} {_number(v)}" for k, v in results[split].items())
-            print(f"{split}: {shown}")
+        if split not in results:
+            continue
+        metrics = dict(results[split])
+        se = metrics.pop("loss_se", None)
+        shown = []
+        for key, value in metrics.items():
+            name = key if level is None else metric_label(key, level)
+            plus = f" ± {se:.4f}" if key == "loss" and se is not None else ""
+            shown.append(f"{name} {_number(value)}{plus}")
+        print(f"{split}: {' | '.join(shown)}")
 
 
 def _number(value: float) -> str:

@@ -15,6 +15,7 @@ from highway_transformer.config import (
     Config,
 )
 from highway_transformer.data.corpora import load_corpus
+from highway_transformer.tasks.base import standard_error
 from highway_transformer.tasks.lm_eval import evaluate
 
 
@@ -57,6 +58,18 @@ def test_evaluate_equals_a_single_full_pass(
     assert ids.numel() <= 200
     with torch.no_grad():
         hidden, _ = model(ids[None, :-1])
-        expected = model.token_nll(hidden, ids[None, 1:]).mean().item()
+        nll = model.token_nll(hidden, ids[None, 1:]).double()
+    expected = nll.mean().item()
     result = evaluate(model, ids, config.data)
     assert result.loss == pytest.approx(expected, rel=1e-5)
+    # the standard error of the mean from the per-token losses of the same pass
+    assert result.loss_se == pytest.approx((nll.std() / math.sqrt(nll.numel())).item(), rel=1e-4)
+
+
+def test_standard_error_of_a_mean_by_hand() -> None:
+    values = [1.0, 2.0, 4.0]
+    total, total_sq = sum(values), sum(v * v for v in values)
+    mean = total / 3
+    by_hand = math.sqrt(sum((v - mean) ** 2 for v in values) / 2 / 3)
+    assert standard_error(total, total_sq, 3) == pytest.approx(by_hand)
+    assert math.isnan(standard_error(1.0, 1.0, 1))  # one item: no spread to estimate

@@ -29,7 +29,9 @@ def test_digits_default_trains_above_chance(tmp_path, rt_preset_config: Callable
     )
     results = train(config, tmp_path, progress=False)
     assert results["test"]["accuracy"] > 0.3
-    assert results["valid"]["examples"] == 270
+    assert results["valid"]["examples"] == 270 and results["valid"]["loss_se"] > 0
+    check = results["learned"]  # the class prior (about ln 10) is far above a model that learned
+    assert check["baseline"] == "class prior" and check["learned"] is True
     records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert all({"step", "split", "loss"} <= set(r) for r in records)
     assert [r["step"] for r in records if r["split"] == "valid"] == [150, 300]

@@ -33,17 +33,23 @@ def test_music_task_evaluation_matches_constant_logits_by_hand(
     with torch.no_grad():  # the output no longer depends on the input: sigmoid(bias) per key
         model.output.weight.zero_()
         model.output.bias.copy_(bias)
-    expected, steps = 0.0, 0
+    per_step = []
     for roll in task.splits.valid:
         for t in range(1, roll.shape[0]):
+            nll = 0.0
             for key in range(N_KEYS):
                 p = 1.0 / (1.0 + math.exp(-float(bias[key])))
                 y = float(roll[t, key])
-                expected -= y * math.log(p) + (1.0 - y) * math.log(1.0 - p)
-            steps += 1
+                nll -= y * math.log(p) + (1.0 - y) * math.log(1.0 - p)
+            per_step.append(nll)
     metrics = task.evaluate(model, "valid")
+    steps, expected = len(per_step), sum(per_step) / len(per_step)
     assert metrics["steps"] == steps
-    assert metrics["nll"] == pytest.approx(expected / steps, rel=1e-5)
+    assert metrics["nll"] == pytest.approx(expected, rel=1e-5)
+    spread = math.sqrt(sum((v - expected) ** 2 for v in per_step) / (steps - 1))
+    assert metrics["loss_se"] == pytest.approx(spread / math.sqrt(steps), rel=1e-4)
+    trivial = task.trivial_losses("valid")  # the report's baselines, on the valid split
+    assert trivial == {name: by["valid"]["nll"] for name, by in task.baselines().items()}
 
 
 def test_music_periodic_evaluation_honours_eval_max_tokens(

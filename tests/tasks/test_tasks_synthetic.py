@@ -27,6 +27,8 @@ def test_copy_memory_runs(tmp_path, rt_preset_config: Callable[..., Config]):
     valid = results["valid"]
     assert 0.0 <= valid["accuracy"] <= 1.0 and math.isfinite(valid["loss"])
     assert valid["baseline_loss"] == pytest.approx(10 * math.log(8) / 30)
+    assert valid["loss_se"] > 0
+    assert results["learned"]["baselines"] == {"memoryless": valid["baseline_loss"]}
 
 
 def test_adding_runs_and_learns_something(tmp_path, rt_preset_config: Callable[..., Config]):
@@ -42,6 +44,9 @@ def test_adding_runs_and_learns_something(tmp_path, rt_preset_config: Callable[.
     results = train(config, tmp_path, progress=False)
     assert results["test"]["mse"] < 0.5
     assert results["steps"] == 60
+    assert results["valid"]["loss_se"] > 0
+    # always predicting 1: E[(y - 1)^2] of the sum of two U(0, 1) values is 1/6
+    assert results["learned"]["baselines"]["constant 1"] == pytest.approx(1 / 6, abs=0.02)
 
 
 def test_generated_task_max_len_violation(tmp_path, rt_preset_config: Callable[..., Config]):

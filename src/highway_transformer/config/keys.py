@@ -109,9 +109,7 @@ def format_keys(section: str | None = None) -> str:
     rows = [r for r in config_keys() if section is None or r[0].startswith(f"{section}.")]
     if not rows:
         sections = sorted({k.split(".")[0] for k, _, _ in config_keys() if "." in k})
-        raise ConfigError(
-            f"no config section {section!r}; choose one of: {', '.join(sections)}"
-        )
+        raise ConfigError(f"no config section {section!r}; choose one of: {', '.join(sections)}")
     width = max(len(k) for k, _, _ in rows)
     shown = [(k, "None" if d is None else repr(d), m) for k, d, m in rows]
     dwidth = min(max(len(d) for _, d, _ in shown), 20)

@@ -207,5 +207,3 @@ def _plain(obj: Any) -> Any:
     if isinstance(obj, list | tuple):
         return [_plain(v) for v in obj]
     return obj
-
-

@@ -54,8 +54,6 @@ WIKITEXT103_URL = "https://s3.amazonaws.com/research.metamind.io/wikitext/wikite
 WIKITEXT103_SHA256 = "242ba0f20b329cfdf1ccc61e9e9e5b59becf189db7f7a81cd2a0e2fc31539590"
 
 
-
-
 def check_member(archive: Archive, data: bytes, where: str) -> None:
     """The extracted corpus file against its published size, SHA-1 and alphabet."""
     if len(data) != archive.size:

@@ -289,6 +289,13 @@ def music_batches(
         yield inputs, targets, mask
 
 
+def step_nlls(logits: Tensor, targets: Tensor) -> Tensor:
+    """``[B, T]``: each time step's NLL, the binary cross-entropy summed over the 88 notes."""
+    return F.binary_cross_entropy_with_logits(
+        logits, targets.to(logits.dtype), reduction="none"
+    ).sum(-1)
+
+
 def bernoulli_nll(
     logits: Tensor, targets: Tensor, mask: Tensor | None = None, per_piece: bool = False
 ) -> Tensor:
@@ -309,9 +316,7 @@ def bernoulli_nll(
         mask = torch.ones(logits.shape[:2], dtype=torch.bool, device=logits.device)
     if mask.shape != logits.shape[:2]:
         raise DataError(f"mask {tuple(mask.shape)} must be [B, T] = {tuple(logits.shape[:2])}")
-    step_nll = F.binary_cross_entropy_with_logits(
-        logits, targets.to(logits.dtype), reduction="none"
-    ).sum(-1)
+    step_nll = step_nlls(logits, targets)
     weights = mask.to(step_nll.dtype)
     if per_piece:
         counts = weights.sum(1)

@@ -33,7 +33,6 @@ FORMAT = 1  # bump when the layout or the encoding of any level changes
 SPLITS = ("train", "valid", "test")
 
 
-
 def id_dtype(vocab_size: int) -> np.dtype:
     """The narrowest unsigned type holding every id: ``uint16`` up to 65,536 symbols."""
     return np.dtype(np.uint16 if vocab_size <= 1 << 16 else np.uint32)

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import Config
+from ..data.levels import corpus_level, headline_key
 from ..errors import ConfigError, unknown_choice
 from ..presets import PRESETS
 from ..storage import runfolder
@@ -116,12 +117,8 @@ def headline_metric(config: Config) -> str:
     character or byte language model), perplexity for a word or subword language model."""
     from ..tasks import task_class  # torch: only when an A/B is planned
 
-    d = config.data
-    words = d.corpus in ("ptb-word", "wikitext-103") or (
-        d.corpus == "file" and d.level in ("word", "bpe", "unigram")
-    )
-    if config.task.name == "lm" and words:
-        return "ppl"
+    if config.task.name == "lm":
+        return headline_key(corpus_level(config.data))
     return task_class(config.task.name).headline
 
 

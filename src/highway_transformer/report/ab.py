@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..tasks.floor import plateau_warning
 from .markdown import format_difference
 from .stats import summary
 from .tables import PERCENT_METRICS
@@ -20,11 +21,13 @@ def _row(name: str) -> str:
     return name.split("/", 1)[-1]
 
 
-def verdict_line(row: dict[str, Any], metric: str, split: str = "valid") -> str:
+def verdict_line(
+    row: dict[str, Any], metric: str, split: str = "valid", label: str | None = None
+) -> str:
     """``sigmoid − plain: valid bpc −0.0210 [−0.0450, +0.0030] (3 seeds): no detectable
-    difference``."""
+    difference``; ``label``: the metric's name where it is not its key (``bpb``)."""
     d = _digits(metric)
-    head = f"{_row(row['row'])} {MINUS} {_row(row['against'])}: {split} {metric}"
+    head = f"{_row(row['row'])} {MINUS} {_row(row['against'])}: {split} {label or metric}"
     paired = row["paired"]
     if paired is None:
         return f"{head}: no seed ran both rows: {row['verdict']}"
@@ -38,6 +41,7 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
     models' scores (whether anything learned) and the verdicts."""
     primary = report["primary"]
     metric = report["metric"]
+    label = report.get("metric_label") or metric
     if primary["comparison"] is None:
         return [f"no verdict: {primary['note']}"]
     split = primary["comparison"]["split"]
@@ -57,7 +61,7 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
         scores.append(f"{_row(name)} {shown}")
     n = max((len(v) for v in values.values()), default=0)
     over = f"mean ± sd over {n} seeds" if n > 1 else "one seed"
-    lines = [f"{split} {metric} at the last checkpoint ({over}): " + ", ".join(scores)]
+    lines = [f"{split} {label} at the last checkpoint ({over}): " + ", ".join(scores)]
     baselines = report.get("baselines")
     if baselines is not None:
         if "not_computed" in baselines:
@@ -69,7 +73,16 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
             ]
             shown = [f"{model} {v * factor:.{d}f}" for model, v in found if v is not None]
             if shown:
-                lines.append(f"lines to beat ({split} {metric} of trivial models): "
+                lines.append(f"lines to beat ({split} {label} of trivial models): "
                              + ", ".join(shown))  # fmt: skip
-    lines += [verdict_line(row, metric, split) for row in primary["rows"]]
-    return lines
+    lines += [verdict_line(row, metric, split, label) for row in primary["rows"]]
+    return lines + learning_warnings(report.get("learning", []))
+
+
+def learning_warnings(rows: list[dict[str, Any]]) -> list[str]:
+    """A warning line per run that did not learn beyond the trivial baselines."""
+    return [
+        warning
+        for r in rows
+        if (warning := plateau_warning(r["check"], f"{_row(r['name'])} seed {r['seed']}"))
+    ]

@@ -1,25 +1,59 @@
 """``highway compare RUN_DIRS... --out DIR``: convergence figure and table for any run folders.
 
-Works on every folder ``highway train`` writes (``metrics.jsonl``, ``results.json``), so the
-demo's runs and a user's own variants compare the same way. The first run (or
-``baseline``) sets the target: its best periodic validation loss, drawn on the figure; the
-table gives the step each run first reached it. The curve and the "best periodic" column
-come from the same periodic validation evaluations (their size is stated); the final columns
-are the full splits, evaluated once with each run's best weights.
+Works on every folder ``highway train`` writes (``config.yaml``, ``metrics.jsonl``,
+``results.json``), so the demo's runs and a user's own variants compare the same way, and
+says what such a comparison can and cannot conclude:
+
+* each row is **one run, one seed**: a difference between rows is not tested against
+  seed-to-seed variation (``highway ab`` trains seeds and gives intervals);
+* a difference smaller than the evaluation's own noise — 1.96 standard errors of the two
+  scores, each from the per-token (per-step, per-example) loss variance over what it scored,
+  a lower bound on the noise — is a **tie**, never a "steps to target" or a winner;
+* every score names its split and how many tokens (steps, examples) it scored;
+* the trivial baselines each run recorded at the end of training are drawn, and a run that
+  did not learn beyond them is named (:mod:`~highway_transformer.tasks.floor`).
+
+The first run (or ``baseline``) sets the target: its best periodic validation loss, drawn on
+the figure; the table gives the step each run first reached it.
 """
 
 from __future__ import annotations
 
-import json
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..config import load_file
+from ..data.levels import bits_label, corpus_level
 from ..errors import DataError
-from ..storage.runfolder import read_metrics
-from .convergence import best_value, curve, steps_to_reach
+from ..experiments.ab import DATA_KEYS
+from ..storage.runfolder import CONFIG_FILE, flatten, read_metrics, read_results
+from ..tasks.floor import plateau_warning
+from .convergence import curve, steps_to_reach
 
 LN2 = math.log(2)
+#: Two scores closer than this many standard errors of their difference are a tie.
+Z95 = 1.96
+#: The keys a task's evaluation counts what it scored by, and what they count.
+COUNT_NAMES = {"tokens": "tokens", "steps": "time steps", "examples": "examples"}
+
+
+@dataclass(frozen=True)
+class Unit:
+    """How losses are shown: ``value = loss * scale`` in ``label``."""
+
+    scale: float
+    label: str
+
+
+@dataclass
+class RunFolder:
+    label: str
+    path: Path
+    records: list[dict[str, Any]]
+    results: dict[str, Any]
+    config: dict[str, Any]  # flattened config.yaml
 
 
 def run_labels(run_dirs: list[Path]) -> list[str]:
@@ -28,17 +62,40 @@ def run_labels(run_dirs: list[Path]) -> list[str]:
     return names if len(set(names)) == len(names) else [str(d) for d in run_dirs]
 
 
-def load_run(run_dir: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """``(metric records, results)`` of one training run folder."""
+def load_run(run_dir: Path, label: str) -> RunFolder:
+    """One training run folder, with at least one validation record."""
     records = read_metrics(run_dir)
     if not curve(records, "valid"):
         raise DataError(
             f"{run_dir} has no validation records in metrics.jsonl; give folders written by "
             "`highway train` (or the demo) that reached at least one evaluation"
         )
-    results_path = run_dir / "results.json"
-    results = json.loads(results_path.read_text("utf-8")) if results_path.is_file() else {}
-    return records, results
+    config_path = run_dir / CONFIG_FILE
+    config = flatten(load_file(config_path)) if config_path.is_file() else {}
+    return RunFolder(label, run_dir, records, read_results(run_dir) or {}, config)
+
+
+def check_comparable(runs: list[RunFolder]) -> None:
+    """Refuse runs of different tasks or data: their losses are not on one scale."""
+    first = runs[0]
+    for run in runs[1:]:
+        differ = [k for k in DATA_KEYS if run.config.get(k) != first.config.get(k)]
+        if differ:
+            key = differ[0]
+            raise DataError(
+                f"{run.path} and {first.path} were trained on different tasks or data "
+                f"({key}={run.config.get(key)!r} vs {first.config.get(key)!r}); compare runs "
+                "of one task on the same data"
+            )
+
+
+def loss_unit(run: RunFolder) -> Unit:
+    """Bits per token (named by level) for a language model; the task's loss otherwise."""
+    if run.config.get("task.name", "lm") == "lm":
+        data = {k.removeprefix("data."): v for k, v in run.config.items() if k.startswith("data.")}
+        level = run.results.get("level") or corpus_level(data)
+        return Unit(1 / LN2, bits_label(level))
+    return Unit(1.0, f"{run.config.get('task.name')} loss")
 
 
 def compare_runs(
@@ -51,34 +108,103 @@ def compare_runs(
         raise DataError("a run folder is named twice; give each run once")
     if baseline is not None and baseline not in labels:
         raise DataError(f"--baseline {baseline!r} is not one of the runs: {', '.join(labels)}")
-    runs = {label: load_run(d) for label, d in zip(labels, dirs, strict=True)}
-    base = baseline or labels[0]
-    target = best_value(curve(runs[base][0], "valid"))
-    rows = [_row(label, records, results, target) for label, (records, results) in runs.items()]
+    runs = [load_run(d, label) for label, d in zip(labels, dirs, strict=True)]
+    check_comparable(runs)
+    base = next(r for r in runs if r.label == (baseline or labels[0]))
+    unit = loss_unit(base)
+    target, target_se = best_periodic(base.records)
+    rows = [_row(run, base, target, target_se, unit) for run in runs]
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    plot = plot_convergence(out, {k: r for k, (r, _) in runs.items()}, target, base)
-    summary = {"baseline": base, "target_valid_loss": target, "rows": rows, "plot": str(plot)}
-    (out / "compare.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
-    (out / "compare.md").write_text(
-        markdown_table(summary, title or "Comparison"), encoding="utf-8"
-    )
+    trivial = (base.results.get("learned") or {}).get("baselines", {})
+    plot = plot_convergence(out, runs, target, base.label, trivial, unit)
+    summary = {
+        "baseline": base.label,
+        "target_valid_loss": target,
+        "target_valid_loss_se": target_se,
+        "unit": unit.label,
+        "scale": unit.scale,
+        "max_eval_tokens": base.config.get("data.max_eval_tokens"),
+        "counts": count_name(base.results.get("valid")),
+        "trivial_baselines": trivial,
+        "rows": rows,
+        "plot": str(plot),
+    }
+    write_json(out / "compare.json", summary)
+    (out / "compare.md").write_text(markdown_table(summary, title or "Comparison"), "utf-8")
     return summary
 
 
-def _row(label: str, records: list[dict], results: dict, target: float) -> dict[str, Any]:
-    valid_curve = curve(records, "valid")
-    tokens = [int(r["tokens"]) for r in records if r.get("split") == "valid" and "tokens" in r]
-    final = {s: results[s]["bpc"] for s in ("valid", "test") if s in results}
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    import json
+
+    path.write_text(json.dumps(data, indent=2), encoding="utf-8")
+
+
+def best_periodic(records: list[dict[str, Any]]) -> tuple[float, float | None]:
+    """The best periodic validation loss and its standard error (None where not recorded)."""
+    valid = [r for r in records if r.get("split") == "valid" and "loss" in r]
+    best = min(valid, key=lambda r: float(r["loss"]))
+    return float(best["loss"]), best.get("loss_se")
+
+
+def scored_count(metrics: dict[str, Any] | None) -> int | None:
+    """How many tokens (steps, examples) a score averaged over, where it says."""
+    for key in COUNT_NAMES:
+        if metrics and key in metrics:
+            return int(metrics[key])
+    return None
+
+
+def count_name(metrics: dict[str, Any] | None) -> str:
+    """What :func:`scored_count` counts in ``metrics``."""
+    return next((name for key, name in COUNT_NAMES.items() if metrics and key in metrics), "items")
+
+
+def difference(a: float, a_se: float | None, b: float, b_se: float | None) -> dict[str, Any]:
+    """``a - b`` with the standard error of the difference of two independent scores and
+    whether it is a tie (within :data:`Z95` of it); ``tie`` None where a score has none."""
+    diff = a - b
+    if a_se is None or b_se is None:
+        return {"difference": diff, "se": None, "tie": None}
+    se = math.hypot(a_se, b_se)
+    return {"difference": diff, "se": se, "tie": abs(diff) <= Z95 * se}
+
+
+def _row(
+    run: RunFolder, base: RunFolder, target: float, target_se: float | None, unit: Unit
+) -> dict:
+    valid_curve = curve(run.records, "valid")
+    best, best_se = best_periodic(run.records)
+    periodic = [scored_count(r) for r in run.records if r.get("split") == "valid"]
+    results = run.results
+    versus_target = difference(best, best_se, target, target_se)
+    reached = steps_to_reach(valid_curve, target)
+    status = "reached" if reached is not None else "not reached"
+    if run is not base and versus_target["tie"]:
+        status, reached = "tie", None  # within the evaluation's noise: no step is claimed
+    final_valid, base_valid = results.get("valid") or {}, base.results.get("valid") or {}
+    versus_base = None
+    if run is not base and "loss" in final_valid and "loss" in base_valid:
+        versus_base = difference(
+            final_valid["loss"], final_valid.get("loss_se"),
+            base_valid["loss"], base_valid.get("loss_se"),
+        )  # fmt: skip
     return {
-        "run": label,
+        "run": run.label,
         "parameters": results.get("parameters"),
         "steps": max(s for s, _ in valid_curve),
-        "best_periodic_valid_bpc": best_value(valid_curve) / LN2,
-        "periodic_valid_tokens": max(tokens, default=None),
-        "steps_to_target": steps_to_reach(valid_curve, target),
-        "final_valid_bpc": final.get("valid"),
-        "final_test_bpc": final.get("test"),
+        "best_periodic_valid_loss": best,
+        "best_periodic_valid_se": best_se,
+        "periodic_valid_count": max((c for c in periodic if c is not None), default=None),
+        "target": status,
+        "steps_to_target": reached,
+        **{f"final_{s}_loss": (results.get(s) or {}).get("loss") for s in ("valid", "test")},
+        **{f"final_{s}_se": (results.get(s) or {}).get("loss_se") for s in ("valid", "test")},
+        **{f"final_{s}_count": scored_count(results.get(s)) for s in ("valid", "test")},
+        "final_valid_vs_baseline": versus_base,
+        "learned": results.get("learned"),
+        "warning": plateau_warning(results.get("learned"), run.label, unit.scale, unit.label),
     }
 
 
@@ -86,58 +212,123 @@ def _fmt(value: Any, spec: str = ".4f") -> str:
     return "–" if value is None else format(value, spec)
 
 
+def _score(loss: float | None, se: float | None, scale: float) -> str:
+    if loss is None:
+        return "–"
+    return f"{loss * scale:.4f}" + ("" if se is None else f" ± {se * scale:.4f}")
+
+
+def _versus(found: dict[str, Any] | None, scale: float) -> str:
+    if found is None:
+        return "–"
+    shown = f"{found['difference'] * scale:+.4f}"
+    if found["tie"] is None:
+        return f"{shown} (no standard error recorded)"
+    return f"{shown}: tie" if found["tie"] else shown
+
+
+def _counts(rows: list[dict[str, Any]], key: str) -> str:
+    counts = {r[key] for r in rows} - {None}
+    if not counts:
+        return "an unrecorded number of"
+    return " / ".join(f"{c:,}" for c in sorted(counts))
+
+
 def markdown_table(summary: dict[str, Any], title: str) -> str:
-    rows = summary["rows"]
-    sizes = {r["periodic_valid_tokens"] for r in rows}
-    size = f"the first {_fmt(max(sizes - {None}, default=None), ',')} validation symbols"
+    rows, scale, unit = summary["rows"], summary["scale"], summary["unit"]
+    cap, counted = summary.get("max_eval_tokens"), summary.get("counts", "items")
+    truncated = f", truncated to their first {cap:,} tokens (data.max_eval_tokens)" if cap else ""
     lines = [
         f"# {title}",
         "",
-        f"Target: the best periodic validation loss of `{summary['baseline']}` "
-        f"({summary['target_valid_loss'] / LN2:.4f} bits/symbol), the dashed line in the figure.",
-        f"`best periodic valid` and the curves use the same evaluations ({size});",
-        "`final valid` / `final test` are the full splits, scored once with each run's best "
-        "weights.",
+        f"Scores in {unit} (± one standard error of the evaluation, from the loss variance "
+        f"over the {counted} scored; a lower bound on its noise).",
+        "",
+        "- **One seed a row.** Each row is a single run: differences between rows are not "
+        "tested against seed-to-seed variation, which at small budgets is often larger than "
+        "them. `highway ab` trains several seeds and gives intervals.",
+        f"- **Target**: the best periodic validation loss of `{summary['baseline']}` "
+        f"({_score(summary['target_valid_loss'], summary['target_valid_loss_se'], scale)}), "
+        "the dashed line in the figure. A run whose best is within 1.96 standard errors of it "
+        "is a *tie*: no steps to target are claimed from noise.",
+        f"- **Periodic validation** (the curves, `best periodic`): "
+        f"{_counts(rows, 'periodic_valid_count')} {counted} of the validation split.",
+        f"- **Final** (`final valid`, `final test`): the validation and test splits"
+        f"{truncated}, {_counts(rows, 'final_valid_count')} / "
+        f"{_counts(rows, 'final_test_count')} {counted}, scored once with each run's best "
+        "weights; "
+        "`vs baseline`: final valid minus the baseline's, a *tie* within 1.96 standard errors.",
         "",
         "| run | params | steps | best periodic valid | steps to target | final valid | "
-        "final test |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "vs baseline | final test |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for r in rows:
-        reached = "not reached" if r["steps_to_target"] is None else str(r["steps_to_target"])
+        reached = r["target"] if r["steps_to_target"] is None else str(r["steps_to_target"])
         lines.append(
             f"| {r['run']} | {_fmt(r['parameters'], ',')} | {r['steps']} | "
-            f"{r['best_periodic_valid_bpc']:.4f} | {reached} | {_fmt(r['final_valid_bpc'])} | "
-            f"{_fmt(r['final_test_bpc'])} |"
+            f"{_score(r['best_periodic_valid_loss'], r['best_periodic_valid_se'], scale)} | "
+            f"{reached} | {_score(r['final_valid_loss'], r['final_valid_se'], scale)} | "
+            f"{_versus(r['final_valid_vs_baseline'], scale)} | "
+            f"{_score(r['final_test_loss'], r['final_test_se'], scale)} |"
         )
-    lines += ["", f"![convergence]({Path(summary['plot']).name})", ""]
+    lines += [
+        "",
+        *trivial_lines(summary, rows),
+        f"![convergence]({Path(summary['plot']).name})",
+        "",
+    ]
     return "\n".join(lines)
 
 
+def trivial_lines(summary: dict[str, Any], rows: list[dict[str, Any]]) -> list[str]:
+    """The trivial baselines (the lines to beat) and a warning per run that did not learn."""
+    scale, trivial = summary["scale"], summary["trivial_baselines"]
+    if not trivial:
+        lines = ["Trivial baselines: not recorded by these runs (trained before the check)."]
+    else:
+        shown = ", ".join(f"{name} {loss * scale:.4f}" for name, loss in trivial.items())
+        lines = [f"Trivial baselines (final validation split): {shown}."]
+    warnings = [r["warning"] for r in rows if r["warning"]]
+    return [*lines, "", *(f"- {w}" for w in warnings), *([""] if warnings else [])]
+
+
 def plot_convergence(
-    out: Path, records: dict[str, list[dict[str, Any]]], target: float, baseline: str
+    out: Path,
+    runs: list[RunFolder],
+    target: float,
+    baseline: str,
+    trivial: dict[str, float],
+    unit: Unit,
 ) -> Path:
-    """Training and validation bits per symbol against steps, with the target line."""
+    """Training and validation loss against steps, with the target and trivial-baseline
+    lines."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    for label, recs in records.items():
+    for run in runs:
         for ax, split in zip(axes, ("train", "valid"), strict=True):
-            points = curve(recs, split)
+            points = curve(run.records, split)
             if points:
                 steps, values = zip(*points, strict=True)
                 marker = "o" if split == "valid" else None
-                ax.plot(steps, [v / LN2 for v in values], marker=marker, ms=3, label=label)
-    axes[1].axhline(target / LN2, color="grey", ls="--", lw=1, label=f"target ({baseline} best)")
+                ax.plot(
+                    steps, [v * unit.scale for v in values], marker=marker, ms=3, label=run.label
+                )
+    axes[1].axhline(
+        target * unit.scale, color="grey", ls="--", lw=1, label=f"target ({baseline} best)"
+    )
+    for style, (name, loss) in zip((":", "-.", (0, (1, 3))), trivial.items(), strict=False):
+        axes[1].axhline(loss * unit.scale, color="black", ls=style, lw=1, label=f"{name} model")
     for ax, name in zip(axes, ("training", "validation (periodic)"), strict=True):
         ax.set_xlabel("step")
-        ax.set_ylabel("bits per symbol")
+        ax.set_ylabel(unit.label)
         ax.set_title(f"{name} loss")
         ax.grid(alpha=0.3)
-        ax.legend()
+        ax.legend(fontsize=8)
     fig.tight_layout()
     path = out / "convergence.png"
     fig.savefig(path, dpi=120, metadata={"Software": None})

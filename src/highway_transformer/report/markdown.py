@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..tasks.floor import plateau_warning
 from .code import code_markdown
 from .machines import machines_markdown
 from .runs import METADATA_KEYS, number
@@ -506,6 +507,7 @@ def index_markdown(report: dict[str, Any]) -> str:
         *code_markdown(report.get("code", {"one_code": True})),
         *machines_markdown(report["machines"]),
         *primary_markdown(report.get("primary"), m, paper),
+        *learning_markdown(report.get("learning", [])),
         "## Results (paper format, exploratory)" if paper else "## Results (exploratory)",
         "",
         "Each run's scored weights as `results.json` records them: by default its best "
@@ -613,6 +615,32 @@ def _gates_markdown(gates: dict[str, Any]) -> list[str]:
     else:
         lines += ["### PCA of the per-layer, per-sublayer bias vectors", ""]
         lines += _image_lines(pca["figure"], "PCA of gate biases")
+    return lines
+
+
+def learning_markdown(rows: list[dict[str, Any]]) -> list[str]:
+    """ "Did every run learn?": each run's validation loss against its task's best trivial
+    baseline (``tasks/floor.py``); a warning per run that did not."""
+    checked = [r for r in rows if r["check"] is not None]
+    if not checked:
+        return []
+    lines = ["## Did every run learn?", ""]
+    stuck = [r for r in checked if not r["check"]["learned"]]
+    first = checked[0]["check"]
+    if not stuck:
+        lines.append(
+            f"Yes: every run's validation loss (nats) is more than {first['margin']:.0%} below "
+            f"its task's best trivial baseline ({first['baseline']}, "
+            f"{first['baseline_loss']:.4f})."
+        )
+    for r in stuck:
+        warning = plateau_warning(r["check"], f"{r['name']} seed {r['seed']}")
+        lines.append(f"- **{warning}**")
+    unchecked = len(rows) - len(checked)
+    if unchecked:
+        lines += ["", f"{unchecked} run(s) recorded no check (run `highway report --baselines`)."]
+    sources = {r["source"] for r in checked}
+    lines += ["", f"Checks: {', '.join(sorted(sources))}.", ""]
     return lines
 
 

@@ -51,10 +51,12 @@ from typing import Any
 
 import numpy as np
 
+from ..data.levels import corpus_level, metric_label
 from ..errors import CheckpointError, ConfigError, HighwayError
 from ..experiments.registry import CONTRASTS, PAPER_FIGURES, TABLES
 from ..experiments.scale import AS_CONFIGURED, SCALES, describe_scale
 from ..files import make_folder
+from ..tasks.floor import floor_losses, learning_check
 from .annealing import before_annealing
 from .code import describe_groups, runs_by_code
 from .figures import plot_convergence, plot_gate_heatmaps, plot_pca
@@ -223,6 +225,7 @@ def write_report(
         ),
         "overrides": list(runs[0].experiment["overrides"]),
         "metric": metric,
+        "metric_label": run_metric_label(runs[0], metric),
         "runs": [
             {
                 "run_dir": portable_path(r.run_dir),
@@ -248,6 +251,7 @@ def write_report(
         "in_progress": in_progress,
         "baselines": trivial_baselines(runs[0], data_path) if baselines else None,
     }
+    report["learning"] = learning_rows(runs, report["baselines"])
     report["figures"] = {**figures, **_gate_figures(gates)}
     report["index"] = "index.md"
     (out / "index.md").write_text(index_markdown(report), encoding="utf-8")
@@ -280,6 +284,32 @@ def trivial_baselines(run: RunRecord, data_path: str | None = None) -> dict[str,
         return {"models": task_baselines(config)}
     except HighwayError as error:
         return {"not_computed": str(error)}
+
+
+def run_metric_label(run: RunRecord, metric: str) -> str:
+    """``metric`` as a person reads it for ``run``'s data (``bpb`` for a byte-level model,
+    :mod:`..data.levels`), for ``highway ab``'s printout; the report's tables keep the papers'
+    names (they call enwik8's bits per byte "bpc")."""
+    results = run.results or {}
+    if run.config.get("task", {}).get("name", "lm") != "lm":
+        return metric
+    level = results.get("level") or corpus_level(run.config.get("data", {}))
+    return metric_label(metric, level)
+
+
+def learning_rows(runs: list[RunRecord], baselines: dict[str, Any] | None) -> list[dict]:
+    """Each run's check against the trivial baselines (:mod:`..tasks.floor`): as the trainer
+    recorded it, else from the report's baselines (runs trained before the check)."""
+    models = (baselines or {}).get("models")
+    rows = []
+    for run in runs:
+        results = run.results or {}
+        check, source = results.get("learned"), "recorded"
+        if check is None and models and "loss" in results.get("valid", {}):
+            check = learning_check(results["valid"]["loss"], floor_losses(models, "valid"))
+            source = "from the report's baselines"
+        rows.append({"name": run.name, "seed": run.seed, "check": check, "source": source})
+    return rows
 
 
 def _gate_figures(gates: dict[str, Any]) -> dict[str, list[str]]:

@@ -121,4 +121,3 @@ def run_metadata(device: torch.device | str, precision: str) -> dict[str, object
     (``results.json``, each stretch of training): :func:`describe`, the precision, the host
     name and :func:`~.provenance.code_facts`."""
     return {**describe(device), "precision": precision, "host": platform.node(), **code_facts()}
-

@@ -9,6 +9,7 @@ bit for bit.
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from itertools import pairwise
@@ -19,6 +20,7 @@ import torch
 from torch import Tensor, nn
 
 from ..config import Config
+from ..data.levels import metric_label
 from ..errors import ConfigError, DataError
 from ..runtime.world import World, shard_batch
 
@@ -35,6 +37,24 @@ def check_max_len(config: Config, length: int, what: str) -> None:
             f"{what} has {length} steps, more than task.max_len={limit}; raise task.max_len "
             "(0 = no limit) or use shorter sequences"
         )
+
+
+def standard_error(total: float, total_sq: float, count: int) -> float:
+    """Standard error of a mean from the sum and the sum of squares of its ``count`` items.
+
+    Per-item losses of one text are correlated (neighbouring tokens share context), so this is
+    a lower bound on the evaluation's noise: a difference smaller than it is certainly a tie.
+    """
+    if count < 2:
+        return math.nan
+    mean = total / count
+    variance = max(total_sq / count - mean * mean, 0.0) * count / (count - 1)
+    return math.sqrt(variance / count)
+
+
+def finite_or_none(value: float) -> float | None:
+    """``value``, or None where it is not a finite number (JSON has no NaN)."""
+    return value if math.isfinite(value) else None
 
 
 class Task(ABC):
@@ -119,6 +139,17 @@ class Task(ABC):
             slices.append(slice(start + mine.start, start + mine.stop))
         return slices
 
+    @property
+    def level(self) -> str | None:
+        """What one token is (:mod:`~highway_transformer.data.levels`): a language model's
+        vocabulary level; None for the other tasks."""
+        return None
+
+    def metric_label(self, key: str) -> str:
+        """The name a person reads for the metric ``key`` (``bpc`` is ``bits/word`` for a
+        word-level model)."""
+        return key if self.level is None else metric_label(key, self.level)
+
     def loss_metrics(self, loss: float) -> dict[str, float]:
         """Figures derived from a mean loss, recorded beside it (none by default)."""
         return {}
@@ -130,6 +161,12 @@ class Task(ABC):
             f"task {self.name} has no trivial baselines; they exist for the lm, music and "
             "pixels tasks"
         )
+
+    def trivial_losses(self, split: str) -> dict[str, float]:
+        """The losses on ``split`` of the cheap trivial models a trained model must beat
+        (:mod:`.floor`): ``{model: loss}``, in the unit of the task's ``loss``; none by
+        default (no check)."""
+        return {}
 
     # ------------------------------------------------------------------ state
 

@@ -18,7 +18,7 @@ import torch
 from torch import Tensor, nn
 
 from ..config import Config
-from ..data.baselines import corpus_baselines
+from ..data.baselines import ORDERS, corpus_baselines, ngram_nll
 from ..data.batching import train_rows, window_bounds
 from ..data.corpora import COUNTED_VOCABULARIES, Corpus, load_corpus
 from ..data.vocab import Vocabulary, read_vocab
@@ -33,7 +33,9 @@ from .lm_eval import evaluate
 
 
 class LMTask(Task):
-    """Language modelling of ``data.corpus``; metrics in nats, bits per token, perplexity."""
+    """Language modelling of ``data.corpus``; metrics in nats, bits per token (``bpc``, named by
+    the vocabulary level where a person reads it: :mod:`~highway_transformer.data.levels`),
+    perplexity."""
 
     name = "lm"
     metrics = {"loss": "lower", "bpc": "lower", "ppl": "lower"}
@@ -84,6 +86,10 @@ class LMTask(Task):
     def vocab(self) -> Vocabulary:
         return self.corpus.vocab
 
+    @property
+    def level(self) -> str:
+        return self.vocab.level
+
     @staticmethod
     def build_model(config: Config) -> nn.Module:
         return LanguageModel(config.model)
@@ -133,6 +139,14 @@ class LMTask(Task):
         return {
             model: {split: {"loss": nats, **self.loss_metrics(nats)} for split, nats in by.items()}
             for model, by in found.items()
+        }
+
+    def trivial_losses(self, split: str) -> dict[str, float]:
+        """The add-one unigram and interpolated bigram models of the training split."""
+        target, vocab_size = self.corpus.split(split), len(self.corpus.vocab)
+        return {
+            name: ngram_nll(self.corpus.train, target, vocab_size, ORDERS[name])
+            for name in ("unigram", "bigram")
         }
 
     def state_dict(self) -> TaskState:

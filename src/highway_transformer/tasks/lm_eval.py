@@ -20,12 +20,14 @@ from ..models.lm import LanguageModel
 from ..nn.memory import MemoryPolicy
 from ..runtime.device import autocast_context
 from ..runtime.world import World
+from .base import finite_or_none, standard_error
 
 
 @dataclass
 class EvalResult:
     loss: float  # mean NLL per target token, nats
     tokens: int
+    loss_se: float = math.nan  # standard error of ``loss`` from the per-token variance
 
     @property
     def bits(self) -> float:
@@ -42,6 +44,7 @@ class EvalResult:
             f"{prefix}bpc": self.bits,
             f"{prefix}ppl": self.perplexity,
             f"{prefix}tokens": self.tokens,
+            f"{prefix}loss_se": finite_or_none(self.loss_se),
         }
 
 
@@ -78,7 +81,7 @@ def evaluate(
         policy = memory_policy(model.config, evaluation=True)
     was_training = model.training
     model.eval()
-    total, count, memory = 0.0, 0, None
+    total, total_sq, count, memory = 0.0, 0.0, 0, None
     try:
         stream = windows(inputs, targets, seq_len, context, short_last)
         for window in stream if len(inputs) else ():
@@ -88,9 +91,12 @@ def evaluate(
                 hidden, memory = model(x, memory=memory, policy=policy)
             # the output layer outside autocast: evaluation scores fp32 logits
             nll = model.token_nll(hidden[:, window.loss_start :], y)
-            total += float(nll.double().sum())  # float64: sums independent of the sharding
+            nll = nll.double()  # float64: sums independent of the sharding
+            total += float(nll.sum())
+            total_sq += float(nll.square().sum())  # ignored targets give 0
             count += int((y != IGNORE).sum())
     finally:
         model.train(was_training)
-    total, count = world.all_reduce_sum([total, count])
-    return EvalResult(total / max(count, 1), int(count))
+    total, total_sq, count = world.all_reduce_sum([total, total_sq, count])
+    count = int(count)
+    return EvalResult(total / max(count, 1), count, standard_error(total, total_sq, count))

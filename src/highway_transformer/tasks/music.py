@@ -13,7 +13,15 @@ from ..data import music as music_data
 from ..data.baselines import music_baselines
 from ..errors import DataError
 from ..models.sequence import build_sequence_model
-from .base import Batch, EpochOrder, Task, TaskState, check_max_len
+from .base import (
+    Batch,
+    EpochOrder,
+    Task,
+    TaskState,
+    check_max_len,
+    finite_or_none,
+    standard_error,
+)
 
 
 def load_music_splits(config: Config) -> music_data.MusicSplits:
@@ -83,7 +91,7 @@ class MusicTask(Task):
             pieces = first_pieces(pieces, cap)
         # longest pieces together: less padding (outputs at real steps do not depend on it)
         pieces = sorted(pieces, key=lambda p: int(p.shape[0]))
-        total, steps = 0.0, 0
+        total, total_sq, steps = 0.0, 0.0, 0
         for rows in self.eval_slices(len(pieces)):  # this rank's share, summed over ranks below
             mine = pieces[rows]
             batch = music_data.music_batches(mine, len(mine), predict_first=False)
@@ -92,10 +100,13 @@ class MusicTask(Task):
             logits = model(inputs.to(self.device)).float()
             nll = music_data.bernoulli_nll(logits, targets.to(self.device), mask.to(self.device))
             total += float(nll) * count
+            per_step = music_data.step_nlls(logits, targets.to(self.device)).double()
+            total_sq += float((per_step.square() * mask.to(per_step.device)).sum())
             steps += count
-        total, steps = self.world.all_reduce_sum([total, steps])
-        nll = total / max(steps, 1)
-        return {"loss": nll, "nll": nll, "steps": int(steps)}
+        total, total_sq, steps = self.world.all_reduce_sum([total, total_sq, steps])
+        nll, steps = total / max(steps, 1), int(steps)
+        se = finite_or_none(standard_error(total, total_sq, steps))
+        return {"loss": nll, "nll": nll, "steps": steps, "loss_se": se}
 
     def baselines(self) -> dict[str, dict[str, dict[str, float]]]:
         """Per-note frequency and previous-step (Markov) models of the training pieces."""
@@ -106,6 +117,12 @@ class MusicTask(Task):
             model: {split: {"loss": nll, "nll": nll} for split, nll in by.items()}
             for model, by in found.items()
         }
+
+    def trivial_losses(self, split: str) -> dict[str, float]:
+        """The per-note frequency and previous-step models of the training pieces."""
+        pieces = [p.numpy() for p in getattr(self.splits, split)]
+        found = music_baselines([p.numpy() for p in self.splits.train], {split: pieces})
+        return {model: by[split] for model, by in found.items()}
 
     def state_dict(self) -> TaskState:
         return {**super().state_dict(), **self.order.state_dict()}

@@ -9,11 +9,20 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..config import Config
+from ..data.baselines import class_prior_baselines
 from ..data.classifiers import image_baselines
 from ..data.images import ImageSplits, load_digits_default, load_mnist
 from ..errors import unknown_choice
 from ..models.sequence import build_sequence_model
-from .base import Batch, EpochOrder, Task, TaskState, check_max_len
+from .base import (
+    Batch,
+    EpochOrder,
+    Task,
+    TaskState,
+    check_max_len,
+    finite_or_none,
+    standard_error,
+)
 
 PIXEL_DATASETS = ("digits", "mnist")
 N_CLASSES = 10
@@ -66,21 +75,30 @@ class PixelsTask(Task):
         if quick and cap:  # the periodic evaluation reads at most ``cap`` pixels
             keep = max(1, cap // self.splits.seq_len)
             x_all, y_all = x_all[:keep], y_all[:keep]
-        total, correct = 0.0, 0
+        total, total_sq, correct = 0.0, 0.0, 0
         for rows in self.eval_slices(len(x_all)):  # this rank's share, summed over ranks below
             x, y = x_all[rows].to(self.device), y_all[rows].to(self.device)
             logits = model(x).float()
-            total += float(F.cross_entropy(logits, y, reduction="sum"))
+            losses = F.cross_entropy(logits, y, reduction="none").double()
+            total, total_sq = total + float(losses.sum()), total_sq + float(losses.square().sum())
             correct += int((logits.argmax(-1) == y).sum())
-        total, correct = self.world.all_reduce_sum([total, correct])
+        total, total_sq, correct = self.world.all_reduce_sum([total, total_sq, correct])
         n = max(len(x_all), 1)
-        return {"loss": total / n, "accuracy": correct / n, "examples": len(x_all)}
+        se = finite_or_none(standard_error(total, total_sq, len(x_all)))
+        return {"loss": total / n, "accuracy": correct / n, "examples": len(x_all), "loss_se": se}
 
     def baselines(self) -> dict[str, dict[str, dict[str, float]]]:
         """The class prior, 1-nearest neighbour and logistic regression on the raw pixels,
         fit on the training split (:mod:`..data.classifiers`)."""
         splits = {"valid": self.splits.valid, "test": self.splits.test}
         return image_baselines(self.splits.train, splits, N_CLASSES)
+
+    def trivial_losses(self, split: str) -> dict[str, float]:
+        """The class prior of the training split (1-NN and logistic regression, in
+        :meth:`baselines`, take minutes on MNIST)."""
+        labels = getattr(self.splits, split)[1]
+        found = class_prior_baselines(self.splits.train[1], {split: labels}, N_CLASSES)
+        return {"class prior": found["class prior"][split]["loss"]}
 
     def state_dict(self) -> TaskState:
         return {**super().state_dict(), **self.order.state_dict()}

@@ -17,7 +17,7 @@ from torch import Tensor, nn
 from ..config import Config
 from ..data.synthetic import adding_problem_batch, copy_memory_batch
 from ..models.sequence import build_sequence_model
-from .base import Batch, Task, check_max_len
+from .base import Batch, Task, check_max_len, finite_or_none, standard_error
 
 #: Sequences per evaluation split of the generated tasks, unless ``train.eval_max_tokens``
 #: caps the positions.
@@ -83,20 +83,33 @@ class CopyTask(Task):
     @torch.no_grad()
     def evaluate(self, model: nn.Module, split: str, quick: bool = False) -> dict[str, float]:
         x_all, y_all = self.eval_sets[split]
-        total, correct = 0.0, 0
+        total, total_sq, correct = 0.0, 0.0, 0
         for rows in self.eval_slices(len(x_all)):  # this rank's share, summed over ranks below
             x, y = x_all[rows].to(self.device), y_all[rows].to(self.device)
             logits = model(x).float()
-            total += float(F.cross_entropy(logits.transpose(1, 2), y, reduction="sum"))
+            # one loss an example (its steps are not independent): the mean over its steps
+            losses = F.cross_entropy(logits.transpose(1, 2), y, reduction="none").double()
+            per_example = losses.mean(1)
+            total += float(per_example.sum())
+            total_sq += float(per_example.square().sum())
             copied = logits[:, -COPY_LEN:].argmax(-1) == y[:, -COPY_LEN:]
             correct += int(copied.sum())
-        total, correct = self.world.all_reduce_sum([total, correct])
+        total, total_sq, correct = self.world.all_reduce_sum([total, total_sq, correct])
         n = len(x_all)
         return {
-            "loss": total / (n * self.seq_len),
+            "loss": total / n,
             "accuracy": correct / (n * COPY_LEN),
-            "baseline_loss": COPY_LEN * math.log(COPY_SYMBOLS) / self.seq_len,
+            "baseline_loss": self.memoryless_loss(),
+            "loss_se": finite_or_none(standard_error(total, total_sq, n)),
         }
+
+    def trivial_losses(self, split: str) -> dict[str, float]:
+        return {"memoryless": self.memoryless_loss()}
+
+    def memoryless_loss(self) -> float:
+        """The loss of a model that copies nothing: uniform over the symbols on the copied
+        steps, every other step predicted exactly."""
+        return COPY_LEN * math.log(COPY_SYMBOLS) / self.seq_len
 
 
 class AddingTask(Task):
@@ -132,9 +145,17 @@ class AddingTask(Task):
     @torch.no_grad()
     def evaluate(self, model: nn.Module, split: str, quick: bool = False) -> dict[str, float]:
         x_all, y_all = self.eval_sets[split]
-        total = 0.0
+        total, total_sq = 0.0, 0.0
         for rows in self.eval_slices(len(x_all)):  # this rank's share, summed over ranks below
             x, y = x_all[rows].to(self.device), y_all[rows].to(self.device)
-            total += float(F.mse_loss(model(x).float().squeeze(-1), y, reduction="sum"))
-        mse = self.world.all_reduce_sum([total])[0] / len(x_all)
-        return {"loss": mse, "mse": mse}
+            errors = F.mse_loss(model(x).float().squeeze(-1), y, reduction="none").double()
+            total, total_sq = total + float(errors.sum()), total_sq + float(errors.square().sum())
+        total, total_sq = self.world.all_reduce_sum([total, total_sq])
+        mse = total / len(x_all)
+        se = finite_or_none(standard_error(total, total_sq, len(x_all)))
+        return {"loss": mse, "mse": mse, "loss_se": se}
+
+    def trivial_losses(self, split: str) -> dict[str, float]:
+        """Always predicting 1, the expected sum (about 0.167)."""
+        targets = self.eval_sets[split][1].double()
+        return {"constant 1": float((targets - 1.0).square().mean())}

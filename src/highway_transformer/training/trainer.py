@@ -22,6 +22,7 @@ import torch
 from torch import nn
 
 from ..config import Config, save_config
+from ..data.levels import bits_label
 from ..errors import CheckpointError, ConfigError, TrainingDiverged
 from ..runtime.device import autocast_context
 from ..runtime.hardware import run_metadata
@@ -30,6 +31,7 @@ from ..runtime.world import check_divisible, close_world, is_main_process, seed_
 from ..storage import runfolder
 from ..storage.folder import CONFIG_FILE, MODEL_FILE, resolve
 from ..tasks import Task, task_class
+from ..tasks.floor import learning_check, plateau_warning
 from ..validation import checkpoint_config, validate
 from . import checkpoint as ckpt
 from .accumulation import accumulate_gradients
@@ -257,6 +259,7 @@ class Trainer:
             "name": self.config.name,
             "task": self.task.name,
             "headline": self.task.headline,
+            "level": self.task.level,  # what a token is: how the metrics are named
             "steps": s.step,
             "best_step": s.best_step,
             "train_seconds": s.elapsed,
@@ -273,11 +276,23 @@ class Trainer:
         }
         if not self.world.is_main:
             return results
+        results["learned"] = self._learning_check(float(scored["valid"]["loss"]))
         runfolder.write_results(self.out_dir, results)
         for writer in self.writers:
             writer.close()
         self.writers = []
         return results
+
+    def _learning_check(self, valid_loss: float) -> dict[str, Any] | None:
+        """The scored validation loss against the task's trivial baselines (:mod:`floor`);
+        a run that did not learn beyond them says so at once."""
+        check = learning_check(valid_loss, self.task.trivial_losses("valid"))
+        level = self.task.level
+        unit = (1 / math.log(2), bits_label(level)) if level else (1.0, "nats")
+        warning = plateau_warning(check, str(self.out_dir), *unit)
+        if warning:
+            self.log(warning)
+        return check
 
     def _stop(self, number: int, saved: bool) -> None:
         """End training here, after a checkpoint: stop signal ``number`` reached a process."""
@@ -450,10 +465,14 @@ class Trainer:
             writer.write(record)
         if split == "valid":
             shown = ", ".join(
-                f"{k} {v:.4f}" for k, v in metrics.items() if k != "loss" and isinstance(v, float)
+                f"{self.task.metric_label(k)} {v:.4f}"
+                for k, v in metrics.items()
+                if k not in ("loss", "loss_se") and isinstance(v, float)
             )
+            se = metrics.get("loss_se")
             self.log(
                 f"step {self.state.step}: valid loss {metrics['loss']:.4f}"
+                + (f" ± {se:.4f}" if se is not None else "")
                 + (f" ({shown})" if shown else "")
             )
         return record
