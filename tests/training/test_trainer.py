@@ -256,7 +256,8 @@ def test_log_lines_go_around_the_progress_bar(
 ) -> None:
     lines: list[str] = []
     train(tiny_task_config("adding/transformer"), tmp_path, progress=True, log=lines.append)
-    assert [line.split(":")[0] for line in lines] == ["step 2", "step 4", "step 6"]
+    steps = [line.split(":")[0] for line in lines if not line.startswith("warning:")]
+    assert steps == ["step 2", "step 4", "step 6"]  # (six steps learn nothing: a warning too)
 
 
 @pytest.mark.parametrize("weights", ["best", "last"])
