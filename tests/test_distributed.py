@@ -327,7 +327,7 @@ def test_a_killed_launcher_stops_its_ranks_at_a_checkpoint(tmp_path, text_file):
         for pid in ranks.values():
             if not _ended(pid):
                 os.kill(pid, signal.SIGKILL)
-    stops = [line for line in stderr.splitlines() if line.startswith("stopped by SIGTERM:")]
+    stops = [line for line in stderr.splitlines() if "stopped by" in line]
     assert len(stops) == 1, stderr[-1500:]
     step = ckpt.load_trainer_state(out / "checkpoint").step
     assert stops[0].startswith(f"stopped by SIGTERM: checkpoint at step {step} of 100000")

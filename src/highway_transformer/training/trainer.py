@@ -297,7 +297,8 @@ class Trainer:
     def _stop(self, number: int, saved: bool) -> None:
         """End training here, after a checkpoint: stop signal ``number`` reached a process."""
         folder = self.out_dir / runfolder.CHECKPOINT_DIR if saved else self.save()
-        self.log(f"stopped by {signal_name(number)} at step {self.state.step}")
+        # a log record; the outcome's one line is the error's ("stopped by SIGTERM: ...")
+        self.log(f"step {self.state.step}: {signal_name(number)} received, checkpoint written")
         raise interrupted(
             number,
             f"checkpoint at step {self.state.step} of {self.config.train.max_steps} in {folder}",
