@@ -283,11 +283,20 @@ def test_checkpoints_without_manifest_still_load(run: Path) -> None:
 # ------------------------------------------------------------------ run folders
 
 
+HOLD = """
+import sys, time
+from highway_transformer.training.runlock import own_run_folder
+with own_run_folder(sys.argv[1], resume=True):
+    print("held", flush=True)
+    time.sleep(300)
+"""
+
+
+@pytest.mark.skipif(runlock.fcntl is None, reason="the kernel's flock: POSIX")
 def test_a_second_writer_is_refused_naming_the_owner(run: Path) -> None:
-    owner = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    owner = subprocess.Popen([sys.executable, "-c", HOLD, str(run)], stdout=subprocess.PIPE)
     try:
-        lock = {"pid": owner.pid, "host": os.uname().nodename, "started": 0}
-        (run / runlock.LOCK_FILE).write_text(json.dumps(lock))
+        assert owner.stdout is not None and owner.stdout.readline().strip() == b"held"
         with pytest.raises(RunFolderBusy, match=f"PID {owner.pid}"):
             train(config_of(run), run, resume=True, progress=False)
     finally:
@@ -295,7 +304,7 @@ def test_a_second_writer_is_refused_naming_the_owner(run: Path) -> None:
         owner.wait()
 
 
-def test_a_stale_lock_is_reported_and_taken_over(run: Path) -> None:
+def test_a_lock_left_by_an_ended_process_is_noted_and_taken(run: Path) -> None:
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     lock = {"pid": dead.pid, "host": os.uname().nodename, "started": 0}
@@ -303,17 +312,18 @@ def test_a_stale_lock_is_reported_and_taken_over(run: Path) -> None:
     messages: list[str] = []
     config = config_of(run).replace(**{"train.max_steps": 4})
     train(config, run, resume=True, progress=False, log=messages.append)
-    assert any("stale lock" in m and str(dead.pid) in m for m in messages)
+    assert any(str(dead.pid) in m and "run.lock" in m for m in messages), messages
     assert not (run / runlock.LOCK_FILE).exists()  # released at the end
 
 
-def test_a_lock_of_another_host_or_unreadable_is_refused(run: Path) -> None:
-    (run / runlock.LOCK_FILE).write_text(json.dumps({"pid": 1, "host": "elsewhere"}))
-    with pytest.raises(RunFolderBusy, match="elsewhere"):
+@pytest.mark.skipif(runlock.fcntl is None, reason="the kernel's flock: POSIX")
+def test_a_record_of_another_host_or_unreadable_locks_nothing(run: Path) -> None:
+    """The kernel's lock decides: a job resumed on another node of a cluster (the first one
+    preempted) takes the folder over without anyone deleting the file."""
+    for record in (json.dumps({"pid": 1, "host": "elsewhere"}).encode(), b"\x00garbage"):
+        (run / runlock.LOCK_FILE).write_bytes(record)
         train(config_of(run), run, resume=True, progress=False)
-    (run / runlock.LOCK_FILE).write_bytes(b"\x00garbage")
-    with pytest.raises(RunFolderBusy, match="cannot be read"):
-        train(config_of(run), run, resume=True, progress=False)
+        assert not (run / runlock.LOCK_FILE).exists()
 
 
 def test_a_fresh_run_into_a_used_folder(run: Path) -> None:

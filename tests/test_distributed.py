@@ -253,9 +253,17 @@ def _rank_of(pid: int) -> int | None:
     return None
 
 
-@pytest.mark.skipif(not Path("/proc").is_dir(), reason="finds the rank's process in /proc")
-def test_a_killed_rank_ends_the_run_with_one_line_naming_it(tmp_path, text_file):
-    out = tmp_path / "run"
+def _ended(pid: int) -> bool:
+    """Whether process ``pid`` has exited (gone, or a zombie no one has reaped yet)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def _start_two(out: Path, text_file: Path) -> tuple[subprocess.Popen, dict[int, int]]:
+    """``highway train --nproc 2`` into ``out``, once it has written a checkpoint; its ranks'
+    PIDs by rank."""
     overrides = lm_args(text_file, "train.max_steps=100000", "train.eval_interval=2")
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     command = [sys.executable, "-m", "highway_transformer.cli", "train", "--no-progress"]
@@ -266,22 +274,64 @@ def test_a_killed_rank_ends_the_run_with_one_line_naming_it(tmp_path, text_file)
         text=True,
         env=env,
     )
+    deadline = time.monotonic() + 180
+    while not (out / "checkpoint" / STATE_FILE).is_file():
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            pytest.fail(process.communicate()[1][-1500:])
+        time.sleep(0.2)
+    ranks = {_rank_of(pid): pid for pid in _children(process.pid)}
+    assert sorted(ranks) == [0, 1], ranks
+    return process, ranks
+
+
+needs_proc = pytest.mark.skipif(not Path("/proc").is_dir(), reason="finds the ranks in /proc")
+
+
+@needs_proc
+def test_a_killed_rank_ends_the_run_with_one_line_naming_it(tmp_path, text_file):
+    """Rank 0's collective fails when rank 1 dies: that is no failure of its own, so the one
+    line names rank 1 (not rank 0, nor a timeout that never happened)."""
+    out = tmp_path / "run"
+    process, ranks = _start_two(out, text_file)
     try:
-        deadline = time.monotonic() + 180
-        while not (out / "checkpoint" / STATE_FILE).is_file():
-            assert process.poll() is None and time.monotonic() < deadline
-            time.sleep(0.2)
-        rank1 = [pid for pid in _children(process.pid) if _rank_of(pid) == 1]
-        assert len(rank1) == 1
-        os.kill(rank1[0], signal.SIGKILL)
+        os.kill(ranks[1], signal.SIGKILL)
         _, stderr = process.communicate(timeout=120)
     finally:
         process.kill()
     assert process.returncode == 2
-    last = stderr.strip().splitlines()[-1]
-    assert last.startswith("error: rank 1 of 2 failed (killed by SIGKILL)"), stderr[-1500:]
-    assert "checkpoint is intact" in last
+    errors = [line for line in stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, stderr[-1500:]
+    assert errors[0].startswith("error: rank 1 of 2 failed (killed by SIGKILL)")
+    assert "checkpoint is intact" in errors[0] and stderr.strip().endswith(errors[0])
+    assert "rank 0" not in stderr and "dist_timeout" not in stderr
     assert ckpt.load_trainer_state(out / "checkpoint").step % 2 == 0
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="parent-death signal: Linux")
+@needs_proc
+def test_a_killed_launcher_stops_its_ranks_at_a_checkpoint(tmp_path, text_file):
+    """SIGKILL to ``highway train --nproc 2``: the kernel sends each rank SIGTERM, so they
+    checkpoint at the same step and stop, rank 0 saying so in one line, the folder unlocked."""
+    out = tmp_path / "run"
+    process, ranks = _start_two(out, text_file)
+    try:
+        process.kill()  # the launcher cannot pass anything on
+        _, stderr = process.communicate(timeout=120)  # the ranks hold its stderr until they end
+        deadline = time.monotonic() + 60
+        while not all(_ended(pid) for pid in ranks.values()):
+            assert time.monotonic() < deadline, "a rank trains on without its launcher"
+            time.sleep(0.2)
+    finally:
+        process.kill()
+        for pid in ranks.values():
+            if not _ended(pid):
+                os.kill(pid, signal.SIGKILL)
+    stops = [line for line in stderr.splitlines() if "stopped by" in line]
+    assert len(stops) == 1, stderr[-1500:]
+    step = ckpt.load_trainer_state(out / "checkpoint").step
+    assert stops[0].startswith(f"stopped by SIGTERM: checkpoint at step {step} of 100000")
+    assert not (out / "run.lock").exists()
 
 
 # --------------------------------------------------------------------------- bad input

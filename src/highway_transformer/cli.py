@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from .errors import HighwayError, TrainingInterrupted
+from .errors import HighwayError, PeerFailed, TrainingInterrupted
 
 #: ``--task`` choices; kept here so ``highway --help`` does not import torch (checked
 #: against the task registry by the tests).
@@ -29,9 +30,11 @@ def _train(args: argparse.Namespace) -> int:
     from .config import Config
     from .presets import get_preset, task_preset
     from .runtime.world import is_main_process
+    from .training.launch import launch, watch_launcher, without_nproc
     from .training.trainer import train
     from .validation import build_config
 
+    watch_launcher()  # a rank of `highway train --nproc`: stop when the launcher dies
     if args.preset:
         base = get_preset(args.preset)
     elif args.task:
@@ -44,7 +47,6 @@ def _train(args: argparse.Namespace) -> int:
     config = build_config(base, args.config, overrides + list(args.overrides))
     if args.nproc is not None:
         from .runtime.world import check_divisible
-        from .training.launch import launch, without_nproc
 
         check_divisible(config.data.batch_size, args.nproc)
         launch(args.nproc, without_nproc(args.argv[1:]))
@@ -421,9 +423,21 @@ def torch_oom() -> type[BaseException]:
     return getattr(torch, "OutOfMemoryError", MemoryError) if torch else MemoryError
 
 
-def _fail(message: str) -> int:
-    print("error: " + " ".join(message.split()), file=sys.stderr)  # always one line
+def _fail(message: str, kind: str = "failed") -> int:
+    line = " ".join(message.split())  # always one line
+    if not _handed_over(kind, line):
+        print("error: " + line, file=sys.stderr)
     return 2
+
+
+def _handed_over(kind: str, line: str, signal_number: int | None = None) -> bool:
+    """Whether a rank of ``highway train --nproc`` leaves its last line to the launcher (which
+    prints one line for the run), or a stop to rank 0."""
+    if "RANK" not in os.environ:
+        return False
+    from .training.launch import hand_over
+
+    return hand_over(kind, line, signal_number)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -433,8 +447,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except TrainingInterrupted as exc:  # a checkpoint was written: not a failure of input
-        print(" ".join(str(exc).split()), file=sys.stderr)  # "stopped by SIGTERM: ..."
+        line = " ".join(str(exc).split())  # "stopped by SIGTERM: ..."
+        if not _handed_over("stopped", line, exc.signal_number):
+            print(line, file=sys.stderr)
         return exc.exit_status
+    except PeerFailed as exc:  # another rank's failure: the launcher names that one
+        return _fail(str(exc), "timeout" if exc.timed_out else "peer")
     except HighwayError as exc:
         return _fail(str(exc))
     except OSError as exc:  # a place we cannot write or read: disk full, permissions, a file

@@ -63,6 +63,20 @@ class RunFolderBusy(HighwayError):
     """Another process owns the run folder (its lock file names the owner)."""
 
 
+class DistributedError(HighwayError):
+    """A rank of a multi-process run failed or stopped answering; the last checkpoint is left
+    intact."""
+
+
+class PeerFailed(DistributedError):
+    """A collective failed on this rank because another rank ended or stayed silent: the
+    consequence of a failure elsewhere (``highway train --nproc`` reports that one instead)."""
+
+    def __init__(self, message: str, timed_out: bool = False) -> None:
+        super().__init__(message)
+        self.timed_out = timed_out
+
+
 class ExperimentFailed(HighwayError):
     """One or more training runs of an experiment ended with an error."""
 

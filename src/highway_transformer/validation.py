@@ -189,6 +189,7 @@ FIELD_RANGES: dict[str, Range] = {
     "train.eval_max_tokens": Range(1, fix="leave it unset (null) for the whole split"),
     "train.log_interval": Range(1, fix="log every N steps, e.g. 10"),
     "train.checkpoint_interval": Range(0, fix="0 checkpoints at each evaluation"),
+    "train.keep_checkpoints": Range(1, fix="1 keeps checkpoint/ alone, the newest"),
     "train.seed": Range(0, 2**63 - 1),
     "train.threads": Range(0, fix="0 leaves the thread count as it is"),
     "train.accumulate": Range(1, fix="1 disables gradient accumulation"),

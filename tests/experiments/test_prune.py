@@ -15,8 +15,8 @@ MakeRun = Callable[..., Path]
 
 
 def _with_weights(run_dir: Path, gate_biases: bool = True) -> Path:
-    for name in ("best", "checkpoint"):
-        (run_dir / name).mkdir()
+    for name in ("best", "checkpoint", "checkpoints/step-000002"):  # older: keep_checkpoints
+        (run_dir / name).mkdir(parents=True)
         (run_dir / name / "model.safetensors").write_bytes(b"\0" * 1000)
     path = run_dir / "results.json"
     results = json.loads(path.read_text(encoding="utf-8"))
@@ -55,20 +55,20 @@ def test_only_finished_runs_that_need_nothing_lose_their_weights(
     prune([done, older, training, xl], log=lines.append)
     for run in (done, xl):
         assert not (run / "best").exists() and not (run / "checkpoint").exists()
+        assert not (run / "checkpoints").exists()
         assert (run / "results.json").is_file() and (run / "metrics.jsonl").is_file()
     for run in (older, training):
         assert (run / "best").is_dir() and (run / "checkpoint").is_dir()
+        assert (run / "checkpoints" / "step-000002").is_dir()
     assert lines[-1] == "2 of 4 run(s) pruned: freed 0.0 MiB"
 
 
 def test_a_run_in_use_keeps_its_weights(tmp_path: Path, make_run: MakeRun) -> None:
-    import os
-    import socket
+    from highway_transformer.training.runlock import own_run_folder
 
     run = _with_weights(make_run(tmp_path, "ht-table1/t-l3", [2.0, 1.5, 1.2, 1.1], 1.6, 1.5, 9))
-    owner = {"pid": os.getpid(), "host": socket.gethostname(), "started": 0}
-    (run / "run.lock").write_text(json.dumps(owner), encoding="utf-8")
-    (decision,) = prune([run], log=lambda line: None)
+    with own_run_folder(run, resume=True):  # e.g. a finished run resumed to train further
+        (decision,) = prune([run], log=lambda line: None)
     assert decision.keep_reason.startswith("in use by PID") and (run / "checkpoint").is_dir()
 
 
@@ -77,7 +77,8 @@ def test_cli_prunes_a_table_root(
 ) -> None:
     run = _with_weights(make_run(tmp_path, "ht-table1/t-l3", [2.0, 1.5, 1.2, 1.1], 1.6, 1.5, 9))
     assert main(["prune", str(tmp_path / "ht-table1"), "--dry-run"]) == 0
-    assert (run / "best").is_dir() and "would drop best, checkpoint" in capsys.readouterr().out
+    assert (run / "best").is_dir()
+    assert "would drop best, checkpoint, checkpoints" in capsys.readouterr().out
     assert main(["prune", str(tmp_path / "ht-table1")]) == 0
     assert not (run / "best").exists()
     assert main(["prune", str(tmp_path / "nothing-here")]) == 2

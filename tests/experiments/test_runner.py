@@ -9,7 +9,6 @@ import contextlib
 import io
 import json
 import os
-import socket
 from collections.abc import Callable
 from pathlib import Path
 
@@ -23,7 +22,7 @@ from highway_transformer.experiments import (
 )
 from highway_transformer.experiments.runner import launch_order
 from highway_transformer.storage.runfolder import read_metrics
-from highway_transformer.training.runlock import LOCK_FILE
+from highway_transformer.training.runlock import own_run_folder
 
 
 def file_overrides(path: Path, level: str = "char") -> list[str]:
@@ -127,9 +126,8 @@ def test_runner_trains_skips_and_resumes(
     # the tanh run's first 4 steps trained here: its rate prices the 4 left
     assert lines[4].startswith("at the rates measured on this kind of machine (")
     assert "of training" in lines[4] and "not counted" not in lines[4]
-    (run_dir / LOCK_FILE).write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname()}))
-    assert f"training now: PID {os.getpid()} on " in plan_lines([tanh], tmp_path, overrides)[0]
-    (run_dir / LOCK_FILE).unlink()
+    with own_run_folder(run_dir, resume=True):
+        assert f"training now: PID {os.getpid()} on " in plan_lines([tanh], tmp_path, overrides)[0]
     with pytest.raises(ConfigError, match="was trained with overrides"):  # the run's own checks
         plan_lines([tanh], tmp_path, [*overrides, "train.max_steps=9"])
     messages.clear()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from highway_transformer.errors import ConfigError
+from highway_transformer.errors import ConfigError, PeerFailed
 from highway_transformer.runtime.world import World, backend_for, check_divisible
 from highway_transformer.training.launch import without_nproc
 
@@ -27,3 +27,26 @@ def test_backend_choice_and_row_shares():
         "--out",
         "o",
     ]
+
+
+def test_a_failed_collective_says_whether_a_rank_ended_or_stayed_silent():
+    """A peer's death (its connections closed) is not reported as a timeout that never
+    happened; a real timeout names train.dist_timeout. Both are a lost peer (PeerFailed),
+    which ``highway train --nproc`` does not take for the failure itself."""
+    world = World(rank=0, size=2, timeout=600.0)
+    closed = world.peer_failed("[gloo/transport/tcp/pair.cc:534] Connection closed by peer\nmore")
+    assert isinstance(closed, PeerFailed) and not closed.timed_out
+    assert str(closed) == (
+        "rank 0: another of the 2 ranks ended or was killed ([gloo/transport/tcp/pair.cc:534] "
+        "Connection closed by peer); the last checkpoint is intact, resume with --resume"
+    )
+    silent = World(rank=1, size=4, timeout=5.0).peer_failed(
+        "[gloo/transport/tcp/unbound_buffer.cc:81] Timed out waiting 5000ms for recv operation"
+    )
+    assert silent.timed_out and str(silent).startswith(
+        "rank 1: no answer from another of the 4 ranks within train.dist_timeout=5s (it hangs"
+    )
+    with pytest.raises(PeerFailed, match="ended or was killed"), world.guard():
+        raise RuntimeError("[../third_party/gloo/gloo/transport/tcp/pair.cc] Read error")
+    with pytest.raises(RuntimeError, match="^something else$"), world.guard():
+        raise RuntimeError("something else")  # not a collective's failure: left alone

@@ -1,11 +1,15 @@
-"""Run-folder ownership (``training/runlock.py``): the lock names its owner while a run holds
-it and is gone after, a second writer is refused, a dead owner's lock is taken over, and a
-fresh run never mixes with the records of another."""
+"""Run-folder ownership (``training/runlock.py``): the kernel's lock on ``run.lock`` while a
+run holds it, the file naming its owner and gone after; a second writer refused with one line;
+a lock whose holder was killed (SIGKILL) free again, a record naming a live but unrelated PID
+no lock at all; the file-as-lock fallback where there is no ``flock``; and a fresh run never
+mixing with the records of another."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -13,9 +17,30 @@ from pathlib import Path
 
 import pytest
 
+from highway_transformer.cli import main
 from highway_transformer.errors import ConfigError, RunFolderBusy
 from highway_transformer.storage.runfolder import LOCK_FILE, METRICS_FILE
+from highway_transformer.training import runlock
 from highway_transformer.training.runlock import holder, own_run_folder, read_owner
+
+needs_flock = pytest.mark.skipif(runlock.fcntl is None, reason="the kernel's flock: POSIX")
+
+HOLD = """
+import sys, time
+from highway_transformer.training.runlock import own_run_folder
+with own_run_folder(sys.argv[1]):
+    print("held", flush=True)
+    time.sleep(300)
+"""
+
+
+def _holding(out: Path) -> subprocess.Popen[str]:
+    """Another process holding ``out``'s lock (until killed)."""
+    process = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(out)], stdout=subprocess.PIPE, text=True
+    )
+    assert process.stdout is not None and process.stdout.readline().strip() == "held"
+    return process
 
 
 def test_the_lock_names_its_owner_while_held_and_is_gone_after(tmp_path: Path) -> None:
@@ -38,6 +63,61 @@ def test_a_second_writer_is_refused_naming_the_first(tmp_path: Path) -> None:
             pass
         assert f"is in use by PID {os.getpid()} on {socket.gethostname()}" in str(info.value)
         assert (out / LOCK_FILE).exists()  # the refused writer left the owner's lock alone
+        assert holder(out) is not None  # and the owner still holds it
+
+
+@needs_flock
+def test_a_second_trainer_is_refused_with_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    owner = _holding(tmp_path)
+    try:
+        code = main(["train", "--task", "adding", "--out", str(tmp_path), "train.max_steps=1"])
+    finally:
+        owner.kill()
+        owner.wait()
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert err.startswith(f"error: {tmp_path} is in use by PID {owner.pid} on ")
+    assert err.rstrip().endswith("wait for it to finish or use another --out")
+
+
+@needs_flock
+def test_a_lock_whose_holder_was_killed_is_free_again(tmp_path: Path) -> None:
+    owner = _holding(tmp_path)
+    try:
+        assert holder(tmp_path) is not None and f"PID {owner.pid} " in holder(tmp_path)
+        with pytest.raises(RunFolderBusy, match=f"in use by PID {owner.pid} "):
+            _own(tmp_path)
+    finally:
+        owner.send_signal(signal.SIGKILL)  # no chance to release anything
+        owner.wait()
+    lock = tmp_path / LOCK_FILE
+    assert read_owner(lock)["pid"] == owner.pid  # the record stays, as information
+    assert holder(tmp_path) is None  # the kernel released the lock
+    said: list[str] = []
+    with own_run_folder(tmp_path, log=said.append):
+        assert read_owner(lock)["pid"] == os.getpid()
+    assert len(said) == 1 and said[0].startswith(f"note: {lock} named PID {owner.pid} on ")
+    assert said[0].endswith("which ended without removing it")
+    assert not lock.exists()
+
+
+@needs_flock
+def test_a_record_naming_a_live_process_is_no_lock(tmp_path: Path) -> None:
+    """A PID reused by another process (here: this one, and PID 1) locks nothing."""
+    lock = tmp_path / LOCK_FILE
+    for pid in (os.getpid(), 1):
+        lock.write_text(json.dumps({"pid": pid, "host": socket.gethostname(), "started": 0}))
+        assert holder(tmp_path) is None
+        with own_run_folder(tmp_path):
+            assert read_owner(lock)["pid"] == os.getpid()
+    lock.write_text("{not json")  # an unreadable record: no lock either
+    with own_run_folder(tmp_path):
+        pass
+
+
+# --------------------------------------------------------------------------- no flock
 
 
 def _dead_pid() -> int:
@@ -46,7 +126,32 @@ def _dead_pid() -> int:
     return int(child.stdout)
 
 
-def test_a_dead_owners_lock_is_reported_and_taken_over(tmp_path: Path) -> None:
+class _NoLocks:
+    """An ``fcntl`` whose ``flock`` fails as on a file system that keeps no locks."""
+
+    LOCK_EX, LOCK_SH, LOCK_NB = 2, 1, 4
+
+    @staticmethod
+    def flock(fd: int, operation: int) -> None:
+        raise OSError(errno.ENOLCK, "No locks available")
+
+
+@pytest.fixture(params=["no fcntl", "no locks"])
+def file_lock(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Windows (no ``fcntl``), and a file system whose ``flock`` fails: the file is the lock."""
+    monkeypatch.setattr(runlock, "fcntl", None if request.param == "no fcntl" else _NoLocks)
+
+
+def test_without_flock_the_file_is_the_lock(tmp_path: Path, file_lock: None) -> None:
+    with own_run_folder(tmp_path) as out:
+        assert read_owner(out / LOCK_FILE)["pid"] == os.getpid()
+        assert holder(out).startswith(f"PID {os.getpid()} on ")
+        with pytest.raises(RunFolderBusy, match="if that process is gone, delete"):
+            _own(out)
+    assert not (tmp_path / LOCK_FILE).exists()
+
+
+def test_without_flock_a_dead_owners_lock_is_taken_over(tmp_path: Path, file_lock: None) -> None:
     lock = tmp_path / LOCK_FILE
     lock.write_text(json.dumps({"pid": _dead_pid(), "host": socket.gethostname(), "started": 0}))
     assert holder(tmp_path) is None  # a stale lock holds nothing
@@ -56,7 +161,9 @@ def test_a_dead_owners_lock_is_reported_and_taken_over(tmp_path: Path) -> None:
     assert len(said) == 1 and said[0].startswith("taking over the stale lock of PID ")
 
 
-def test_an_unreadable_or_foreign_lock_is_refused(tmp_path: Path) -> None:
+def test_without_flock_an_unreadable_or_foreign_lock_is_refused(
+    tmp_path: Path, file_lock: None
+) -> None:
     lock = tmp_path / LOCK_FILE
     lock.write_text("{not json")
     assert holder(tmp_path) == f"the owner of {lock} (unreadable)"
@@ -67,6 +174,17 @@ def test_an_unreadable_or_foreign_lock_is_refused(tmp_path: Path) -> None:
         pass  # another host's process cannot be checked: never taken over
 
 
+def test_on_windows_a_pid_is_never_probed_with_a_signal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``os.kill(pid, 0)`` terminates the process on Windows: there a recorded owner counts as
+    alive (the message says to delete the lock if it is gone)."""
+    monkeypatch.setattr(runlock.sys, "platform", "win32")
+    monkeypatch.setattr(runlock.os, "kill", lambda *args: pytest.fail("os.kill called"))
+    assert runlock._alive(_dead_pid())
+
+
+# --------------------------------------------------------------------------- contents
+
+
 def _own(out: Path, **options: bool) -> None:
     with own_run_folder(out, **options):
         pass
@@ -75,7 +193,10 @@ def _own(out: Path, **options: bool) -> None:
 def test_a_fresh_run_never_mixes_with_the_records_of_another(tmp_path: Path) -> None:
     (tmp_path / METRICS_FILE).write_text("{}\n")
     (tmp_path / "best").mkdir()
-    with pytest.raises(ConfigError, match=r"already holds a run \(metrics.jsonl, best\)"):
+    (tmp_path / "checkpoints").mkdir()  # older checkpoints (train.keep_checkpoints)
+    with pytest.raises(
+        ConfigError, match=r"already holds a run \(metrics.jsonl, checkpoints, best\)"
+    ):
         _own(tmp_path)
     with own_run_folder(tmp_path, overwrite=True):
         assert sorted(p.name for p in tmp_path.iterdir()) == [LOCK_FILE]

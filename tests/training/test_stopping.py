@@ -123,7 +123,7 @@ def test_highway_train_stops_on_sigterm_with_one_line(tmp_path, text_file):
     assert process.returncode == 128 + signal.SIGTERM
     last = stderr.strip().splitlines()[-1]
     assert last.startswith("stopped by SIGTERM: checkpoint at step "), stderr[-1500:]
-    assert last.endswith("continue with --resume")
+    assert last.endswith("continue with --resume") and stderr.count("stopped by") == 1
     assert_stopped_at_a_checkpoint(run)
 
 
@@ -133,8 +133,15 @@ def test_two_processes_stop_together_at_a_checkpoint(tmp_path, text_file):
     process = start([*args, "--no-progress"])
     stderr = stop_once_training(process, [run])
     assert process.returncode == 128 + signal.SIGTERM, stderr[-1500:]
-    last = stderr.strip().splitlines()[-1]
-    assert last.startswith("stopped by SIGTERM: the 2 processes were asked to stop"), last
+    # one line for the run (the launcher's, in rank 0's words): where the checkpoint is
+    stops = [line for line in stderr.splitlines() if "stopped by" in line]
+    assert len(stops) == 1 and stderr.strip().endswith(stops[0]), stderr[-1500:]
+    step = ckpt.load_trainer_state(run / "checkpoint").step
+    assert stops[0] == (
+        f"stopped by SIGTERM: checkpoint at step {step} of 100000 in {run / 'checkpoint'}; "
+        "continue with --resume"
+    )
+    assert "death signal" not in stderr  # torch's launcher's own log lines: not shown
     assert_stopped_at_a_checkpoint(run)
 
 

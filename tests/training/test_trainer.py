@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from highway_transformer.config import Config
 from highway_transformer.errors import CheckpointError, ConfigError, TrainingDiverged
 from highway_transformer.runtime import device as device_module
 from highway_transformer.storage import runfolder
-from highway_transformer.storage.folder import MODEL_FILE, STATE_FILE
+from highway_transformer.storage.folder import MODEL_FILE, STATE_FILE, TENSOR_FILE
 from highway_transformer.storage.runfolder import read_metrics
 from highway_transformer.tasks import TASKS
 from highway_transformer.tasks.lm_eval import evaluate
@@ -212,6 +213,46 @@ def test_checkpoint_interval_is_honoured(
     overrides = {"train.max_steps": 7, "train.eval_interval": 100, "train.checkpoint_interval": 3}
     train(tiny_task_config("adding/transformer", **overrides), tmp_path)
     assert saved == [3, 6, 7]
+
+
+def test_keep_checkpoints_keeps_the_last_k_and_each_resumes_the_same_run(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    interrupt_after_step: Callable[[pytest.MonkeyPatch, int], None],
+    tiny_task_config: Callable[..., Config],
+) -> None:
+    """``train.keep_checkpoints=3``: checkpoint/ and the two before it in checkpoints/; a run
+    resumed from the newest equals the uninterrupted one bit for bit, and so does one resumed
+    from an older, archived checkpoint."""
+    overrides = {
+        "train.max_steps": 7,
+        "train.eval_interval": 100,
+        "train.checkpoint_interval": 1,
+        "train.keep_checkpoints": 3,
+    }
+    config = tiny_task_config("adding/transformer", **overrides)
+    one, two, three = tmp_path / "one", tmp_path / "two", tmp_path / "three"
+    train(config, one)
+    with monkeypatch.context() as patch:
+        interrupt_after_step(patch, 4)
+        with pytest.raises(KeyboardInterrupt):
+            train(config, two)
+    assert [p.name for p in runfolder.archived_checkpoints(two)] == ["step-000002", "step-000003"]
+    train(config, two, resume=True)
+
+    def kept(run: Path) -> dict[str, tuple[bytes, bytes]]:
+        folders = [run / "checkpoint", *runfolder.archived_checkpoints(run)]
+        return {
+            f.name: ((f / MODEL_FILE).read_bytes(), (f / TENSOR_FILE).read_bytes()) for f in folders
+        }
+
+    assert list(kept(one)) == ["checkpoint", "step-000005", "step-000006"]
+    assert kept(one) == kept(two)
+    assert ckpt.load_trainer_state(one / "checkpoints" / "step-000005").step == 5
+    (three / "checkpoint").parent.mkdir()
+    shutil.copytree(two / "checkpoints" / "step-000005", three / "checkpoint")
+    train(config, three, resume=True)
+    assert kept(three)["checkpoint"] == kept(one)["checkpoint"]
 
 
 def test_divergence_before_any_checkpoint_names_none(

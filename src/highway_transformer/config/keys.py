@@ -33,6 +33,10 @@ MEANINGS = {
     "data.eval_seq_len": "tokens per evaluation window",
     "data.eval_context": "history-only positions of each evaluation window",
     "train.checkpoint_interval": "steps between checkpoints",
+    "train.keep_checkpoints": (
+        "checkpoints kept: checkpoint/ (the newest, what --resume reads) and the K - 1 before "
+        "it in checkpoints/step-N/, the oldest dropped at each save"
+    ),
     "name": "run name (default run folder runs/NAME)",
     "model.d_model": "width of the residual stream",
     "model.n_layers": "number of blocks",

@@ -197,7 +197,7 @@ def _check_same_overrides(spec: RunSpec) -> None:
 PLACE_KEYS = frozenset(
     {"data.path", "train.device", "train.threads", "train.compile", "train.fused_optimizer",
      "train.pin_memory", "train.dist_backend", "train.dist_timeout", "train.wandb_project",
-     "train.tensorboard"}
+     "train.tensorboard", "train.keep_checkpoints"}
 )  # fmt: skip
 
 

@@ -2,8 +2,9 @@
 
 A table's run folders travel (committed, copied back from a GPU or cluster machine) far more
 easily without their weights: a finished run's report reads ``results.json``, the metrics and,
-for HT Table 5 rows, ``protocol_eval.json``. The weights (``best/``, ``checkpoint/``, and a
-``checkpoint.old/`` left by a cut swap) are dropped only when every one of those is there:
+for HT Table 5 rows, ``protocol_eval.json``. The weights (``best/``, ``checkpoint/``, the older
+checkpoints of ``checkpoints/`` and a ``checkpoint.old/`` left by a cut swap) are dropped only
+when every one of those is there:
 
 * the run finished (``results.json``; an interrupted run needs its checkpoint to resume);
 * ``results.json`` holds the gate biases of its best weights (older runs did not record them:
@@ -26,7 +27,12 @@ from ..storage import runfolder
 from ..training.runlock import holder
 from .registry import EXPERIMENTS
 
-WEIGHTS = (runfolder.BEST_DIR, runfolder.CHECKPOINT_DIR, f"{runfolder.CHECKPOINT_DIR}.old")
+WEIGHTS = (
+    runfolder.BEST_DIR,
+    runfolder.CHECKPOINT_DIR,
+    runfolder.ARCHIVE_DIR,
+    f"{runfolder.CHECKPOINT_DIR}.old",
+)
 
 
 @dataclass(frozen=True)

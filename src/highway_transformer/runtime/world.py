@@ -21,15 +21,11 @@ import torch.distributed as dist
 from torch import Tensor
 
 from ..config import TrainConfig
-from ..errors import ConfigError, HighwayError
+from ..errors import ConfigError, PeerFailed
 from .device import seed_everything, setup_runtime
 
 #: Seed offset between ranks' dropout streams (a large prime keeps them apart).
 RANK_SEED_STRIDE = 1_000_003
-
-
-class DistributedError(HighwayError):
-    """A rank stopped responding or failed; the last checkpoint is left intact."""
 
 
 @dataclass(frozen=True)
@@ -93,19 +89,31 @@ class World:
 
     @contextmanager
     def guard(self) -> Iterator[None]:
-        """Turn a failed collective (here or inside DDP's backward) into one clear line."""
+        """Turn a failed collective (here or inside DDP's backward) into one clear line: another
+        rank ended (its connections closed) or stayed silent for ``train.dist_timeout``."""
         try:
             yield
         except RuntimeError as exc:
             # NCCL raises DistError; gloo a plain RuntimeError from its own sources
             if not isinstance(exc, dist.DistError) and "gloo" not in str(exc):
                 raise
-            first = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc)
-            raise DistributedError(
-                f"rank {self.rank}: a collective across {self.size} ranks failed (a rank died or "
-                f"was silent for train.dist_timeout={self.timeout:g}s: {first}); the last "
-                "checkpoint is intact, resume with --resume"
-            ) from None
+            raise self.peer_failed(str(exc)) from None
+
+    def peer_failed(self, error: str) -> PeerFailed:
+        """The error of a collective that failed with ``error`` (the backend's message)."""
+        first = error.strip().splitlines()[0][:160] if error.strip() else "no message"
+        timed_out = "timed out" in error.lower() or "timeout" in error.lower()
+        if timed_out:
+            what = (
+                f"no answer from another of the {self.size} ranks within "
+                f"train.dist_timeout={self.timeout:g}s (it hangs or is far slower: {first})"
+            )
+        else:
+            what = f"another of the {self.size} ranks ended or was killed ({first})"
+        return PeerFailed(
+            f"rank {self.rank}: {what}; the last checkpoint is intact, resume with --resume",
+            timed_out=timed_out,
+        )
 
 
 def check_divisible(total: int, size: int, what: str = "data.batch_size") -> None:

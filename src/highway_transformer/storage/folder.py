@@ -15,7 +15,9 @@ Nothing is pickled. A folder is written under a temporary name, its files and th
 fsync'ed, and only then is it swapped in, so an interrupted or failed save never replaces a
 good checkpoint. A swap interrupted between its two renames leaves ``NAME.old``, which the next
 save (or :func:`recover`) moves back into place; it is never deleted before a new checkpoint
-stands. Every file name of the format is declared here, once.
+stands. The folder a save replaces is deleted, or handed to the caller's ``retire`` (the run
+folder's archive of older checkpoints keeps it by renaming it). Every file name of the format
+is declared here, once.
 """
 
 from __future__ import annotations
@@ -44,10 +46,16 @@ TENSOR_FILE = "trainer.safetensors"
 MANIFEST_FILE = "manifest.json"
 
 
-def write_atomically(folder: Path, write: Callable[[Path], None]) -> None:
+def write_atomically(
+    folder: Path,
+    write: Callable[[Path], None],
+    retire: Callable[[Path], None] | None = None,
+) -> None:
     """Call ``write(tmp_folder)``, add the manifest, fsync, then swap it into ``folder``.
 
-    Any failure (a full disk included) leaves the previous checkpoint as it was.
+    Any failure (a full disk included) leaves the previous checkpoint as it was. The folder
+    replaced (``NAME.old``, complete) goes to ``retire`` once the new one stands, if given,
+    else is deleted; so does a complete ``NAME.old`` that a save cut after its swap left.
     """
     folder = Path(folder)
     tmp = folder.with_name(folder.name + ".tmp")
@@ -68,11 +76,31 @@ def write_atomically(folder: Path, write: Callable[[Path], None]) -> None:
             "(the previous checkpoint is intact)"
         ) from None
     if folder.exists():
-        shutil.rmtree(old, ignore_errors=True)
+        _discard(old, retire)  # left by a save cut after its swap: the one before the last
         os.replace(folder, old)
     os.replace(tmp, folder)
-    _fsync_dir(folder.parent)
-    shutil.rmtree(old, ignore_errors=True)
+    fsync_dir(folder.parent)
+    _discard(old, retire)
+
+
+def _discard(old: Path, retire: Callable[[Path], None] | None) -> None:
+    """``retire(old)`` when ``old`` is a whole checkpoint folder, else delete what is there."""
+    if not old.exists():
+        return
+    if retire is not None and complete(old):
+        retire(old)
+    else:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def complete(folder: Path) -> bool:
+    """Whether ``folder`` holds its manifest and every file the manifest lists (a folder
+    whose deletion was cut short lacks one of them); contents are not hashed here."""
+    try:
+        listed = json.loads((folder / MANIFEST_FILE).read_text(encoding="utf-8"))["sha256"]
+        return all((folder / name).is_file() for name in listed)
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
 
 
 def recover(folder: str | Path) -> bool:
@@ -82,7 +110,7 @@ def recover(folder: str | Path) -> bool:
     if folder.exists() or not (old / CONFIG_FILE).is_file():
         return False
     os.replace(old, folder)
-    _fsync_dir(folder.parent)
+    fsync_dir(folder.parent)
     return True
 
 
@@ -104,10 +132,10 @@ def _fsync_tree(folder: Path) -> None:
     for path in folder.iterdir():
         with open(path, "rb") as handle:
             os.fsync(handle.fileno())
-    _fsync_dir(folder)
+    fsync_dir(folder)
 
 
-def _fsync_dir(folder: Path) -> None:
+def fsync_dir(folder: Path) -> None:
     if not hasattr(os, "O_DIRECTORY"):  # Windows: directories cannot be opened for fsync
         return
     fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)

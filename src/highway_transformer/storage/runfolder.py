@@ -6,6 +6,8 @@
     metrics.jsonl       one record per log step or evaluation (written live)
     metrics.csv         the same records as a table (written live)
     checkpoint/         the last resumable state (weights, optimizer, RNG, task state)
+    checkpoints/        with train.keep_checkpoints=K > 1: the K - 1 checkpoints before it,
+                        as step-000123/ (the step each resumes at), the oldest dropped
     best/               the weights with the best validation loss
     results.json        valid/test metrics of the best weights, run metadata, wall time
     tensorboard/        TensorBoard events (with train.tensorboard=true)
@@ -21,10 +23,15 @@ Every file name of a run folder is declared here, once; a checkpoint folder's ar
 from __future__ import annotations
 
 import json
+import os
+import re
+import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from ..config import Config, load_file
+from .folder import STATE_FILE, fsync_dir
 
 #: Keys the trainer fills in from the data: a planned value of 0 is a placeholder.
 AUTOMATIC = frozenset({"model.vocab_size"})
@@ -34,6 +41,7 @@ METRICS_FILE = "metrics.jsonl"
 METRICS_CSV = "metrics.csv"
 RESULTS_FILE = "results.json"
 CHECKPOINT_DIR = "checkpoint"
+ARCHIVE_DIR = "checkpoints"
 BEST_DIR = "best"
 TENSORBOARD_DIR = "tensorboard"
 LOCK_FILE = "run.lock"
@@ -50,9 +58,75 @@ RUN_RECORDS = (
     RESULTS_FILE,
     CHECKPOINT_DIR,
     f"{CHECKPOINT_DIR}.old",
+    ARCHIVE_DIR,
     BEST_DIR,
     f"{BEST_DIR}.old",
 )
+
+
+#: An archived checkpoint's folder name (``step-000123``) and the names of one being deleted.
+ARCHIVED = re.compile(r"step-(\d+)")
+DROPPED_PREFIX = ".dropped-"
+
+
+def archive_name(step: int) -> str:
+    return f"step-{step:06d}"
+
+
+def archived_checkpoints(run_dir: str | Path) -> list[Path]:
+    """The older checkpoints kept in ``checkpoints/`` (``train.keep_checkpoints`` > 1),
+    oldest first (by step)."""
+    folder = Path(run_dir) / ARCHIVE_DIR
+    if not folder.is_dir():
+        return []
+    found = [
+        (int(match.group(1)), path)
+        for path in folder.iterdir()
+        if (match := ARCHIVED.fullmatch(path.name)) and path.is_dir()
+    ]
+    return [path for _, path in sorted(found)]
+
+
+def archiver(run_dir: str | Path) -> Callable[[Path], None]:
+    """What a save does with the whole checkpoint it replaced: rename it to
+    ``checkpoints/step-N`` (N: the step it resumes at); one whose step cannot be read, or
+    whose step is archived already, is deleted instead."""
+    archive = Path(run_dir) / ARCHIVE_DIR
+
+    def retire(old: Path) -> None:
+        try:
+            step = int(json.loads((old / STATE_FILE).read_text(encoding="utf-8"))["step"])
+        except (OSError, ValueError, KeyError, TypeError):
+            step = -1
+        target = archive / archive_name(step)
+        if step < 0 or target.exists():
+            shutil.rmtree(old, ignore_errors=True)
+            return
+        archive.mkdir(exist_ok=True)
+        os.replace(old, target)  # one rename: whole or not there
+        fsync_dir(archive)
+        fsync_dir(old.parent)
+
+    return retire
+
+
+def keep_archived(run_dir: str | Path, count: int) -> None:
+    """Drop all but the newest ``count`` archived checkpoints (and ``checkpoints/`` when none
+    is left). Each is renamed out of the ``step-N`` names before it is deleted, so a deletion
+    cut short never leaves a partial folder that looks like a checkpoint."""
+    archive = Path(run_dir) / ARCHIVE_DIR
+    if not archive.is_dir():
+        return
+    for path in archive.iterdir():  # deletions cut short before
+        if path.name.startswith(DROPPED_PREFIX):
+            shutil.rmtree(path, ignore_errors=True)
+    kept = archived_checkpoints(run_dir)
+    for path in kept[: max(len(kept) - count, 0)]:
+        dropped = archive / (DROPPED_PREFIX + path.name)
+        os.replace(path, dropped)
+        shutil.rmtree(dropped, ignore_errors=True)
+    if count == 0 and not any(archive.iterdir()):
+        archive.rmdir()
 
 
 def flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -178,9 +178,12 @@ def save_checkpoint(
     write_files: Callable[[Path], None] | None = None,
     *,
     valid_loss: float | None = None,
+    retire: Callable[[Path], None] | None = None,
 ) -> Path:
     """Write a checkpoint folder atomically; ``vocab`` (language models) and ``write_files``
-    (a task's own files) add to the weights and config, ``trainer`` what resuming needs.
+    (a task's own files) add to the weights and config, ``trainer`` what resuming needs;
+    ``retire`` takes the folder replaced (default: deleted), see
+    :func:`~highway_transformer.storage.folder.write_atomically`.
 
     Non-finite weights, optimizer tensors or ``valid_loss`` raise :class:`TrainingDiverged`
     before anything is written: a diverged state never replaces the last good checkpoint.
@@ -205,7 +208,7 @@ def save_checkpoint(
                 {k: v.contiguous() for k, v in trainer.tensors.items()}, str(tmp / TENSOR_FILE)
             )
 
-    write_atomically(Path(folder), write)
+    write_atomically(Path(folder), write, retire)
     return Path(folder)
 
 

@@ -1,18 +1,26 @@
 """Run-folder ownership: one writer per run folder, and no silent mixing of runs.
 
-A training (fresh or resumed) holds ``run.lock`` in its folder: a small JSON file naming
-the owner (PID, host, start time). A second writer is refused with the owner's name; a
-lock left by a process that no longer runs on this host is reported and taken over. A
-fresh run into a folder that already holds a run's records is refused unless
-``overwrite`` asks to replace them, so metrics of two runs never mix.
+A training (fresh or resumed) holds the kernel's lock (``flock``) on ``run.lock`` in its
+folder for as long as it trains. The kernel releases it when its holder ends, however it ends
+(a SIGKILL, the out-of-memory killer, a preempted job), so a lock is never stale and a reused
+PID never makes a free folder look busy. The file also names the holder (PID, host, start
+time), as information: a second writer is refused with that name. A fresh run into a folder
+that already holds a run's records is refused unless ``overwrite`` asks to replace them, so
+metrics of two runs never mix.
+
+Where the kernel offers no ``flock`` (Windows, or a file system without locks), the file
+itself is the lock: created exclusively, deleted at the end; one left by a process of this
+host that no longer runs is taken over (on POSIX; on Windows the message says to delete it).
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
 import socket
+import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -22,6 +30,18 @@ from ..errors import ConfigError, RunFolderBusy
 from ..files import make_folder
 from ..storage.folder import recover
 from ..storage.runfolder import BEST_DIR, CHECKPOINT_DIR, LOCK_FILE, RUN_RECORDS
+
+try:
+    import fcntl
+except ImportError:  # Windows
+    fcntl = None  # type: ignore[assignment]
+
+#: Tries, and the pause between them, before a held lock is reported: a reader that checks
+#: whether the folder is in use (``highway prune``) holds it for an instant.
+TRIES, PAUSE_S = 10, 0.05
+
+#: ``flock`` errors that mean the file system keeps no locks (the file is the lock then).
+NO_LOCKS = frozenset({errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL})
 
 
 @contextmanager
@@ -39,28 +59,109 @@ def own_run_folder(
     if resume and overwrite:
         raise ConfigError("--resume continues a run and --overwrite replaces it; give one")
     out = Path(out_dir)
-    lock = _acquire(out, log or (lambda message: None))
+    release = _acquire(out, log or (lambda message: None))
     try:
         _check_contents(out, resume, overwrite)
         yield out
     finally:
-        lock.unlink(missing_ok=True)
+        release()
 
 
-def _acquire(out: Path, log: Callable[[str], None]) -> Path:
+def _owner_record() -> bytes:
+    owner = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.time()}
+    return json.dumps(owner).encode("utf-8")
+
+
+def _acquire(out: Path, log: Callable[[str], None]) -> Callable[[], None]:
+    """Take ``out``'s lock; the function that releases it."""
     make_folder(out, "--out")
     lock = out / LOCK_FILE
-    owner = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.time()}
-    for _ in range(2):  # a second try after taking over a stale lock
+    if fcntl is not None:
+        release = _acquire_flock(lock, log)
+        if release is not None:
+            return release
+    return _acquire_file(lock, log)
+
+
+def _acquire_flock(lock: Path, log: Callable[[str], None]) -> Callable[[], None] | None:
+    """Hold the kernel's lock on ``lock`` and write this process into it; None where the file
+    system keeps no locks."""
+    for _ in range(TRIES):
+        created = True
         try:
-            fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
         except FileExistsError:
-            _take_over_if_stale(lock, log)
+            created = False
+            try:
+                fd = os.open(lock, os.O_RDWR)
+            except FileNotFoundError:  # released between the two opens: try again
+                continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            time.sleep(PAUSE_S)
             continue
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(owner, handle)
-        return lock
-    raise RunFolderBusy(f"{out} is locked by another process that started at the same time")
+        except OSError as exc:
+            os.close(fd)
+            if exc.errno not in NO_LOCKS:
+                raise
+            if created:
+                lock.unlink(missing_ok=True)
+            return None
+        if not _same_file(fd, lock):  # its holder deleted it on release: lock the new one
+            os.close(fd)
+            continue
+        previous = None if created else read_owner(lock)
+        try:
+            os.ftruncate(fd, 0)
+            os.write(fd, _owner_record())
+        except OSError:
+            lock.unlink(missing_ok=True)
+            os.close(fd)
+            raise
+        if previous is not None:
+            log(f"note: {lock} named {_describe(previous)}, which ended without removing it")
+        return _releaser(fd, lock)
+    raise RunFolderBusy(f"{lock.parent} is in use by {_holder_of(lock)}; wait for it to finish "
+                        "or use another --out")  # fmt: skip
+
+
+def _releaser(fd: int, lock: Path) -> Callable[[], None]:
+    def release() -> None:
+        if _same_file(fd, lock):
+            lock.unlink(missing_ok=True)  # while holding it: no one locks a file going away
+        os.close(fd)  # the kernel's lock goes with the last descriptor
+
+    return release
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    try:
+        mine, there = os.fstat(fd), os.stat(path)
+    except OSError:
+        return False
+    return (mine.st_dev, mine.st_ino) == (there.st_dev, there.st_ino)
+
+
+def _held(lock: Path) -> bool | None:
+    """Whether a process holds the kernel's lock on ``lock``; None where that cannot be
+    known (no ``flock``, no lock file, a file system without locks)."""
+    if fcntl is None:
+        return None
+    try:
+        fd = os.open(lock, os.O_RDONLY)
+    except OSError:
+        return None
+    try:  # shared: conflicts with a holder's exclusive lock only, and needs no write access
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return None
+    finally:
+        os.close(fd)  # releases the probe's own lock
+    return False
 
 
 def read_owner(lock: Path) -> dict | None:
@@ -70,18 +171,6 @@ def read_owner(lock: Path) -> dict | None:
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's process: it exists
-        return True
-    except OSError:
-        return False
-    return True
 
 
 def _describe(owner: dict) -> str:
@@ -94,10 +183,9 @@ def _describe(owner: dict) -> str:
     return f"PID {owner.get('pid')} on {owner.get('host')} (started {when})"
 
 
-def _stale(owner: dict) -> bool:
-    """Whether the lock's owner is known to be gone (a process of this host that has ended)."""
-    pid, host = owner.get("pid"), owner.get("host")
-    return host == socket.gethostname() and isinstance(pid, int) and not _alive(pid)
+def _holder_of(lock: Path) -> str:
+    owner = read_owner(lock)
+    return _describe(owner) if owner is not None else f"the owner of {lock} (unreadable)"
 
 
 def holder(out: Path) -> str | None:
@@ -105,10 +193,51 @@ def holder(out: Path) -> str | None:
     lock = Path(out) / LOCK_FILE
     if not lock.exists():
         return None
-    owner = read_owner(lock)
-    if owner is None:
-        return f"the owner of {lock} (unreadable)"
-    return None if _stale(owner) else _describe(owner)
+    held = _held(lock)
+    if held is False:
+        return None  # a record left by a process that ended: information only
+    if held is None:  # the file is the lock
+        owner = read_owner(lock)
+        if owner is not None and _stale(owner):
+            return None
+    return _holder_of(lock)
+
+
+# ------------------------------------------------------------------ without flock
+
+
+def _alive(pid: int) -> bool:
+    if sys.platform == "win32":  # os.kill(pid, 0) would terminate the process there
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: it exists
+        return True
+    except OSError:
+        return False
+    return True
+
+
+def _stale(owner: dict) -> bool:
+    """Whether the lock's owner is known to be gone (a process of this host that has ended)."""
+    pid, host = owner.get("pid"), owner.get("host")
+    return host == socket.gethostname() and isinstance(pid, int) and not _alive(pid)
+
+
+def _acquire_file(lock: Path, log: Callable[[str], None]) -> Callable[[], None]:
+    """The file as the lock: created exclusively, deleted on release."""
+    for _ in range(2):  # a second try after taking over a stale lock
+        try:
+            fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            _take_over_if_stale(lock, log)
+            continue
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(_owner_record())
+        return lambda: lock.unlink(missing_ok=True)
+    raise RunFolderBusy(f"{lock.parent} is locked by another process that started at the same time")
 
 
 def _take_over_if_stale(lock: Path, log: Callable[[str], None]) -> None:
@@ -124,6 +253,9 @@ def _take_over_if_stale(lock: Path, log: Callable[[str], None]) -> None:
         )
     log(f"taking over the stale lock of {_describe(owner)}, which no longer runs")
     lock.unlink(missing_ok=True)
+
+
+# ------------------------------------------------------------------ contents
 
 
 def _check_contents(out: Path, resume: bool, overwrite: bool) -> None:

@@ -8,7 +8,8 @@ SIGHUP. The first such signal is only recorded; the trainer reads it at each ste
 processes, on the step's own all-reduce, so all stop at the same step). A second Ctrl-C
 interrupts at once (``KeyboardInterrupt``), losing the steps since the last checkpoint.
 A run started by ``highway run`` is also asked (SIGTERM, on Linux) when the runner itself dies,
-even by SIGKILL, so no row trains on unwatched.
+even by SIGKILL, so no row trains on unwatched; so is each rank of ``highway train --nproc N``
+when the launcher dies.
 """
 
 from __future__ import annotations
@@ -85,18 +86,40 @@ def interrupted(number: int, what: str, resume: str) -> TrainingInterrupted:
 PR_SET_PDEATHSIG = 1
 
 
+def _prctl() -> Callable[..., int] | None:
+    """Linux's ``prctl``; None elsewhere (no parent-death signal)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    return ctypes.CDLL(None, use_errno=True).prctl
+
+
 def stop_when_parent_dies() -> Callable[[], None] | None:
     """A ``preexec_fn`` for a child process: the kernel sends the child SIGTERM when this
     process dies, however it dies (a SIGKILL included), so the child checkpoints and stops.
     ``None`` where the kernel offers no such request (not Linux)."""
-    if not sys.platform.startswith("linux"):
+    prctl = _prctl()  # looked up before the fork
+    if prctl is None:
         return None
     parent = os.getpid()
-    prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up before the fork
 
     def request() -> None:
-        prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM))
-        if os.getppid() != parent:  # the parent died before the request took hold
-            os._exit(128 + signal.SIGTERM)
+        _ask_for_sigterm(prctl, parent)
 
     return request
+
+
+def stop_when_launcher_dies(launcher: int) -> bool:
+    """The same request, made by a process for itself: SIGTERM when ``launcher``, its parent,
+    dies (this process exits at once if it has died already). False where the kernel offers
+    no such request (not Linux)."""
+    prctl = _prctl()
+    if prctl is None:
+        return False
+    _ask_for_sigterm(prctl, launcher)
+    return True
+
+
+def _ask_for_sigterm(prctl: Callable[..., int], parent: int) -> None:
+    prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM))
+    if os.getppid() != parent:  # the parent died before the request took hold
+        os._exit(128 + signal.SIGTERM)

@@ -297,7 +297,8 @@ class Trainer:
     def _stop(self, number: int, saved: bool) -> None:
         """End training here, after a checkpoint: stop signal ``number`` reached a process."""
         folder = self.out_dir / runfolder.CHECKPOINT_DIR if saved else self.save()
-        self.log(f"stopped by {signal_name(number)} at step {self.state.step}")
+        # a log record; the outcome's one line is the error's ("stopped by SIGTERM: ...")
+        self.log(f"step {self.state.step}: {signal_name(number)} received, checkpoint written")
         raise interrupted(
             number,
             f"checkpoint at step {self.state.step} of {self.config.train.max_steps} in {folder}",
@@ -306,7 +307,9 @@ class Trainer:
 
     def save(self) -> Path:
         """Write the resumable checkpoint (atomically): rank 0 writes, every rank joins the
-        task's gather (memory rows) and waits until the folder is complete."""
+        task's gather (memory rows) and waits until the folder is complete. With
+        ``train.keep_checkpoints`` K > 1 the checkpoint replaced moves to ``checkpoints/``,
+        which keeps the K - 1 newest."""
         folder = self.out_dir / runfolder.CHECKPOINT_DIR
         task_state = self.task.state_dict()
         # gathered whole under FSDP, so one process can load the checkpoint
@@ -345,13 +348,16 @@ class Trainer:
             },
         }
         state = ckpt.TrainerState(s.step, info, {**optim_tensors, **rng_tensors, **task_tensors})
+        keep = self.config.train.keep_checkpoints
         ckpt.save_checkpoint(
             folder,
             model,
             self.config,
             trainer=state,
             write_files=self.task.write_checkpoint_files,
+            retire=runfolder.archiver(self.out_dir) if keep > 1 else None,
         )
+        runfolder.keep_archived(self.out_dir, keep - 1)
 
     # ------------------------------------------------------------------ steps
 
