@@ -463,7 +463,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(
             "interrupted at once: the steps since the last checkpoint are lost; continue with "
-            "--resume (a table: the same `highway run` command)",
+            "--resume (a table or an A/B: the same `highway run` or `highway ab` command)",
             file=sys.stderr,
         )
         return 130

@@ -116,5 +116,6 @@ def test_a_stop_names_the_rows_that_checkpointed(tmp_path: Path) -> None:
     assert error.exit_status == 143
     assert str(error) == (
         "stopped by SIGTERM: ht-table1/t-l3 seed 1, ht-table1/t-l3 seed 2 stopped at a "
-        "checkpoint; the same `highway run` command resumes them and the rows not started"
+        "checkpoint; the same `highway run` (or `highway ab`) command resumes them and the rows "
+        "not started"
     )

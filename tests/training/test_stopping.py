@@ -159,7 +159,7 @@ def test_runner_passes_the_stop_on_to_its_runs(tmp_path, text_file):
     assert process.returncode == 128 + signal.SIGTERM, stderr[-1500:]
     last = stderr.strip().splitlines()[-1]
     assert last.startswith("stopped by SIGTERM: ht-table1/t-l3 seed 1, ht-table1/t-l3+sigmoid")
-    assert "the same `highway run` command resumes them" in last
+    assert "the same `highway run` (or `highway ab`) command resumes them" in last
     for run in runs:
         assert_stopped_at_a_checkpoint(run)
 

@@ -160,5 +160,5 @@ def stopped_at_checkpoint(number: int, specs: list[RunSpec]) -> TrainingInterrup
     return interrupted(
         number,
         f"{names(specs) or 'no run'} stopped at a checkpoint",
-        "the same `highway run` command resumes them and the rows not started",
+        "the same `highway run` (or `highway ab`) command resumes them and the rows not started",
     )
