@@ -271,24 +271,36 @@ def test_demo_command_with_a_tiny_model(
     assert demo.demo_config("sdu-tanh").model.gate.activation == "tanh"  # the real one
     monkeypatch.setattr(demo, "demo_config", tiny_demo_config)
     out = tmp_path / "demo"
-    code, stdout, err = _run(capsys, "demo", "--out", str(out), "--steps", "4", "--no-progress")
+    argv = ["demo", "--out", str(out), "--steps", "4", "--seeds", "2", "--jobs", "1"]
+    code, stdout, err = _run(capsys, *argv, "--no-progress")
     assert code == 0
+    runs = out / "ab" / "none"
     for variant in demo.VARIANTS:
-        assert f"| {variant} |" in stdout
-        assert (out / variant / "results.json").is_file()
-    assert (out / "convergence.png").stat().st_size > 0
-    summary = json.loads((out / "report.json").read_text(encoding="utf-8"))
-    assert [r["run"] for r in summary["rows"]] == ["plain", "sdu-sigmoid", "sdu-tanh"]
-    plain = summary["rows"][0]
-    assert plain["steps_to_target"] is not None  # the plain model reaches its own best
+        assert {p.name for p in (runs / variant).iterdir()} == {"seed1", "seed2"}
+        assert (runs / variant / "seed2" / "results.json").is_file()
+    assert (out / "report" / "convergence_steps.png").stat().st_size > 0
+    summary = json.loads((out / "demo.json").read_text(encoding="utf-8"))
+    rows = summary["primary"]["rows"]
+    assert [(r["row"], r["against"]) for r in rows] == [
+        ("ab/sdu-sigmoid", "ab/plain"), ("ab/sdu-tanh", "ab/plain")
+    ]  # fmt: skip
+    assert all(r["paired"]["n"] == 2 and len(r["paired"]["interval"]) == 2 for r in rows)
+    assert summary["primary"]["status"] == "pre-registered"
+    assert stdout.count("(2 seeds): ") == 2  # a verdict line a gate
+    assert "lines to beat (valid bpc of trivial models): unigram" in stdout
     report = (out / "report.md").read_text(encoding="utf-8")
-    assert "s/step" not in report and "## Samples" in report
+    assert "| seed | plain | sdu-sigmoid | sdu-tanh |" in report and "## Samples" in report
     assert all(f"**{variant}**" in report for variant in demo.VARIANTS)
-    # a second run reuses the trained variants
-    code, _, err = _run(capsys, "demo", "--out", str(out), "--steps", "4", "--no-progress")
-    assert code == 0 and err.count("already trained, skipped") == 3
+    assert "one seed" not in report
+    # a second run reuses the trained runs
+    code, _, err = _run(capsys, *argv, "--no-progress")
+    assert code == 0 and err.count("finished, skipped") == 6
+    # ... and one seed of them says it gives no interval
+    code, stdout, err = _run(capsys, *argv[:-4], "--seeds", "1", "--no-progress")
+    assert code == 0 and "one seed: no interval and no verdict" in stdout
+    assert "(1 seed): no verdict (fewer than two paired seeds)" in stdout
     # ... but never runs trained with another budget
-    code, _, err = _run(capsys, "demo", "--out", str(out), "--steps", "6", "--no-progress")
+    code, _, err = _run(capsys, *argv[:3], "--steps", "6", "--no-progress")
     assert code == 2 and "train.max_steps=4 (asked 6)" in err and "another --out" in err
 
 

@@ -166,7 +166,9 @@ def _ab(args: argparse.Namespace) -> int:
         print("\n".join(describe_plan(plan.specs, args.jobs, args.launcher)))
         return 0
     if args.seeds == 1:
-        print("one seed: no interval and no verdict (give --seeds 2 or more; 3 by default)")
+        from .report.ab import ONE_SEED
+
+        print(ONE_SEED)
     run_dirs = run_planned(
         plan.specs,
         args.out,

@@ -11,6 +11,8 @@ from .stats import summary
 from .tables import PERCENT_METRICS
 
 MINUS = "\u2212"
+#: What an A/B of one seed says in place of intervals (``highway ab``, ``highway demo``).
+ONE_SEED = "one seed: no interval and no verdict (give --seeds 2 or more; 3 by default)"
 
 
 def _digits(metric: str) -> int:
