@@ -201,6 +201,8 @@ def _assert_one_line_error(code: int, err: str, *needles: str) -> None:
         (["train", "model.d_modl=16"], ["d_modl", "d_model"]),
         (["train", "modle.d_model=16"], ["modle"]),
         (["train", "train.max_steps=many"], ["train.max_steps must be an integer"]),
+        (["train", "--preset", "ht-table1/t-l3", "--scale", "tyni"], ["unknown scale", "'tiny'"]),
+        (["train", "--scale", "none"], ["unknown scale", "cpu-adamw"]),
     ],
 )
 def test_config_errors_are_one_line(
@@ -373,3 +375,42 @@ def _preset_json(name: str) -> str:
     from highway_transformer.presets import get_preset
 
     return get_preset(name).to_json()
+
+
+def test_train_scale_is_the_scale_of_highway_run(tmp_path: Path, capsys) -> None:
+    """``highway train --preset ROW --scale tiny`` trains the configuration ``highway run ROW
+    --scale tiny`` plans (the same rules, then the overrides, which win), under its own name."""
+    from highway_transformer.experiments.plan import plan_runs
+
+    overrides = ["data.corpus=pydoc", "train.max_steps=3"]  # embedded corpus; fewer steps
+    out = tmp_path / "t-l3-tiny"
+    argv = ["train", "--preset", "ht-table1/t-l3", "--scale", "tiny", *overrides]
+    code, _, err = _run(capsys, *argv, "--out", str(out), "--no-progress")
+    assert code == 0, err
+    assert "scale tiny: width x0.0625, heads x0.25, lengths x0.125" in err
+    saved = yaml.safe_load((out / "config.yaml").read_text(encoding="utf-8"))
+    (spec,) = plan_runs(["ht-table1/t-l3"], tmp_path / "runs", "tiny", overrides=overrides)
+    planned = json.loads(spec.config.to_json())
+    assert (saved.pop("name"), planned.pop("name")) == ("ht-table1_t-l3_tiny", spec.config.name)
+    planned["model"]["vocab_size"] = saved["model"]["vocab_size"]  # the trainer's, from the data
+    assert saved == planned
+    assert saved["model"]["d_model"] == 32 and saved["data"]["batch_size"] == 4  # the scale's
+    assert saved["train"]["max_steps"] == 3  # the override's, not the scale's 20
+    results = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    assert results["steps"] == 3 and results["test"]["tokens"] <= 2000
+
+
+def test_train_scale_shrinks_the_config_file_before_the_overrides(
+    tmp_path: Path, text_file: Path, capsys
+) -> None:
+    config_file = tmp_path / "tiny.yaml"
+    config_file.write_text(TINY_YAML, encoding="utf-8")
+    out = tmp_path / "run"
+    argv = ["train", "--config", str(config_file), "--scale", "small", "train.max_steps=2"]
+    code, _, err = _run(capsys, *argv, "--data-path", str(text_file), "--out", str(out))
+    assert code == 0, err
+    saved = yaml.safe_load((out / "config.yaml").read_text(encoding="utf-8"))
+    assert saved["name"] == "tiny-cli_small"
+    assert (saved["model"]["d_model"], saved["data"]["seq_len"]) == (4, 4)  # the file's, x1/4
+    assert saved["train"]["max_steps"] == 2  # the override's, not small's minimum of 100
+    assert saved["data"]["path"] == str(text_file)

@@ -5,7 +5,10 @@ is left out: its pages are reports of runs that took hours, and their commands a
 of how each report was made.
 
 * Every ```python block is executed verbatim in a fresh folder (they are sized to run in
-  seconds on the embedded corpus).
+  seconds on the embedded corpus). A block that trains (calls ``train(...)``) names its config
+  ``cfg`` and its results ``results``, and must end below the bigram model of its own data
+  (valid and test): an example that stays on the unigram plateau teaches settings that do
+  not learn. The page states the bigram's test bpc, checked here to the digits it gives.
 * Every ```bash block is read line by line (``\\`` continuations joined, ``# comments``
   dropped, ``a && b`` as two commands). The ``highway`` commands of all pages run through
   ``highway_transformer.cli.main`` in one folder, page by page in order, with tiny-budget
@@ -273,4 +276,28 @@ def test_python_block_runs_as_written(page: Path, index: int, tmp_path, monkeypa
     monkeypatch.chdir(tmp_path)
     code = blocks(page, "python")[index]
     name = f"{_name(page)} python block {index + 1}"
-    exec(compile(code, name, "exec"), {"__name__": "docs_example"})
+    namespace = {"__name__": "docs_example"}
+    exec(compile(code, name, "exec"), namespace)
+    if trains(code):
+        assert_beats_the_bigram(page, namespace["cfg"], namespace["results"])
+
+
+def trains(code: str) -> bool:
+    """Whether a Python example calls ``train(...)`` (not a module's ``.train()``)."""
+    return re.search(r"(?<![.\w])train\(", code) is not None
+
+
+def assert_beats_the_bigram(page: Path, config, results: dict) -> None:
+    """The example's final valid and test bpc are below the bigram model's on the same splits,
+    and the page states the bigram's test bpc."""
+    from highway_transformer.tasks import task_baselines
+
+    bigram = task_baselines(config)["bigram"]
+    for split in ("valid", "test"):
+        assert results[split]["bpc"] < bigram[split]["bpc"], (split, results[split], bigram)
+    stated = f"{bigram['test']['bpc']:.3f} bpc"
+    assert stated in page.read_text(encoding="utf-8"), f"{_name(page)} should state {stated}"
+
+
+def test_some_python_example_trains() -> None:
+    assert any(trains(blocks(page, "python")[i]) for page, i in PYTHON_BLOCKS)

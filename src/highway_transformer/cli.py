@@ -18,8 +18,12 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .errors import HighwayError, PeerFailed, TrainingInterrupted
+
+if TYPE_CHECKING:
+    from .config import Config
 
 #: ``--task`` choices; kept here so ``highway --help`` does not import torch (checked
 #: against the task registry by the tests).
@@ -31,6 +35,7 @@ DEMO_STEPS, DEMO_SEEDS = 400, 3
 
 def _train(args: argparse.Namespace) -> int:
     from .config import Config
+    from .experiments.scale import describe_scale
     from .presets import get_preset, task_preset
     from .runtime.world import is_main_process
     from .training.launch import launch, watch_launcher, without_nproc
@@ -47,13 +52,18 @@ def _train(args: argparse.Namespace) -> int:
     overrides = [f"task.name={args.task}"] if args.task else []
     if args.data_path:
         overrides.append(f"data.path={args.data_path}")
-    config = build_config(base, args.config, overrides + list(args.overrides))
+    file = args.config
+    if args.scale is not None:  # the preset and file shrunk as `highway run` shrinks a row
+        base, file = _scaled(base, file, args.scale), None
+    config = build_config(base, file, overrides + list(args.overrides))
     if args.nproc is not None:
         from .runtime.world import check_divisible
 
         check_divisible(config.data.batch_size, args.nproc)
         launch(args.nproc, without_nproc(args.argv[1:]))
         return 0
+    if args.scale is not None and is_main_process():
+        _log(f"scale {describe_scale(args.scale)}")
     out = Path(args.out or Path("runs") / config.name)
     results = train(
         config,
@@ -67,6 +77,17 @@ def _train(args: argparse.Namespace) -> int:
         _print_metrics(results, results.get("level"))
         print(f"run folder: {out}")
     return 0
+
+
+def _scaled(base: Config, file: str | None, scale: str) -> Config:
+    """``base`` and the config file shrunk by the rules of ``highway run --scale`` (the
+    command-line overrides come after, and win); named ``NAME_SCALE`` below ``paper``."""
+    from .config import apply_overrides
+    from .experiments.scale import get_scale, scale_config
+
+    get_scale(scale)  # an unknown name is an error before any file is read
+    config = scale_config(apply_overrides(base, file), scale)
+    return config if scale == "paper" else config.replace(name=f"{config.name}_{scale}")
 
 
 def _weights(path: str, which: str) -> Path:
@@ -330,6 +351,8 @@ def _config(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from .experiments.scale import SCALES
+
     parser = argparse.ArgumentParser(
         prog="highway", description="Self-gated Transformer sequence models (Highway Transformer)."
     )
@@ -352,6 +375,11 @@ def build_parser() -> argparse.ArgumentParser:
         "(default: the preset's task, or lm)",
     )
     _data_path_option(p, "where the corpus or the task's data lives")
+    p.add_argument(
+        "--scale",
+        help=" | ".join(SCALES) + ": shrink the preset (and --config) by the rules of "
+        "`highway run --scale`; KEY=VALUE overrides still win",
+    )
     p.add_argument(
         "--nproc",
         type=int,
