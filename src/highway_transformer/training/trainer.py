@@ -29,7 +29,7 @@ from ..runtime.hardware import run_metadata
 from ..runtime.strategies import strategy
 from ..runtime.world import check_divisible, close_world, is_main_process, seed_rank, setup_world
 from ..storage import runfolder
-from ..storage.folder import CONFIG_FILE, MODEL_FILE, resolve
+from ..storage.folder import CONFIG_FILE, MODEL_FILE, resolve, trusting_unverified
 from ..tasks import Task, task_class
 from ..tasks.floor import learning_check, plateau_warning
 from ..validation import checkpoint_config, validate
@@ -118,12 +118,15 @@ class Trainer:
         progress: bool = True,
         log: Callable[[str], None] | None = None,
         writers: Sequence[MetricsWriter] = (),
+        trust_unverified: bool = False,
     ) -> None:
         """``task``: a task already built from ``config`` (default: ``config.task.name``'s);
         ``writers``: metrics sinks beside the run folder's own (JSONL, CSV, TensorBoard,
-        W&B). The config is validated here, once."""
+        W&B); ``trust_unverified``: a resume may read checkpoints without ``manifest.json``
+        (unchecked). The config is validated here, once."""
         config = validate(config)
         self.out_dir = Path(out_dir)
+        self.trust_unverified = trust_unverified
         t = config.train
         check_sinks(t.tensorboard, t.wandb_project)
         self.world = setup_world(t)  # seeds first: loading data draws no random numbers
@@ -160,9 +163,10 @@ class Trainer:
             folder = resolve(self.out_dir / runfolder.CHECKPOINT_DIR)
         except CheckpointError:
             return False
-        self._check_compatible(checkpoint_config(folder), folder)
-        self.strategy.load_weights(self.model, folder, self._build)
-        saved = ckpt.load_trainer_state(folder)
+        with trusting_unverified(self.trust_unverified):
+            self._check_compatible(checkpoint_config(folder), folder)
+            self.strategy.load_weights(self.model, folder, self._build)
+            saved = ckpt.load_trainer_state(folder)
         ckpt.restore_optimizer(
             self.optimizer,
             saved.info["optimizer"],
@@ -252,7 +256,8 @@ class Trainer:
             and best_differs
             and (best / MODEL_FILE).is_file()
         ):
-            self.strategy.load_weights(self.model, best, self._build)
+            with trusting_unverified(self.trust_unverified):
+                self.strategy.load_weights(self.model, best, self._build)
             scored = {"valid": self.evaluate("valid"), "test": self.evaluate("test")}
         whole = self.strategy.full_model(self.model, self.world, self._build)  # every rank
         results = {
