@@ -16,7 +16,7 @@ import torch
 from safetensors import SafetensorError
 
 from highway_transformer import cli
-from highway_transformer.api import load_pretrained
+from highway_transformer.api import evaluate_checkpoint, load_pretrained
 from highway_transformer.config import Config
 from highway_transformer.errors import (
     CheckpointError,
@@ -152,6 +152,27 @@ def test_a_vocabulary_that_does_not_fit_the_model(run: Path, size: int) -> None:
         load_pretrained(run / "checkpoint")
 
 
+def test_eval_with_the_vocabulary_of_another_run_gives_eval_advice(
+    run: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    symbols = [chr(ord("a") + i) for i in range(5)]
+    vocab = {"level": "char", "unk": None, "eos": None, "symbols": symbols}
+    _rewrite(run / "best", VOCAB_FILE, json.dumps(vocab).encode())
+    err = run_cli_error(["eval", str(run), "--device", "cpu", "--split", "valid"], capsys)
+    assert "has 5 symbols but the model was built for" in err and "another run" in err
+    assert "vocab_size at 0" not in err  # a training setting: no advice for evaluation
+    with pytest.raises(CheckpointError, match="restore the checkpoint's own vocab.json"):
+        evaluate_checkpoint(run / "best", ["valid"])
+
+
+def run_cli_error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    """Run the CLI, assert exit 2 and that the last stderr line is one ``error:`` line."""
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith("error: ") and "Traceback" not in err
+    return err
+
+
 TRAINER_EDITS = [
     b"[]",
     b"{trunc",
@@ -249,6 +270,9 @@ def test_non_finite_weights_are_never_saved(run: Path) -> None:
     with pytest.raises(TrainingDiverged, match="validation loss"):
         check_finite_loss(float("nan"), 3)
     assert snapshot(run / "checkpoint") == before
+    with pytest.raises(TrainingDiverged, match="no checkpoint was written before it"):
+        ckpt.save_checkpoint(run / "first", model, config, vocab)  # none to keep intact
+    assert not (run / "first").exists()
 
 
 def test_adam_at_a_huge_learning_rate_leaves_finite_checkpoints(

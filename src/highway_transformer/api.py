@@ -19,8 +19,9 @@ from torch import nn
 
 from .config import Config, ModelConfig, apply_overrides
 from .data.vocab import Vocabulary, read_vocab
-from .errors import CheckpointError, ConfigError
+from .errors import ConfigError
 from .models.lm import LanguageModel
+from .models.resources import check_model_size
 from .runtime.device import autocast_context
 from .storage.folder import VOCAB_FILE, resolve, trusting_unverified
 from .storage.weights import load_weights
@@ -33,8 +34,10 @@ SPLITS = ("valid", "test")
 
 def build_model(config: ModelConfig) -> LanguageModel:
     """A language model of ``config`` (validated first: wrong types, ranges, unknown names and
-    settings that do not apply are one-line :class:`~highway_transformer.errors.ConfigError`)."""
-    return LanguageModel(validate_model(config))
+    settings that do not apply are one-line :class:`~highway_transformer.errors.ConfigError`,
+    and so is a model whose weights cannot fit this machine's memory, before it is built)."""
+    check_model_size(Config(model=validate_model(config)), torch.device("cpu"), training=False)
+    return LanguageModel(config)
 
 
 def load_pretrained(
@@ -47,12 +50,8 @@ def load_pretrained(
     folder = resolve(folder)
     with trusting_unverified(trust_unverified):
         config = checkpoint_config(folder)
-        vocab = read_vocab(folder) if (folder / VOCAB_FILE).is_file() else None
-        if vocab is not None and len(vocab) != config.model.vocab_size:
-            raise CheckpointError(
-                f"{folder / VOCAB_FILE} has {len(vocab)} symbols but the model was built for "
-                f"{config.model.vocab_size}; the vocabulary belongs to another run"
-            )
+        has_vocab = (folder / VOCAB_FILE).is_file()
+        vocab = read_vocab(folder, config.model.vocab_size) if has_vocab else None
         model = build_task_model(config)
         load_weights(model, folder)
     return model.to(device).eval(), config, vocab

@@ -181,8 +181,8 @@ def verify(folder: str | Path, name: str) -> Path:
             return path
         raise CheckpointError(
             f"{folder} has no {MANIFEST_FILE}, so its files cannot be checked (deleted, or"
-            " written by another tool or an older version); load it only if you trust it: pass "
-            "--trust-unverified (trust_unverified=True in Python)"
+            " written by another tool or an older version); load it only if you trust it: "
+            "--trust-unverified (eval, generate, train --resume; trust_unverified=True in Python)"
         )
     text = read_text(manifest_path, CheckpointError, "checkpoint manifest")
     try:
