@@ -55,9 +55,10 @@ def _check_pinned(url: str, digests: object) -> None:
     """Refuse a download without a SHA-256 (64 lowercase hex digits) for each digest."""
     values = list(digests.values()) if isinstance(digests, Mapping) else [digests]
     if not values or not all(isinstance(d, str) and _SHA256.fullmatch(d) for d in values):
+        got = repr(digests)[:60]
         raise DataError(
-            f"refusing to download {url}: it is not pinned by a SHA-256 (got {digests!r}), so "
-            "the file could not be checked; pin its SHA-256 (64 hex digits)"
+            f"refusing to download {url}: it is not pinned by a SHA-256 (got {got}), so the "
+            "file could not be checked; pin its SHA-256 (64 hex digits)"
         )
 
 
