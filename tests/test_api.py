@@ -51,10 +51,10 @@ def test_load_pretrained_gives_the_model_config_and_vocabulary(run: Path) -> Non
 def test_a_vocabulary_of_another_run_is_refused(run: Path, tmp_path: Path) -> None:
     copy = tmp_path / "checkpoint"
     shutil.copytree(run / "checkpoint", copy)
-    (copy / "manifest.json").unlink()  # a hand-edited folder: read unchecked
+    (copy / "manifest.json").unlink()  # a hand-edited folder: read unchecked when trusted
     Vocabulary(list("xyz"), "char").save(copy / "vocab.json")
     with pytest.raises(CheckpointError, match="has 3 symbols but the model was built for 11"):
-        load_pretrained(copy)
+        load_pretrained(copy, trust_unverified=True)
 
 
 def test_evaluate_checkpoint_scores_the_splits_as_the_run_did(run: Path) -> None:

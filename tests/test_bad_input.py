@@ -123,6 +123,13 @@ def test_missing_config_file(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert "does not exist" in run_cli(["train", "--config", str(tmp_path / "no.yaml")], capsys)
 
 
+def test_a_config_folder_is_not_a_config_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    err = run_cli(["train", "--config", str(tmp_path)], capsys)
+    assert "is a folder; give a YAML or TOML file" in err and "does not exist" not in err
+
+
 # ------------------------------------------------------------------ output places
 
 
@@ -151,6 +158,25 @@ def test_impossible_allocation_fails_fast_with_the_estimate(
     huge = ["train", "model.d_model=400000", "model.d_inner=400000", "model.n_heads=1"]
     err = run_cli([*huge, "--out", str(tmp_path / "h"), *corpus], capsys)
     assert "weights" in err and "GiB" in err
+
+
+@pytest.mark.parametrize(
+    "sizes",
+    [
+        ["model.d_model=1000000000"],  # a weight torch cannot even describe (> 2^63 bytes)
+        ["model.n_layers=1000000000"],  # building a billion layers would never finish
+        ["--task", "copy", "model.d_model=1000000000"],  # every task, not only lm
+        ["--task", "seq2seq", "model.n_layers=100000000", "model.gate.kind=sdu"],
+    ],
+)
+def test_an_impossible_model_is_refused_before_it_is_built(
+    sizes: list[str], capsys: pytest.CaptureFixture[str], tmp_path: Path, text_file: Path
+) -> None:
+    corpus = [] if "--task" in sizes else ["data.corpus=file", f"data.path={text_file}"]
+    err = run_cli(["train", *sizes, *corpus, "--out", str(tmp_path / "r"), "--no-progress"], capsys)
+    assert "GiB" in err and "parameters" in err and "lower model." in err
+    with pytest.raises(ConfigError, match="GiB"):
+        build_model(ModelConfig(vocab_size=10, d_model=10**9, n_heads=1, d_inner=8))
 
 
 # ------------------------------------------------------------------ API
@@ -244,24 +270,57 @@ REPORT_FILES = [
     {"config_yaml": b"model: 3\n"},
     {"config_yaml": b"\xff\xfe\x00binary"},
     {"results_json": b'{"valid": "oops", "test": {"loss": "x"}}'},
+    {"results_json": b'{"parameters": "many"}'},
     {"results_json": b"[1, 2, 3]"},
     {"results_json": b"\xff\xfe"},
     {"metrics_jsonl": b'{"step": "abc", "split": "valid"}\n{"step": 1}\n[]\n\xff\n'},
     {"metrics_jsonl": b'{"step": 2, "split": "valid", "loss": "NaNish"}\n'},
+    {"metrics_jsonl": b"garbage\n" + b'{"step": 2, "split": "valid", "loss": 1.0}\n'},
 ]
 
 
 @pytest.mark.parametrize("files", REPORT_FILES)
-def test_report_reads_malformed_run_files(files: dict, tmp_path: Path) -> None:
-    record = load_run(_run_folder(tmp_path, **files))
-    assert record.problems  # noted, never a crash
+def test_report_refuses_malformed_run_files_naming_them(
+    files: dict, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = _run_folder(tmp_path, **files)
+    (name,) = (key.replace("_", ".", 1) for key in files)
+    with pytest.raises(ConfigError, match=f"{name} is malformed"):
+        load_run(run)
+    argv = ["report", str(run), "--out", str(tmp_path / "report"), "--allow-mixed-code"]
+    assert f"{name} is malformed" in run_cli(argv, capsys)  # exit 2, one line
+    assert not (tmp_path / "report").exists()  # no report of a damaged run
+
+
+@pytest.mark.parametrize(
+    ("name", "content"),
+    [
+        ("results.json", b'{"parameters": "many"}'),
+        ("metrics.jsonl", b'{"step": 2, "split": "valid", "loss": 1.0}\ngarbage\n'),
+    ],
+)
+def test_compare_refuses_malformed_run_files_naming_them(
+    name: str, content: bytes, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    runs = []
+    for label in ("a", "b"):
+        run = tmp_path / label
+        run.mkdir()
+        (run / "metrics.jsonl").write_text('{"step": 2, "split": "valid", "loss": 1.0}\n')
+        runs.append(str(run))
+    (tmp_path / "b" / name).write_bytes(content)
+    err = run_cli(["compare", *runs, "--out", str(tmp_path / "out")], capsys)
+    assert f"{tmp_path / 'b' / name} is malformed" in err
+
+
+def test_report_notes_a_metrics_line_being_written(tmp_path: Path) -> None:
+    line = b'{"step": 2, "split": "valid", "loss": 1.0}\n'
+    record = load_run(_run_folder(tmp_path, metrics_jsonl=line + b'{"step": 4, "spl'))
+    assert "metrics.jsonl: its last line is cut short (a run writing it?)" in record.problems
+    assert [r["step"] for r in record.records] == [2]
     paper_rows(group_runs([record]), "bpc")
     mean_curve([record], "valid", "loss")
-
-
-def test_report_of_a_malformed_run_is_written(tmp_path: Path) -> None:
-    run = _run_folder(tmp_path, **REPORT_FILES[0], **REPORT_FILES[3], **REPORT_FILES[6])
-    report = write_report([run], tmp_path / "report", allow_mixed_code=True)  # code not recorded
+    report = write_report([record.run_dir], tmp_path / "report", allow_mixed_code=True)
     assert report["missing"] and (tmp_path / "report" / "index.md").is_file()
 
 

@@ -16,7 +16,7 @@ import torch
 from safetensors import SafetensorError
 
 from highway_transformer import cli
-from highway_transformer.api import load_pretrained
+from highway_transformer.api import evaluate_checkpoint, load_pretrained
 from highway_transformer.config import Config
 from highway_transformer.errors import (
     CheckpointError,
@@ -31,7 +31,7 @@ from highway_transformer.storage.folder import (
     STATE_FILE,
     TENSOR_FILE,
     VOCAB_FILE,
-    _write_manifest,
+    write_manifest,
 )
 from highway_transformer.training import checkpoint as ckpt
 from highway_transformer.training import runlock
@@ -114,7 +114,7 @@ def test_a_malformed_manifest(run: Path) -> None:
 def _rewrite(folder: Path, name: str, content: bytes) -> None:
     """Change a file as a hand edit would, with the manifest updated (schema, not hash)."""
     (folder / name).write_bytes(content)
-    _write_manifest(folder)
+    write_manifest(folder)
 
 
 @pytest.mark.parametrize(
@@ -150,6 +150,27 @@ def test_a_vocabulary_that_does_not_fit_the_model(run: Path, size: int) -> None:
     _rewrite(run / "checkpoint", VOCAB_FILE, json.dumps(vocab).encode())
     with pytest.raises(CheckpointError, match="symbols"):
         load_pretrained(run / "checkpoint")
+
+
+def test_eval_with_the_vocabulary_of_another_run_gives_eval_advice(
+    run: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    symbols = [chr(ord("a") + i) for i in range(5)]
+    vocab = {"level": "char", "unk": None, "eos": None, "symbols": symbols}
+    _rewrite(run / "best", VOCAB_FILE, json.dumps(vocab).encode())
+    err = run_cli_error(["eval", str(run), "--device", "cpu", "--split", "valid"], capsys)
+    assert "has 5 symbols but the model was built for" in err and "another run" in err
+    assert "vocab_size at 0" not in err  # a training setting: no advice for evaluation
+    with pytest.raises(CheckpointError, match="restore the checkpoint's own vocab.json"):
+        evaluate_checkpoint(run / "best", ["valid"])
+
+
+def run_cli_error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    """Run the CLI, assert exit 2 and that the last stderr line is one ``error:`` line."""
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith("error: ") and "Traceback" not in err
+    return err
 
 
 TRAINER_EDITS = [
@@ -215,10 +236,13 @@ def test_disk_full_during_a_save_keeps_the_previous_checkpoint(
         raise error
 
     monkeypatch.setattr(ckpt, "save_weights", full)
-    with pytest.raises(CheckpointError, match="disk is full.*intact"):
+    with pytest.raises(CheckpointError, match="disk is full.*previous checkpoint is intact"):
         ckpt.save_checkpoint(run / "checkpoint", model, config, vocab)
     assert snapshot(run / "checkpoint") == before
     assert not (run / "checkpoint.tmp").exists()
+    with pytest.raises(CheckpointError, match=r"disk is full.*\(no earlier checkpoint was there"):
+        ckpt.save_checkpoint(run / "first", model, config, vocab)  # nothing to keep intact
+    assert not (run / "first").exists() and not (run / "first.tmp").exists()
 
 
 def test_disk_full_on_the_cli_is_one_line(
@@ -246,6 +270,9 @@ def test_non_finite_weights_are_never_saved(run: Path) -> None:
     with pytest.raises(TrainingDiverged, match="validation loss"):
         check_finite_loss(float("nan"), 3)
     assert snapshot(run / "checkpoint") == before
+    with pytest.raises(TrainingDiverged, match="no checkpoint was written before it"):
+        ckpt.save_checkpoint(run / "first", model, config, vocab)  # none to keep intact
+    assert not (run / "first").exists()
 
 
 def test_adam_at_a_huge_learning_rate_leaves_finite_checkpoints(
@@ -275,9 +302,65 @@ def test_an_interrupted_swap_is_recovered_never_deleted(run: Path) -> None:
     assert ckpt.load_trainer_state(run / "checkpoint").step == 4
 
 
-def test_checkpoints_without_manifest_still_load(run: Path) -> None:
-    (run / "checkpoint" / MANIFEST_FILE).unlink()  # written by an earlier version
-    load_pretrained(run / "checkpoint")
+def flip_a_byte(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    path.write_bytes(bytes(data))
+
+
+def test_a_checkpoint_without_manifest_is_refused_unless_trusted(run: Path) -> None:
+    (run / "best" / MANIFEST_FILE).unlink()  # deleting it must not turn the checks off
+    flip_a_byte(run / "best" / MODEL_FILE)
+    unverified = r"^\S+best has no manifest\.json.*--trust-unverified"
+    with pytest.raises(CheckpointError, match=unverified):
+        load_pretrained(run / "best")
+    with pytest.raises(CheckpointError, match="no manifest.json"):
+        checkpoint_config(run / "best")
+    load_pretrained(run / "best", trust_unverified=True)  # the user vouches for it
+    with pytest.raises(CheckpointError, match="no manifest.json"):
+        load_pretrained(run / "best")  # trust lasts one load, never longer
+
+
+def test_the_cli_refuses_an_unverified_checkpoint_in_one_line(
+    run: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (run / "best" / MANIFEST_FILE).unlink()
+    assert cli.main(["eval", str(run), "--device", "cpu", "--split", "valid"]) == 2
+    weights, err = capsys.readouterr().err.splitlines()
+    assert err.startswith("error: ") and "--trust-unverified" in err
+    generate = ["generate", str(run), "--prompt", "ab", "--tokens", "3", "--device", "cpu"]
+    assert cli.main(generate) == 2
+    assert "--trust-unverified" in capsys.readouterr().err
+    trusted = ["eval", str(run), "--device", "cpu", "--split", "valid", "--trust-unverified"]
+    assert cli.main([*trusted, "--json"]) == 0
+    captured = capsys.readouterr()
+    assert "read unchecked" in captured.err and json.loads(captured.out)["valid"]["loss"] > 0
+    assert cli.main([*generate, "--trust-unverified", "--seed", "1"]) == 0
+
+
+def test_resume_of_an_unverified_checkpoint_needs_trust(
+    run: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (run / "checkpoint" / MANIFEST_FILE).unlink()
+    config = config_of_best(run).replace(**{"train.max_steps": 4})
+    with pytest.raises(CheckpointError, match="no manifest.json"):
+        train(config, run, resume=True, progress=False)
+    argv = ["train", "--config", str(run / "config.yaml"), "--out", str(run), "--resume"]
+    assert cli.main([*argv, "train.max_steps=4", "--no-progress"]) == 2
+    assert "--trust-unverified" in capsys.readouterr().err
+    train(config, run, resume=True, progress=False, trust_unverified=True)
+    assert ckpt.load_trainer_state(run / "checkpoint").step == 4  # rewritten with a manifest
+
+
+def test_a_damaged_weights_folder_points_to_the_other_one(run: Path) -> None:
+    flip_a_byte(run / "best" / MODEL_FILE)
+    with pytest.raises(CheckpointError) as info:
+        load_pretrained(run / "best")
+    advice = str(info.value).split("after saving; ")[1]  # never the damaged folder itself
+    assert "best" not in advice and "--weights last" in advice
+    flip_a_byte(run / "checkpoint" / MODEL_FILE)
+    with pytest.raises(CheckpointError, match="use the run's best/ weights"):
+        load_pretrained(run / "checkpoint")
 
 
 # ------------------------------------------------------------------ run folders

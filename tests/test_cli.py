@@ -331,9 +331,9 @@ def test_task_checkpoint_from_another_config_is_a_clear_error(tmp_path, capsys) 
     config_file.write_text(json.dumps(config))
     (out / "best" / "manifest.json").unlink()  # hand-edited: no longer verifiable
     capsys.readouterr()
-    assert cli.main(["eval", str(out / "best"), "--device", "cpu"]) == 2
-    weights, err = capsys.readouterr().err.splitlines()  # which weights, then the error
-    assert weights == f"weights: {out / 'best'}"
+    assert cli.main(["eval", str(out / "best"), "--device", "cpu", "--trust-unverified"]) == 2
+    weights, note, err = capsys.readouterr().err.splitlines()  # which weights, then the error
+    assert weights == f"weights: {out / 'best'}" and "read unchecked" in note
     assert err.startswith("error:") and "do not fit" in err and "Traceback" not in err
 
 

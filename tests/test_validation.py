@@ -10,6 +10,7 @@ import pytest
 
 from highway_transformer.config import Config, ModelConfig
 from highway_transformer.errors import CheckpointError, ConfigError
+from highway_transformer.storage.folder import write_manifest
 from highway_transformer.training.trainer import train
 from highway_transformer.validation import (
     FIELD_RANGES,
@@ -83,6 +84,7 @@ def test_api_built_configs_are_type_checked_where_files_are_coerced() -> None:
 def test_a_checkpoints_invalid_config_names_the_file(tmp_path: Path) -> None:
     bad = Config().replace(**{"model.dropout": 2.0})
     (tmp_path / "config.json").write_text(bad.to_json())
+    write_manifest(tmp_path)
     with pytest.raises(CheckpointError) as info:
         checkpoint_config(tmp_path)
     assert str(info.value).startswith(f"{tmp_path / 'config.json'} is not a valid config")

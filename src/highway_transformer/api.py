@@ -19,10 +19,11 @@ from torch import nn
 
 from .config import Config, ModelConfig, apply_overrides
 from .data.vocab import Vocabulary, read_vocab
-from .errors import CheckpointError, ConfigError
+from .errors import ConfigError
 from .models.lm import LanguageModel
+from .models.resources import check_model_size
 from .runtime.device import autocast_context
-from .storage.folder import VOCAB_FILE, resolve
+from .storage.folder import VOCAB_FILE, resolve, trusting_unverified
 from .storage.weights import load_weights
 from .tasks import build_task_model, task_class
 from .validation import checkpoint_config, validate, validate_model
@@ -33,26 +34,26 @@ SPLITS = ("valid", "test")
 
 def build_model(config: ModelConfig) -> LanguageModel:
     """A language model of ``config`` (validated first: wrong types, ranges, unknown names and
-    settings that do not apply are one-line :class:`~highway_transformer.errors.ConfigError`)."""
-    return LanguageModel(validate_model(config))
+    settings that do not apply are one-line :class:`~highway_transformer.errors.ConfigError`,
+    and so is a model whose weights cannot fit this machine's memory, before it is built)."""
+    check_model_size(Config(model=validate_model(config)), torch.device("cpu"), training=False)
+    return LanguageModel(config)
 
 
 def load_pretrained(
-    folder: str | Path, device: str | torch.device = "cpu"
+    folder: str | Path, device: str | torch.device = "cpu", *, trust_unverified: bool = False
 ) -> tuple[nn.Module, Config, Vocabulary | None]:
     """``(model, config, vocab)`` from a checkpoint folder, in eval mode on ``device``; the
     model is built by the task named in the config (``vocab`` is None for tasks without
-    one)."""
+    one). Every file is verified against the folder's ``manifest.json``; a folder without
+    one is refused unless ``trust_unverified`` (then it is read unchecked)."""
     folder = resolve(folder)
-    config = checkpoint_config(folder)
-    vocab = read_vocab(folder) if (folder / VOCAB_FILE).is_file() else None
-    if vocab is not None and len(vocab) != config.model.vocab_size:
-        raise CheckpointError(
-            f"{folder / VOCAB_FILE} has {len(vocab)} symbols but the model was built for "
-            f"{config.model.vocab_size}; the vocabulary belongs to another run"
-        )
-    model = build_task_model(config)
-    load_weights(model, folder)
+    with trusting_unverified(trust_unverified):
+        config = checkpoint_config(folder)
+        has_vocab = (folder / VOCAB_FILE).is_file()
+        vocab = read_vocab(folder, config.model.vocab_size) if has_vocab else None
+        model = build_task_model(config)
+        load_weights(model, folder)
     return model.to(device).eval(), config, vocab
 
 
@@ -61,18 +62,22 @@ def evaluate_checkpoint(
     splits: Sequence[str] = SPLITS,
     device: str | torch.device = "cpu",
     overrides: Sequence[str] = (),
+    *,
+    trust_unverified: bool = False,
 ) -> dict[str, dict[str, float]]:
     """The task's metrics of a checkpoint (or run folder) on ``splits``; ``overrides`` are
-    ``KEY=VALUE`` settings applied before the data are loaded (``data.path=DIR``)."""
+    ``KEY=VALUE`` settings applied before the data are loaded (``data.path=DIR``);
+    ``trust_unverified`` as for :func:`load_pretrained`."""
     for split in splits:
         if split not in SPLITS:
             raise ConfigError(f"unknown split {split!r}; choose valid or test")
     device = torch.device(device)
     folder = resolve(folder)
-    config = validate(apply_overrides(checkpoint_config(folder), None, list(overrides)))
-    model = build_task_model(config)  # after the overrides: evaluation settings apply
-    load_weights(model, folder)
-    model.to(device).eval()
-    task = task_class(config.task.name).for_checkpoint(config, device, folder)
+    with trusting_unverified(trust_unverified):
+        config = validate(apply_overrides(checkpoint_config(folder), None, list(overrides)))
+        model = build_task_model(config)  # after the overrides: evaluation settings apply
+        load_weights(model, folder)
+        model.to(device).eval()
+        task = task_class(config.task.name).for_checkpoint(config, device, folder)
     with torch.no_grad(), autocast_context(device, config.train.precision):
         return {split: task.evaluate(model, split) for split in splits}

@@ -72,6 +72,7 @@ def _train(args: argparse.Namespace) -> int:
         overwrite=args.overwrite,
         progress=not args.no_progress,
         log=_log,
+        trust_unverified=args.trust_unverified,
     )
     if is_main_process():
         _print_metrics(results, results.get("level"))
@@ -90,11 +91,13 @@ def _scaled(base: Config, file: str | None, scale: str) -> Config:
     return config if scale == "paper" else config.replace(name=f"{config.name}_{scale}")
 
 
-def _weights(path: str, which: str) -> Path:
+def _weights(path: str, which: str, trust_unverified: bool = False) -> Path:
     """The weights folder ``eval``/``generate`` use: a run folder's ``best/`` (best
     validation) unless ``--weights last`` asks for ``checkpoint/``; a checkpoint folder as
-    given. Says which on stderr, so a reported number can be traced to its weights."""
-    from .storage.folder import CONFIG_FILE, resolve
+    given. Says which on stderr, so a reported number can be traced to its weights (and
+    that they are read unchecked, where ``--trust-unverified`` lets a folder without a
+    manifest load)."""
+    from .storage.folder import CONFIG_FILE, MANIFEST_FILE, resolve
     from .storage.runfolder import BEST_DIR, CHECKPOINT_DIR
 
     folder = Path(path)
@@ -106,6 +109,8 @@ def _weights(path: str, which: str) -> Path:
         folder = folder / CHECKPOINT_DIR
     folder = resolve(folder)  # a clear error where there are no weights
     _log(f"weights: {folder}")
+    if trust_unverified and not (folder / MANIFEST_FILE).is_file():
+        _log(f"note: {folder} has no {MANIFEST_FILE}: read unchecked (--trust-unverified)")
     return folder
 
 
@@ -114,26 +119,31 @@ def _eval(args: argparse.Namespace) -> int:
     from .runtime.device import resolve_device
 
     splits = ["valid", "test"] if args.split == "both" else [args.split]
-    weights = _weights(args.checkpoint, args.weights)
+    weights = _weights(args.checkpoint, args.weights, args.trust_unverified)
     overrides = list(args.overrides)
     if args.data_path:
         overrides.append(f"data.path={args.data_path}")
     if args.file:
         return _eval_file(args, weights, overrides)
-    out = evaluate_checkpoint(weights, splits, resolve_device(args.device), overrides)
+    trust = args.trust_unverified
+    out = evaluate_checkpoint(
+        weights, splits, resolve_device(args.device), overrides, trust_unverified=trust
+    )
     if args.json:
         print(json.dumps(out, indent=2))
     else:
-        _print_metrics(out, _level(weights))
+        _print_metrics(out, _level(weights, trust))
     return 0
 
 
-def _level(weights: Path) -> str | None:
+def _level(weights: Path, trust_unverified: bool) -> str | None:
     """A language model's vocabulary level (None for the other tasks)."""
     from .data.levels import corpus_level
+    from .storage.folder import trusting_unverified
     from .validation import checkpoint_config
 
-    config = checkpoint_config(weights)
+    with trusting_unverified(trust_unverified):
+        config = checkpoint_config(weights)
     return corpus_level(config.data) if config.task.name == "lm" else None
 
 
@@ -145,7 +155,7 @@ def _eval_file(args: argparse.Namespace, weights: Path, overrides: list[str]) ->
     from .validation import build_config
 
     device = resolve_device(args.device)
-    model, config, vocab = load_pretrained(weights, device)
+    model, config, vocab = load_pretrained(weights, device, trust_unverified=args.trust_unverified)
     if vocab is None:
         from .errors import ConfigError
 
@@ -250,8 +260,9 @@ def _generate(args: argparse.Namespace) -> int:
     from .models.generation import generate
     from .runtime.device import resolve_device
 
-    weights = _weights(args.checkpoint, args.weights)
-    model, config, vocab = load_pretrained(weights, resolve_device(args.device))
+    weights = _weights(args.checkpoint, args.weights, args.trust_unverified)
+    device = resolve_device(args.device)
+    model, config, vocab = load_pretrained(weights, device, trust_unverified=args.trust_unverified)
     if vocab is None:
         raise CheckpointError(
             f"{args.checkpoint} is a {config.task.name} checkpoint; generate continues text "
@@ -343,6 +354,15 @@ def _weights_option(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _trust_option(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument(
+        "--trust-unverified",
+        action="store_true",
+        help=f"{what} a checkpoint folder without manifest.json (its files cannot be checked: "
+        "only for a folder you trust)",
+    )
+
+
 def _config(args: argparse.Namespace) -> int:
     from .config.keys import format_keys
 
@@ -364,6 +384,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", help="YAML or TOML file applied on top of the preset")
     p.add_argument("--out", help="run folder (default runs/NAME)")
     p.add_argument("--resume", action="store_true", help="continue the run folder's checkpoint")
+    _trust_option(p, "with --resume, continue from")
     p.add_argument(
         "--overwrite", action="store_true", help="replace the records of a run already in --out"
     )
@@ -398,6 +419,7 @@ def build_parser() -> argparse.ArgumentParser:
     _data_path_option(p, "where the corpus lives, if not where it was trained")
     p.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N | mps")
     p.add_argument("--json", action="store_true", help="print JSON")
+    _trust_option(p, "evaluate")
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="e.g. data.eval_seq_len=80")
     p.set_defaults(func=_eval)
 
@@ -414,6 +436,7 @@ def build_parser() -> argparse.ArgumentParser:
     _weights_option(p)
     p.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N | mps")
     p.add_argument("--no-cache", action="store_true", help="recompute the context every step")
+    _trust_option(p, "continue with")
     p.set_defaults(func=_generate)
 
     p = sub.add_parser(

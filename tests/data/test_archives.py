@@ -14,6 +14,9 @@ from highway_transformer.errors import DataError
 
 SMALL = Archive("https://example.org/small.zip", "small", 12, alphabet=b" abc")
 SHA1 = Archive("https://example.org/s.zip", "s", 3, sha1_of_member=hashlib.sha1(b"abc").hexdigest())
+SHA256 = Archive(
+    "https://example.org/t.zip", "t", 3, sha256_of_member=hashlib.sha256(b"abc").hexdigest()
+)
 
 
 @pytest.mark.parametrize(
@@ -22,6 +25,7 @@ SHA1 = Archive("https://example.org/s.zip", "s", 3, sha1_of_member=hashlib.sha1(
         (SMALL, b"abc abc abc", "bytes"),
         (SMALL, b"abc abc abcX", "alphabet"),
         (SHA1, b"abd", "SHA-1"),
+        (SHA256, b"abd", "pinned SHA-256"),
     ],
 )
 def test_corpus_file_checks(archive: Archive, data: bytes, says: str) -> None:

@@ -4,6 +4,8 @@ leave nothing behind."""
 from __future__ import annotations
 
 import hashlib
+import io
+import tarfile
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +15,7 @@ import torch
 from highway_transformer.config import DataConfig
 from highway_transformer.data import corpora, images, music
 from highway_transformer.data.corpora import Archive, load_corpus
-from highway_transformer.data.download import fetch, sha256_of, staged_folder
+from highway_transformer.data.download import fetch, fetch_archive, sha256_of, staged_folder
 from highway_transformer.data.vocab import Vocabulary
 from highway_transformer.errors import DataError
 
@@ -25,10 +27,55 @@ def test_every_source_uses_https() -> None:
     assert all(url.startswith("https://") for url in urls)
 
 
-def test_every_corpus_is_pinned() -> None:
+def _is_sha256(value: object) -> bool:
+    return isinstance(value, str) and len(value) == 64 and int(value, 16) >= 0
+
+
+def test_every_download_is_pinned_by_sha256() -> None:
     assert corpora.ENWIK8.sha1_of_member and corpora.TEXT8.alphabet
-    assert len(corpora.WIKITEXT103_SHA256) == 64 and len(corpora.PTB_SHA256) == 6
-    assert all(entry.sha256 for entry in music.MUSIC_DATASETS.values())
+    digests = [corpora.ENWIK8.sha256, corpora.TEXT8.sha256, corpora.TEXT8.sha256_of_member]
+    digests += [corpora.WIKITEXT103_SHA256, *corpora.PTB_SHA256.values()]
+    digests += [entry.sha256 for entry in music.MUSIC_DATASETS.values()]
+    digests += [entry.sha256 for entry in images.MNIST.values()]
+    assert len(corpora.PTB_SHA256) == 6 and all(_is_sha256(d) for d in digests)
+
+
+@pytest.mark.parametrize("digest", [None, "", "abc", "0" * 63 + "g", {}])
+def test_an_unpinned_download_is_refused_before_fetching(tmp_path: Path, digest: object) -> None:
+    source = tmp_path / "source.bin"
+    source.write_bytes(b"anything")
+    dest = tmp_path / "cache" / "copy.bin"
+    with pytest.raises(DataError, match="^refusing to download .*not pinned by a SHA-256"):
+        if isinstance(digest, dict):
+            fetch_archive(source.as_uri(), digest, dest)
+        else:
+            fetch(source.as_uri(), digest, dest)  # type: ignore[arg-type]
+    assert not dest.parent.exists()  # nothing was fetched
+
+
+def _tar(path: Path, members: dict[str, bytes]) -> Path:
+    with tarfile.open(path, "w:gz") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return path
+
+
+def test_an_archive_is_pinned_by_the_members_it_is_read_for(tmp_path: Path) -> None:
+    files = {"./data/a.txt": b"first", "./data/b.txt": b"second", "./other": b"unread"}
+    source = _tar(tmp_path / "source.tgz", files)
+    read = ("./data/a.txt", "./data/b.txt")
+    pins = {name: hashlib.sha256(files[name]).hexdigest() for name in read}
+    dest = tmp_path / "cache" / "archive.tgz"
+    with pytest.raises(DataError, match="checksum mismatch.*2 pinned members.*discarded"):
+        fetch_archive(source.as_uri(), {**pins, "./data/b.txt": "0" * 64}, dest)
+    with pytest.raises(DataError, match="checksum mismatch"):  # a pinned member is missing
+        fetch_archive(source.as_uri(), {**pins, "./data/c.txt": "0" * 64}, dest)
+    assert list(dest.parent.iterdir()) == []
+    assert fetch_archive(source.as_uri(), pins, dest) == dest
+    source.unlink()  # checked and cached: not fetched again
+    assert fetch_archive(source.as_uri(), pins, dest) == dest
 
 
 def test_local_enwik8_of_the_wrong_size(tmp_path: Path) -> None:
@@ -186,5 +233,5 @@ def test_fetch_replaces_a_corrupt_cached_file(tmp_path: Path) -> None:
 def test_fetch_unreachable_source_is_a_data_error(tmp_path: Path) -> None:
     dest = tmp_path / "copy.bin"
     with pytest.raises(DataError, match="could not download"):
-        fetch((tmp_path / "missing.bin").as_uri(), None, dest)
+        fetch((tmp_path / "missing.bin").as_uri(), "0" * 64, dest)
     assert not dest.exists()

@@ -88,7 +88,52 @@ def test_wide_vocabularies_use_uint32_and_broken_entries_are_rebuilt(tmp_path: P
     assert loaded["train"].dtype == torch.uint32 and loaded["train"].tolist() == ids.tolist()
     assert loaded_vocab == vocab
     (folder / "valid.npy").write_bytes(b"not an array")
-    assert token_cache.load(folder) is None  # the caller rebuilds and replaces it
+    with pytest.raises(token_cache.DamagedEntry, match=r"valid\.npy"):
+        token_cache.load(folder)  # the caller rebuilds and replaces it
+    assert token_cache.load(tmp_path / "absent") is None
+
+
+@pytest.mark.parametrize(
+    ("damage", "says"),
+    [
+        ("zero", "train.npy"),  # same size, header kept: np.load alone would not notice
+        ("truncate", "train.npy"),
+        ("vocab", "vocab.json"),
+        ("manifest", "no readable manifest.json"),
+    ],
+)
+def test_a_tampered_cache_is_rebuilt_with_one_warning(
+    tmp_path: Path,
+    damage: str,
+    says: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
+    path = _corpus_file(tmp_path)
+    first = load_corpus(_config(path, "char", cache=True))
+    expected = first.train.clone()  # the entry is mapped: a copy before it is damaged
+    del first
+    (entry,) = (tmp_path / "cache" / "tokens").iterdir()
+    train = entry / "train.npy"
+    if damage == "zero":
+        array = np.load(train)
+        np.save(train, np.zeros_like(array))
+    elif damage == "truncate":
+        train.write_bytes(train.read_bytes()[:-10])
+    elif damage == "vocab":
+        (entry / "vocab.json").write_text((entry / "vocab.json").read_text().replace("a", "b", 1))
+    else:
+        (entry / "manifest.json").unlink()
+    capsys.readouterr()
+    again = load_corpus(_config(path, "char", cache=True))
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("warning: the token cache") and says in err and "\n" not in err
+    assert err.endswith("rebuilding it")
+    assert torch.equal(again.train, expected)
+    assert again.vocab == load_corpus(_config(path, "char", cache=False)).vocab
+    load_corpus(_config(path, "char", cache=True))  # the rebuilt entry is good: no warning
+    assert capsys.readouterr().err == ""
 
 
 def test_evaluation_is_the_same_on_cached_ids(tmp_path: Path) -> None:

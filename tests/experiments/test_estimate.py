@@ -13,6 +13,7 @@ from highway_transformer.experiments.estimate import (
     recorded_stretches,
     seconds_per_step,
 )
+from highway_transformer.storage.folder import write_manifest
 
 AVX2 = {"device": "cpu", "cpu_capability": "AVX2", "threads": 1, "precision": "fp32"}
 AVX512 = {**AVX2, "cpu_capability": "AVX512"}
@@ -32,12 +33,13 @@ def test_a_stretch_ran_here_when_every_speed_fact_it_records_agrees() -> None:
 
 
 def write_checkpoint_state(folder: Path, stretches: list[dict]) -> None:
-    """The JSON half of a checkpoint, as the trainer writes it (no manifest: read unchecked)."""
+    """The JSON half of a checkpoint, as the trainer writes it (with its manifest)."""
     run = {"elapsed": 1.0, "items": 1, "best_valid": 1.0, "best_step": 1, "stretches": stretches}
     parts = ("task", "optimizer", "schedule", "scaler", "rng")
     state = {"step": 100, "run": run, **{part: {} for part in parts}}
     (folder / "config.json").write_text("{}")
     (folder / "trainer.json").write_text(json.dumps(state))
+    write_manifest(folder)
 
 
 def test_a_checkpoint_that_is_not_a_valid_trainer_state_gives_no_rate(tmp_path: Path) -> None:

@@ -275,7 +275,8 @@ def test_a_new_attention_kind_is_one_registry_entry(
     family = dataclasses.replace(FAMILIES["transformer"], attentions=("dot", "mine"))
     monkeypatch.setitem(FAMILIES, "transformer", family)
     model = build_model(tiny(attention="mine"))
-    assert built == [True, True] and model.positional is None
+    # every layer's attention from the entry: counted on the meta device, then built
+    assert built == [True, True] * 2 and model.positional is None
     SequenceModel(tiny(), 2, 2)  # the others are unaffected
     assert builders.uses_absolute_positions(tiny())
 

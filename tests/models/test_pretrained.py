@@ -74,6 +74,7 @@ def test_pretrained_folder_is_json_and_safetensors(
     LanguageModel(gated_lm_config()).save_pretrained(tmp_path, vocab=vocab)
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "config.json",
+        "manifest.json",
         "model.safetensors",
         "vocab.json",
     ]
@@ -83,6 +84,22 @@ def test_pretrained_folder_is_json_and_safetensors(
     (tmp_path / "empty").mkdir()
     with pytest.raises(CheckpointError, match="no config.json"):
         LanguageModel.from_pretrained(tmp_path / "empty")
+
+
+def test_a_pretrained_folder_is_verified_by_its_manifest(
+    tmp_path: Path, gated_lm_config: Callable[..., ModelConfig]
+) -> None:
+    folder = LanguageModel(gated_lm_config()).save_pretrained(tmp_path / "m")
+    weights = folder / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-2] ^= 0x01
+    weights.write_bytes(bytes(data))
+    with pytest.raises(CheckpointError, match=r"model\.safetensors does not match its SHA-256"):
+        LanguageModel.from_pretrained(folder)
+    (folder / "manifest.json").unlink()
+    with pytest.raises(CheckpointError, match="no manifest.json.*trust_unverified=True"):
+        LanguageModel.from_pretrained(folder)
+    assert not LanguageModel.from_pretrained(folder, trust_unverified=True).training
 
 
 def test_hub_repository_id_loads_through_snapshot_download(

@@ -22,10 +22,12 @@ from highway_transformer.models import resources
 from highway_transformer.models.lm import LanguageModel
 from highway_transformer.models.resources import (
     GiB,
+    check_model_size,
     check_resources,
     count_parameters,
     device_memory,
     estimate_memory,
+    parameter_floor,
 )
 
 MODELS = {
@@ -55,6 +57,43 @@ def test_parameters_counted_on_meta_equal_a_built_models(
     if name == "tied":  # the output layer is the embedding: counted once
         untied = count_parameters(config_of(tie_weights=False))
         assert untied - count_parameters(config) == model.embedding.weight.numel()
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_the_floor_is_a_lower_bound_of_the_count(
+    name: str, config_of: Callable[..., Config]
+) -> None:
+    config = config_of(**MODELS[name])
+    assert 0 < parameter_floor(config.model) <= count_parameters(config)
+
+
+def test_an_absurd_size_is_refused_from_the_floor_before_anything_is_built(
+    config_of: Callable[..., Config], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = config_of()
+    config.model.n_layers = 10**9  # the meta-device count would build a billion layers
+
+    def never(*args: object) -> int:
+        raise AssertionError("counted module by module")
+
+    monkeypatch.setattr(resources, "count_parameters", never)
+    with pytest.raises(ConfigError, match=r"^this model needs at least [\d,.]+ GiB \(weights, "):
+        check_model_size(config, torch.device("cpu"))
+    monkeypatch.setattr(resources, "device_memory", lambda device: 64 * GiB)
+    with pytest.raises(ConfigError, match=r"at least .* GiB \(weights of at least"):
+        check_model_size(config, torch.device("cpu"), training=False)
+
+
+def test_a_size_no_tensor_can_have_is_one_line_where_memory_cannot_be_asked(
+    config_of: Callable[..., Config], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = config_of()
+    config.model.d_model, config.model.n_heads = 10**9, 1  # a weight over 2^63 bytes
+    monkeypatch.setattr(resources, "device_memory", lambda device: None)
+    with pytest.raises(ConfigError, match="would exceed 2\\^63 bytes.*model.d_model=1000000000"):
+        check_model_size(config, torch.device("cpu"))
+    small = config_of()
+    assert check_model_size(small, torch.device("cpu")) == count_parameters(small)
 
 
 @pytest.mark.parametrize(

@@ -28,7 +28,15 @@ from highway_transformer.validation import validate
 )
 def test_parse_layer_spec(spec: str, n_layers: int, layers: set[int], ffn: bool) -> None:
     parsed = parse_layer_spec(spec, n_layers)
-    assert parsed == LayerSpec(frozenset(layers), ffn)
+    assert {i for i in range(-1, n_layers + 1) if i in parsed} == layers
+    assert parsed.ffn == ffn
+
+
+def test_a_spec_of_any_depth_is_read_at_once() -> None:
+    every = parse_layer_spec("all", 10**12)  # a set of every index would never finish
+    assert 0 in every and 10**12 - 1 in every and 10**12 not in every
+    assert 5 in parse_layer_spec("2-10", 10**12)
+    assert not LayerSpec((), True).gated(0, "attn", ("attn",))
 
 
 def test_layer_spec_gated_respects_ffn_suffix_and_sublayers() -> None:

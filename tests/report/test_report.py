@@ -183,7 +183,7 @@ def test_missing_and_truncated_metrics_are_listed(table1: Path, tmp_path: Path) 
     report = write_report([table1], tmp_path / "report", allow_mixed_code=True)
     missing = report["missing"]
     assert "ht-table1/t-l3+tanh seed 1: metrics.jsonl missing: no curves" in missing
-    assert any("seed 2: metrics.jsonl: 1 unreadable line" in m for m in missing)
+    assert any("seed 2: metrics.jsonl: its last line is cut short" in m for m in missing)
     assert any("seed 2: results.json missing" in m for m in missing)
     assert not any("seed 2: metrics.jsonl stops" in m for m in missing)  # step 40 train logged
     rows = {r["name"]: r for r in report["paper_table"]}

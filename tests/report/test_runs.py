@@ -1,6 +1,6 @@
 """Reading run folders for the report (``report/runs.py``): what a folder holds and what it
-lacks noted as problems, only numbers kept, runs found beneath a root, grouped in registry
-order, one table per report, and the facts of each run."""
+lacks noted as problems, a malformed file refused naming it, runs found beneath a root,
+grouped in registry order, one table per report, and the facts of each run."""
 
 from __future__ import annotations
 
@@ -35,23 +35,53 @@ def test_a_finished_run_reads_whole_with_its_registry_facts(
     assert run.results["valid"]["bpc"] == 1.6 and len(run.records) == 8
 
 
-def test_what_a_folder_lacks_or_garbles_is_noted_not_fatal(
-    tmp_path: Path, make_run: MakeRun
-) -> None:
+def test_what_a_folder_lacks_is_noted_not_fatal(tmp_path: Path, make_run: MakeRun) -> None:
     folder = make_run(tmp_path, "ht-table1/t-l3", CURVE, 1.6, 1.5, 100.0)
     results = json.loads((folder / "results.json").read_text())
-    results["valid"]["bpc"] = "n/a"
+    del results["test"]
     (folder / "results.json").write_text(json.dumps(results))
     with (folder / "metrics.jsonl").open("a") as handle:
-        handle.write('{"step": 50, "spl\n[1, 2]\n')
-    (folder / "config.yaml").write_text("model: 3\n")
+        handle.write('{"step": 50, "spl')  # a run writing its last line now
+    (folder / "config.yaml").unlink()
     run = load_run(folder)
     assert run.problems == [
-        "config.yaml is malformed; ignored",
-        "results.json: non-numeric valid figures ignored",
-        "metrics.jsonl: 2 unreadable line(s) skipped (truncated write?)",
+        "config.yaml missing",
+        "results.json has no test figures",
+        "metrics.jsonl: its last line is cut short (a run writing it?)",
     ]
-    assert "bpc" not in run.results["valid"] and run.config == {}
+    assert run.results["valid"]["bpc"] == 1.6 and run.config == {}
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "says"),
+    [
+        ("config.yaml", "model: 3\n", "config.yaml is malformed (model is not a mapping)"),
+        ("config.yaml", "model: [1, 2\n", "config.yaml is malformed (not YAML)"),
+        ("results.json", '{"valid": {"bpc": "n/a"}}', "valid must be an object of numbers"),
+        ("results.json", '{"parameters": "many"}', 'parameters must be a number, got "many"'),
+        ("results.json", '{"steps": true}', "steps must be a whole number"),
+        ("results.json", '{"stretches": [{"host": [1]}]}', "stretches must be a list of objects"),
+        ("results.json", '{"learned": {"loss": "low"}}', "learned must be an object"),
+        ("results.json", "[1, 2]", "results.json is malformed (a JSON list, not an object)"),
+        ("results.json", '{"valid": ', "results.json is malformed (not JSON, or truncated)"),
+        ("protocol_eval.json", "\x00\x01", "protocol_eval.json is malformed (a binary file"),
+        ("protocol_eval.json", '{"valid": {"bpc": [1]}}', "valid must be an object of numbers"),
+        ("metrics.jsonl", '{"step": 1, "split": "valid"}\n[1, 2]\n', "(line 2: a JSON list"),
+        ("metrics.jsonl", '{"step": 1, "spl\n{"step": 2, "split": "x"}\n', "(line 1: not JSON)"),
+        ("metrics.jsonl", '{"step": "one", "split": "valid"}\n', "line 1: step must be a whole"),
+        ("metrics.jsonl", '{"step": 1, "split": "valid", "loss": "x"}\n', "loss must be a number"),
+    ],
+)
+def test_a_malformed_run_file_is_refused_naming_it(
+    tmp_path: Path, make_run: MakeRun, name: str, content: str, says: str
+) -> None:
+    folder = make_run(tmp_path, "ht-table1/t-l3", CURVE, 1.6, 1.5, 100.0)
+    (folder / name).write_text(content, encoding="latin-1")
+    with pytest.raises(ConfigError) as info:
+        load_run(folder)
+    message = str(info.value)
+    assert message.startswith(str(folder / name)) and says in message and "\n" not in message
+    assert message.endswith(f"or leave {folder} out")
 
 
 def test_a_run_still_training_has_progress_instead_of_results(

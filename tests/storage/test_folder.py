@@ -17,10 +17,12 @@ from highway_transformer.storage.folder import (
     CONFIG_FILE,
     MANIFEST_FILE,
     MODEL_FILE,
+    changed_files,
     read_config,
     read_json,
     recover,
     resolve,
+    trusting_unverified,
     verify,
     write_atomically,
 )
@@ -60,8 +62,25 @@ def test_a_changed_or_missing_file_is_refused_by_name(tmp_path: Path) -> None:
     (folder / MANIFEST_FILE).write_text("[]")
     with pytest.raises(CheckpointError, match="is malformed or does not list config.json"):
         verify(folder, CONFIG_FILE)
-    (folder / MANIFEST_FILE).unlink()  # written before manifests: read unchecked
-    assert verify(folder, CONFIG_FILE) == folder / CONFIG_FILE
+    (folder / MANIFEST_FILE).unlink()  # deleted: nothing can be checked, so it is refused
+    with pytest.raises(CheckpointError, match="has no manifest.json.*--trust-unverified"):
+        verify(folder, CONFIG_FILE)
+    with trusting_unverified():  # unless the caller vouches for the folder
+        assert verify(folder, CONFIG_FILE) == folder / CONFIG_FILE
+    with trusting_unverified(False), pytest.raises(CheckpointError, match="no manifest.json"):
+        verify(folder, CONFIG_FILE)
+
+
+def test_changed_files_names_what_differs_from_the_manifest(tmp_path: Path) -> None:
+    folder = tmp_path / "entry"
+    write_atomically(folder, _writer(Config()))
+    assert changed_files(folder) == []
+    (folder / MODEL_FILE).write_bytes(b"weightz")
+    (folder / "extra.bin").write_bytes(b"")
+    (folder / CONFIG_FILE).unlink()
+    assert changed_files(folder) == sorted([CONFIG_FILE, "extra.bin", MODEL_FILE])
+    (folder / MANIFEST_FILE).write_text("{")
+    assert changed_files(folder) == [MANIFEST_FILE]
 
 
 def test_a_failed_write_leaves_the_previous_folder_as_it_was(tmp_path: Path) -> None:

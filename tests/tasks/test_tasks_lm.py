@@ -14,6 +14,7 @@ import torch
 from highway_transformer.config import Config
 from highway_transformer.data.vocab import Vocabulary
 from highway_transformer.errors import CheckpointError, ConfigError
+from highway_transformer.storage.folder import write_manifest
 from highway_transformer.tasks.lm import LMTask
 from highway_transformer.validation import validate
 
@@ -63,8 +64,10 @@ def test_a_checkpoint_of_another_vocabulary_is_refused(config: Config, tmp_path:
     task = LMTask(config, CPU)
     task.write_checkpoint_files(tmp_path)
     (tmp_path / "config.json").write_text(task.config.to_json())  # a checkpoint folder
+    write_manifest(tmp_path)
     task.check_checkpoint(tmp_path)  # its own vocabulary: fine
     Vocabulary(list("xyz"), "char").save(tmp_path / "vocab.json")
+    write_manifest(tmp_path)  # another run's vocabulary, not a damaged file
     with pytest.raises(
         CheckpointError, match=r"trained with another vocabulary \(3 vs 11 symbols\)"
     ):
@@ -79,5 +82,6 @@ def test_a_counted_vocabulary_names_the_earlier_rule(config: Config, tmp_path: P
     text8 = LMTask(config.replace(**{"data.corpus": "text8"}), CPU, load_corpus(config.data))
     (tmp_path / "config.json").write_text(text8.config.to_json())
     Vocabulary(list("xyz"), "char").save(tmp_path / "vocab.json")
+    write_manifest(tmp_path)
     with pytest.raises(CheckpointError, match=r"this corpus: data.vocab_splits=train\) or"):
         text8.check_checkpoint(tmp_path)

@@ -143,8 +143,12 @@ def parse_override(text: str) -> tuple[str, Any]:
 def load_file(path: str | Path) -> dict[str, Any]:
     """Read a YAML (.yaml/.yml) or TOML (.toml) config file into a mapping."""
     path = Path(path)
-    if not path.is_file():
+    if path.is_dir():
+        raise ConfigError(f"config file {path} is a folder; give a YAML or TOML file")
+    if not path.exists():
         raise ConfigError(f"config file {path} does not exist")
+    if not path.is_file():  # a device or a pipe: reading it could block forever
+        raise ConfigError(f"config file {path} is not a regular file; give a YAML or TOML file")
     text = read_text(path, ConfigError, "config file")
     try:
         data = tomllib.loads(text) if path.suffix == ".toml" else yaml.safe_load(text)

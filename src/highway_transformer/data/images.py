@@ -133,7 +133,7 @@ class MnistFile:
 
     filename: str
     urls: tuple[str, ...]
-    sha256: str | None
+    sha256: str
     size: int
     content_sha256: str
     content_size: int

@@ -50,7 +50,7 @@ class MusicDataset:
 
     filename: str
     url: str
-    sha256: str | None
+    sha256: str
     origin_url: str
     splits: tuple[int, int, int] | None = None  # pieces in train/valid/test, where known
 
@@ -139,7 +139,7 @@ def _resolve(name_or_path: str, data_dir: str | Path | None, download: bool) -> 
         return fetch(entry.url, entry.sha256, dest)
     for candidate in (dest, root / "music" / entry.filename):
         if candidate.is_file():
-            if entry.sha256 is not None and sha256_of(candidate) != entry.sha256:
+            if sha256_of(candidate) != entry.sha256:
                 raise DataError(
                     f"{candidate} is not the published {entry.filename} (SHA-256 differs); "
                     "delete it and fetch it again (--download), or pass the file's own path"

@@ -2,12 +2,16 @@
 
 A user corpus is read, tokenised and encoded once; later loads map the stored ids from disk
 (no Python objects, no ``int64`` copy), so a 100M-token corpus opens in about the time it
-takes to hash its source, and pages in only what the batches touch. An entry is keyed by
-the SHA-256 of the source bytes and of everything else that decides the ids (level,
-vocabulary), and is written under a temporary name then renamed into place, so an
-interrupted build never leaves a half-written entry::
+takes to hash its source and the stored ids, and pages in only what the batches touch. An
+entry is keyed by the SHA-256 of the source bytes and of everything else that decides the ids
+(level, vocabulary), and is written under a temporary name then renamed into place, so an
+interrupted build never leaves a half-written entry. The SHA-256 of each of its files is
+recorded when it is written (``manifest.json``, as in a checkpoint) and checked on every load:
+an entry changed since (a zeroed or truncated array, an edited vocabulary) is rebuilt, with one
+warning line, never trained on::
 
     <cache>/tokens/<key>/vocab.json (+ tokenizer.json)  train.npy  valid.npy  test.npy
+                         manifest.json
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import hashlib
 import json
 import os
 import shutil
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -24,12 +29,12 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..errors import DataError
-from ..storage.folder import VOCAB_FILE
+from ..errors import CheckpointError, DataError
+from ..storage.folder import MANIFEST_FILE, VOCAB_FILE, changed_files, write_manifest
 from .download import CACHE_ENV, cache_dir
 from .vocab import Vocabulary
 
-FORMAT = 1  # bump when the layout or the encoding of any level changes
+FORMAT = 2  # bump when the layout or the encoding of any level changes (2: manifest.json)
 SPLITS = ("train", "valid", "test")
 
 
@@ -67,6 +72,7 @@ def store(folder: Path, splits: Mapping[str, Tensor], vocab: Vocabulary) -> None
         for name in SPLITS:
             np.save(tmp / f"{name}.npy", splits[name].numpy().astype(dtype))
         vocab.save(tmp / VOCAB_FILE)
+        write_manifest(tmp)
         os.replace(tmp, folder)
     except OSError as exc:
         if not (folder / VOCAB_FILE).is_file():  # not a concurrent writer winning the rename
@@ -78,17 +84,32 @@ def store(folder: Path, splits: Mapping[str, Tensor], vocab: Vocabulary) -> None
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+class DamagedEntry(Exception):
+    """A cache entry that cannot be used as it is (its message says why); it is rebuilt."""
+
+
 def load(folder: Path) -> tuple[dict[str, Tensor], Vocabulary] | None:
-    """The entry's splits (memory-mapped, copy-on-write) and vocabulary; None when absent."""
-    if not (folder / VOCAB_FILE).is_file():
+    """The entry's splits (memory-mapped, copy-on-write) and vocabulary, after every file is
+    checked against the SHA-256 recorded when it was written; None when there is no entry.
+
+    Raises :class:`DamagedEntry` for an entry that differs from its record or cannot be read.
+    """
+    if not folder.exists():
         return None
+    changed = changed_files(folder)
+    if changed == [MANIFEST_FILE]:
+        raise DamagedEntry(f"has no readable {MANIFEST_FILE} (the SHA-256 of its files)")
+    if changed:
+        raise DamagedEntry(
+            f"does not match the SHA-256 recorded when it was written ({', '.join(changed)})"
+        )
     try:
         arrays = {name: np.load(folder / f"{name}.npy", mmap_mode="c") for name in SPLITS}
-    except (OSError, ValueError):
-        return None  # unreadable: rebuilt and replaced by the caller
-    vocab = Vocabulary.load(folder / VOCAB_FILE)
+        vocab = Vocabulary.load(folder / VOCAB_FILE)
+    except (OSError, ValueError, CheckpointError) as exc:
+        raise DamagedEntry(f"cannot be read ({type(exc).__name__})") from None
     if any(a.ndim != 1 or a.dtype != id_dtype(len(vocab)) for a in arrays.values()):
-        return None
+        raise DamagedEntry("holds arrays of another shape or type")
     return {name: torch.from_numpy(a) for name, a in arrays.items()}, vocab
 
 
@@ -98,17 +119,22 @@ def cached_splits(
     """The cached entry for ``key``, built (``build()``) and stored on a miss.
 
     Either way the splits come back memory-mapped, so a first and a later run see the same
-    ``uint16``/``uint32`` tensors.
+    ``uint16``/``uint32`` tensors. A damaged entry is said on one line of stderr, removed and
+    built again.
     """
     folder = entry_dir(key)
-    hit = load(folder)
+    try:
+        hit = load(folder)
+    except DamagedEntry as exc:
+        print(f"warning: the token cache {folder} {exc}; rebuilding it", file=sys.stderr)
+        shutil.rmtree(folder, ignore_errors=True)
+        hit = None
     if hit is not None:
         return hit
     splits, vocab = build()
-    if folder.exists():
-        shutil.rmtree(folder)  # an unreadable entry
     store(folder, splits, vocab)
-    hit = load(folder)
-    if hit is None:  # pragma: no cover - only if the disk changes under us
-        return splits, vocab
-    return hit
+    try:
+        hit = load(folder)
+    except DamagedEntry:  # pragma: no cover - only if the disk changes under us
+        hit = None
+    return hit if hit is not None else (splits, vocab)

@@ -186,6 +186,15 @@ class SubwordVocabulary(Vocabulary):
         return vocab
 
 
-def read_vocab(folder: str | Path) -> Vocabulary:
-    """A checkpoint's vocabulary, verified against the folder's manifest."""
-    return Vocabulary.load(verify(resolve(folder), VOCAB_FILE))
+def read_vocab(folder: str | Path, size: int | None = None) -> Vocabulary:
+    """A checkpoint's vocabulary, verified against the folder's manifest; ``size``, the
+    model's ``vocab_size``: a vocabulary of another size belongs to another run."""
+    path = verify(resolve(folder), VOCAB_FILE)
+    vocab = Vocabulary.load(path)
+    if size is not None and len(vocab) != size:
+        raise CheckpointError(
+            f"{path} has {len(vocab)} symbols but the model was built for {size}; the "
+            "vocabulary belongs to another run: restore the checkpoint's own vocab.json or "
+            "use the weights it was saved with"
+        )
+    return vocab

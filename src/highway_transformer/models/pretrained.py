@@ -3,9 +3,11 @@
 A pretrained folder is ``model.safetensors`` (weights, tied weights stored once) and
 ``config.json``: ``{"architecture": CLASS, "model": ModelConfig, "init": {other constructor
 arguments}}`` — JSON and safetensors only, nothing that executes code when read. A language
-model may add ``vocab.json``. ``from_pretrained`` also reads a training checkpoint folder of
-a language model (``runs/NAME/best``) and, where ``huggingface_hub`` is installed, a Hub
-repository id (downloaded with ``snapshot_download``; ``push_to_hub`` uploads a folder).
+model may add ``vocab.json``; ``manifest.json`` holds the SHA-256 of each, verified before
+a file is read (a folder without one loads only with ``trust_unverified=True``).
+``from_pretrained`` also reads a training checkpoint folder of a language model
+(``runs/NAME/best``) and, where ``huggingface_hub`` is installed, a Hub repository id
+(downloaded with ``snapshot_download``; ``push_to_hub`` uploads a folder).
 """
 
 from __future__ import annotations
@@ -20,7 +22,16 @@ import torch
 
 from ..config import ModelConfig, from_dict
 from ..errors import CheckpointError, ConfigError, HighwayError
-from ..storage.folder import CONFIG_FILE, MODEL_FILE, VOCAB_FILE, read_json
+from ..storage.folder import (
+    CONFIG_FILE,
+    MODEL_FILE,
+    TOKENIZER_FILE,
+    VOCAB_FILE,
+    read_json,
+    trusting_unverified,
+    verify,
+    write_manifest,
+)
 from ..storage.weights import load_weights_checked, save_weights
 
 M = TypeVar("M", bound="PretrainedMixin")
@@ -37,7 +48,8 @@ class PretrainedMixin:
         return {}
 
     def save_pretrained(self, folder: str | Path, vocab: Any = None) -> Path:
-        """Write ``model.safetensors`` + ``config.json`` (+ ``vocab.json``) into ``folder``."""
+        """Write ``model.safetensors`` + ``config.json`` (+ ``vocab.json``) into ``folder``,
+        with their SHA-256 in ``manifest.json``."""
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         save_weights(self, folder / MODEL_FILE)  # type: ignore[arg-type]
@@ -49,13 +61,22 @@ class PretrainedMixin:
         (folder / CONFIG_FILE).write_text(json.dumps(record, indent=2), encoding="utf-8")
         if vocab is not None:
             vocab.save(folder / VOCAB_FILE)
+        written = (MODEL_FILE, CONFIG_FILE, VOCAB_FILE, TOKENIZER_FILE)
+        write_manifest(folder, [name for name in written if (folder / name).is_file()])
         return folder
 
     @classmethod
     def from_pretrained(
-        cls: type[M], name_or_folder: str | Path, device: str | torch.device = "cpu", **hub: Any
+        cls: type[M],
+        name_or_folder: str | Path,
+        device: str | torch.device = "cpu",
+        *,
+        trust_unverified: bool = False,
+        **hub: Any,
     ) -> M:
-        """The model saved in a folder (or a Hub repository ``owner/name``), in eval mode.
+        """The model saved in a folder (or a Hub repository ``owner/name``), in eval mode, its
+        files verified against the folder's ``manifest.json`` (``trust_unverified=True``
+        reads a folder without one unchecked).
 
         ``hub`` keyword arguments (``revision``, ``cache_dir``, ``local_files_only``, ``token``)
         go to ``huggingface_hub.snapshot_download``.
@@ -63,6 +84,11 @@ class PretrainedMixin:
         folder = Path(name_or_folder)
         if not folder.is_dir():
             folder = _download(str(name_or_folder), hub)
+        with trusting_unverified(trust_unverified):
+            return cls._load_folder(folder).to(device).eval()  # type: ignore[attr-defined]
+
+    @classmethod
+    def _load_folder(cls: type[M], folder: Path) -> M:
         record = _read_record(folder)
         if "architecture" not in record:  # a training checkpoint folder (config.json = Config)
             model = cls._from_checkpoint(folder)
@@ -77,8 +103,8 @@ class PretrainedMixin:
                 model = cls(config, **record.get("init", {}))  # type: ignore[call-arg]
             except (HighwayError, TypeError, KeyError) as exc:
                 raise CheckpointError(f"{folder / CONFIG_FILE} does not fit: {exc}") from None
-        load_weights_checked(model, folder / MODEL_FILE)
-        return model.to(device).eval()  # type: ignore[attr-defined,return-value]
+        load_weights_checked(model, verify(folder, MODEL_FILE))  # type: ignore[arg-type]
+        return model
 
     @classmethod
     def _from_checkpoint(cls: type[M], folder: Path) -> M:
@@ -123,7 +149,7 @@ def _read_record(folder: Path) -> dict[str, Any]:
         raise CheckpointError(
             f"{folder} has no {CONFIG_FILE}; give a folder written by save_pretrained"
         )
-    record = read_json(folder / CONFIG_FILE, "model config")
+    record = read_json(verify(folder, CONFIG_FILE), "model config")
     if not isinstance(record, dict):
         raise CheckpointError(f"{folder / CONFIG_FILE} must hold a JSON object")
     return record

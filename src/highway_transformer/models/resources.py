@@ -1,21 +1,26 @@
-"""Resource sanity before work starts: will one training step fit the device?
+"""Resource sanity before work starts: will the model, and one training step, fit the device?
 
-:func:`estimate_memory` adds the parameters (counted on the ``meta`` device: nothing is
-allocated), their gradients, the optimizer's state and the activations one training step
-keeps for the backward pass. The activation figure counts the large tensors only, so it is a
-lower bound: :func:`check_resources` refuses a configuration only when even that bound
-exceeds the device's memory, with the estimate in the message, instead of letting an
-impossible setting allocate for minutes and crash.
+:func:`check_model_size` runs before any model is built, for every task: a lower bound of the
+parameters computed from the sizes alone (:func:`parameter_floor`: no module is built, so a
+billion layers or a width whose weight would overflow cannot hang or crash it), then the exact
+count on the ``meta`` device (nothing allocated), each with its weights, gradients and
+optimizer state against the device's memory. :func:`estimate_memory` adds the activations one
+training step of a language model keeps for the backward pass. The activation figure counts
+the large tensors only, so it is a lower bound: :func:`check_resources` refuses a
+configuration only when even that bound exceeds the device's memory, with the estimate in the
+message, instead of letting an impossible setting allocate for minutes and crash.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
+from torch import nn
 
-from ..config import Config
+from ..config import Config, ModelConfig
 from ..errors import ConfigError
 from .families import block_layout, uses_memory
 from .lm import LanguageModel
@@ -47,12 +52,80 @@ class MemoryEstimate:
         )
 
 
-def count_parameters(config: Config) -> int:
-    """Parameters of the configured language model, built on the meta device (no memory)."""
-    with torch.device("meta"):
-        model = LanguageModel(config.model)
+Build = Callable[[Config], nn.Module]
+
+
+def _language_model(config: Config) -> nn.Module:
+    return LanguageModel(config.model)
+
+
+def parameter_floor(model: ModelConfig) -> int:
+    """At least this many parameters, from the sizes alone (nothing is built): each block's
+    feed-forward layers and attention output projections, and the embedding; every task's
+    model has at least these."""
+    inner = model.n_heads * model.head_dim
+    per_block = 0
+    for kind in block_layout(model):
+        if kind == "ffn":
+            per_block += 2 * model.d_model * model.d_inner
+        elif kind in ("attn", "cross"):
+            per_block += model.d_model * inner
+    return model.n_layers * per_block + model.vocab_size * model.d_model
+
+
+def count_parameters(config: Config, build: Build | None = None) -> int:
+    """Parameters of ``build(config)`` (default: the configured language model), built on the
+    meta device (no memory); a size no tensor can have is a one-line ConfigError."""
+    try:
+        with torch.device("meta"):
+            model = (build or _language_model)(config)
+    except RuntimeError as exc:  # torch: "Storage size calculation overflowed"
+        if "overflow" not in str(exc):
+            raise
+        m = config.model
+        raise ConfigError(
+            f"this model cannot be built: a weight would exceed 2^63 bytes (model.d_model="
+            f"{m.d_model}, model.d_inner={m.d_inner}, model.n_heads={m.n_heads}, "
+            f"model.vocab_size={m.vocab_size}); lower the model size"
+        ) from None
     unique = {id(p): p.numel() for p in model.parameters()}  # tied weights once
     return sum(unique.values())
+
+
+def _state_copies(config: Config, training: bool) -> int:
+    """fp32 parameter-sized copies: the weights, and when training their gradients and the
+    optimizer's state."""
+    if not training:
+        return 1
+    t = config.train
+    return 2 + OPTIMIZER_COPIES.get(t.optimizer, 2) + (t.optimizer == "sgd" and t.momentum > 0)
+
+
+def check_model_size(
+    config: Config, device: torch.device, build: Build | None = None, training: bool = True
+) -> int:
+    """Refuse, before anything is allocated, a model whose weights (with their gradients and
+    optimizer state when ``training``) cannot fit ``device``; return its parameter count.
+
+    The floor of :func:`parameter_floor` is checked first, so an absurd size is refused in
+    microseconds, before the meta-device count would build it module by module.
+    """
+    available = device_memory(device)
+    what = "weights, gradients and optimizer state" if training else "weights"
+    copies = _state_copies(config, training)
+
+    def refuse_beyond(n: int, least: str) -> None:
+        if available is not None and 4 * n * copies > available:
+            raise ConfigError(
+                f"this model needs {least}{4 * n * copies / GiB:,.1f} GiB ({what} of {least}"
+                f"{n:,} parameters) but the {device.type} device has {available / GiB:.1f} GiB;"
+                " lower model.d_model, model.d_inner, model.n_layers or model.vocab_size"
+            )
+
+    refuse_beyond(parameter_floor(config.model), "at least ")
+    n = count_parameters(config, build)
+    refuse_beyond(n, "")
+    return n
 
 
 def _activation_bytes(config: Config, rows: int, length: int) -> int:
@@ -69,9 +142,12 @@ def _activation_bytes(config: Config, rows: int, length: int) -> int:
     return itemsize * (m.n_layers * per_layer + logits + 2 * tokens * m.d_model)
 
 
-def estimate_memory(config: Config, rows: int, length: int) -> MemoryEstimate:
-    """Memory for one training step on ``rows`` windows of ``length`` tokens."""
-    n = count_parameters(config)
+def estimate_memory(
+    config: Config, rows: int, length: int, parameters: int | None = None
+) -> MemoryEstimate:
+    """Memory for one training step on ``rows`` windows of ``length`` tokens (``parameters``:
+    the model's count, where already known)."""
+    n = count_parameters(config) if parameters is None else parameters
     t = config.train
     copies = OPTIMIZER_COPIES.get(t.optimizer, 2) + (t.optimizer == "sgd" and t.momentum > 0)
     return MemoryEstimate(
@@ -104,7 +180,8 @@ def check_resources(config: Config, train_tokens: int, device: torch.device) -> 
     """
     d = config.data
     row_length = max((train_tokens - 1) // d.batch_size, 1)
-    estimate = estimate_memory(config, d.batch_size, min(d.seq_len, row_length))
+    parameters = check_model_size(config, device)  # the model alone, before its activations
+    estimate = estimate_memory(config, d.batch_size, min(d.seq_len, row_length), parameters)
     available = device_memory(device)
     if available is not None and estimate.total > available:
         raise ConfigError(

@@ -15,12 +15,15 @@ _NO_FFN_SUFFIXES = ("\\ffn", "/ffn", "-ffn", "_noffn")
 
 @dataclass(frozen=True)
 class LayerSpec:
-    layers: frozenset[int]  # 0-based layer indices
+    spans: tuple[range, ...]  # the 0-based layer indices, as ranges: any depth costs nothing
     ffn: bool  # False for the "\FFN" (attention-only) variants
+
+    def __contains__(self, layer: object) -> bool:
+        return any(layer in span for span in self.spans)
 
     def gated(self, layer: int, sublayer: str, sublayers: tuple[str, ...]) -> bool:
         """Whether ``sublayer`` (attn | ffn | rnn) of 0-based ``layer`` gets the gate."""
-        if layer not in self.layers or sublayer not in sublayers:
+        if layer not in self or sublayer not in sublayers:
             return False
         return self.ffn or sublayer != "ffn"
 
@@ -36,10 +39,10 @@ def parse_layer_spec(spec: str, n_layers: int) -> LayerSpec:
     if text.startswith("l"):
         text = text[1:]
     if text in ("all", ""):
-        return LayerSpec(frozenset(range(n_layers)), ffn)
+        return LayerSpec((range(n_layers),), ffn)
     if text == "none":
-        return LayerSpec(frozenset(), ffn)
-    layers: set[int] = set()
+        return LayerSpec((), ffn)
+    spans: list[range] = []
     for part in text.split(","):
         part = part.lstrip("l")
         try:
@@ -58,5 +61,5 @@ def parse_layer_spec(spec: str, n_layers: int) -> LayerSpec:
                 f"gate layer spec {spec!r} names layers outside 1..{n_layers} "
                 f"(the model has {n_layers} layers)"
             )
-        layers.update(range(lo - 1, hi))
-    return LayerSpec(frozenset(layers), ffn)
+        spans.append(range(lo - 1, hi))
+    return LayerSpec(tuple(spans), ffn)

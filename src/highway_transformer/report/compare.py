@@ -28,9 +28,10 @@ from ..config import load_file
 from ..data.levels import bits_label, corpus_level
 from ..errors import DataError
 from ..experiments.ab import DATA_KEYS
-from ..storage.runfolder import CONFIG_FILE, flatten, read_metrics, read_results
+from ..storage.runfolder import CONFIG_FILE, METRICS_FILE, RESULTS_FILE, flatten
 from ..tasks.floor import plateau_warning
 from .convergence import curve, steps_to_reach
+from .runs import RESULT_FIELDS, check_fields, read_run_json, read_run_metrics
 
 LN2 = math.log(2)
 #: Two scores closer than this many standard errors of their difference are a tie.
@@ -63,8 +64,9 @@ def run_labels(run_dirs: list[Path]) -> list[str]:
 
 
 def load_run(run_dir: Path, label: str) -> RunFolder:
-    """One training run folder, with at least one validation record."""
-    records = read_metrics(run_dir)
+    """One training run folder, with at least one validation record; a malformed file is
+    refused naming it, as the report refuses it."""
+    records = read_run_metrics(run_dir / METRICS_FILE, [])
     if not curve(records, "valid"):
         raise DataError(
             f"{run_dir} has no validation records in metrics.jsonl; give folders written by "
@@ -72,7 +74,9 @@ def load_run(run_dir: Path, label: str) -> RunFolder:
         )
     config_path = run_dir / CONFIG_FILE
     config = flatten(load_file(config_path)) if config_path.is_file() else {}
-    return RunFolder(label, run_dir, records, read_results(run_dir) or {}, config)
+    results = read_run_json(run_dir / RESULTS_FILE)
+    check_fields(results, run_dir / RESULTS_FILE, RESULT_FIELDS)
+    return RunFolder(label, run_dir, records, results or {}, config)
 
 
 def check_comparable(runs: list[RunFolder]) -> None:

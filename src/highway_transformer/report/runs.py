@@ -2,16 +2,18 @@
 
 Reads the run folders written by :func:`highway_transformer.experiments.run_experiments`
 (``experiment.json``, ``config.yaml``, ``metrics.jsonl``, ``results.json``,
-``protocol_eval.json``). Missing or truncated files are recorded as the run's problems, never
-raised; a run still training (no ``results.json``, metrics short of ``max_steps``) is marked
-in progress.
+``protocol_eval.json``). A missing file, or a last metrics line cut short by a run writing it
+now, is recorded as the run's problem; a run still training (no ``results.json``, metrics
+short of ``max_steps``) is marked in progress. A file that is there but malformed (not JSON
+or YAML, a value of the wrong type, a garbage line) is refused with one line naming the file:
+a report never reads a damaged run into its tables.
 """
 
 from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,7 +22,6 @@ import yaml
 
 from ..errors import ConfigError
 from ..experiments.registry import EXPERIMENTS
-from ..files import read_text
 from ..storage import runfolder
 from ..storage.runfolder import EXPERIMENT_FILE, PROTOCOL_FILE
 from .annealing import rate_changes
@@ -75,17 +76,38 @@ def find_run_dirs(paths: Iterable[str | Path]) -> list[Path]:
     return list(found)
 
 
-def _read_json(path: Path, problems: list[str]) -> dict[str, Any] | None:
+def malformed(path: Path, what: str) -> ConfigError:
+    """The one-line refusal of a damaged run file: which file, what is wrong, what to do."""
+    return ConfigError(
+        f"{path} is malformed ({what}); a damaged run is never reported: train it again "
+        f"or leave {path.parent} out"
+    )
+
+
+def _text(path: Path) -> str:
+    """A run file's text; unreadable, binary or not UTF-8 is a one-line ConfigError."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if b"\0" in data:
+        raise malformed(path, "a binary file, not text")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise malformed(path, f"not UTF-8 text at byte {exc.start}") from None
+
+
+def read_run_json(path: Path) -> dict[str, Any] | None:
+    """A run folder's JSON object; None when the file is absent."""
     if not path.exists():
         return None
     try:
-        data = json.loads(read_text(path, ConfigError, path.name))
-    except (ConfigError, json.JSONDecodeError, RecursionError):
-        problems.append(f"{path.name} is unreadable (truncated, binary or not JSON)")
-        return None
+        data = json.loads(_text(path))
+    except (json.JSONDecodeError, RecursionError):
+        raise malformed(path, "not JSON, or truncated") from None
     if not isinstance(data, dict):
-        problems.append(f"{path.name} does not hold a JSON object; ignored")
-        return None
+        raise malformed(path, f"a JSON {type(data).__name__}, not an object")
     return data
 
 
@@ -96,80 +118,139 @@ def number(value: Any) -> float | None:
     return float(value)
 
 
-def _clean_results(results: dict[str, Any] | None, problems: list[str]) -> dict | None:
-    """``results.json`` with only numeric figures under ``valid``/``test``; other values go."""
-    if results is None:
-        return None
-    clean: dict[str, Any] = {k: v for k, v in results.items() if k not in ("valid", "test")}
-    for split in ("valid", "test"):
-        figures = results.get(split)
-        if not isinstance(figures, dict):
-            problems.append(f"results.json has no {split} figures")
-            continue
-        kept = {k: number(v) for k, v in figures.items() if number(v) is not None}
-        if len(kept) < len(figures):
-            problems.append(f"results.json: non-numeric {split} figures ignored")
-        clean[split] = kept
-    final = results.get("final")
-    if isinstance(final, dict):  # the last weights' whole-split scores
-        clean["final"] = {
-            split: {k: number(v) for k, v in final[split].items() if number(v) is not None}
-            for split in ("valid", "test")
-            if isinstance(final.get(split), dict)
-        }
-    elif final is not None:
-        problems.append("results.json: malformed final figures ignored")
-        del clean["final"]
-    return clean
+def _is_number(value: Any) -> bool:
+    return number(value) is not None
 
 
-def _clean_record(record: Any) -> dict[str, Any] | None:
-    """A metrics record with an integer step, a split name and numeric values, or None."""
+def _is_scalar(value: Any) -> bool:
+    return value is None or isinstance(value, str | int | float | bool)
+
+
+def _figures(value: Any) -> bool:
+    """Named metrics (``{"loss": 1.2, "tokens": 300}``): numbers, or None where not measured."""
+    return isinstance(value, dict) and all(v is None or _is_number(v) for v in value.values())
+
+
+def _facts(value: Any) -> bool:
+    """Machine and code facts (``metadata``, one stretch): names and plain values."""
+    return isinstance(value, dict) and all(_is_scalar(v) for v in value.values())
+
+
+def _final(value: Any) -> bool:
+    return (
+        isinstance(value, dict)
+        and (value.get("step") is None or isinstance(value.get("step"), int))
+        and all(value.get(s) is None or _figures(value.get(s)) for s in ("valid", "test"))
+    )
+
+
+def _learned(value: Any) -> bool:
+    if not isinstance(value, dict):
+        return False
+    numbers = ("loss", "baseline_loss", "gap", "margin")
+    return (
+        all(value.get(k) is None or _is_number(value.get(k)) for k in numbers)
+        and isinstance(value.get("learned", False), bool)
+        and _is_scalar(value.get("baseline"))
+        and (value.get("baselines") is None or _figures(value.get("baselines")))
+    )
+
+
+def _gate_biases(value: Any) -> bool:
+    return isinstance(value, dict) and all(
+        isinstance(v, list) and all(_is_number(x) for x in v) for v in value.values()
+    )
+
+
+#: What each value of ``results.json`` must be, where the file has it (None: not recorded).
+RESULT_FIELDS: dict[str, tuple[str, Callable[[Any], bool]]] = {
+    **{k: ("a whole number", lambda v: isinstance(v, int) and not isinstance(v, bool))
+       for k in ("steps", "best_step", "train_tokens", "processes")},
+    **{k: ("a number", _is_number)
+       for k in ("parameters", "train_seconds", "tokens_per_second")},
+    **{k: ("a text", lambda v: isinstance(v, str)) for k in ("name", "task", "headline", "level")},
+    "valid": ("an object of numbers", _figures),
+    "test": ("an object of numbers", _figures),
+    "final": ("an object with step, valid and test figures", _final),
+    "metadata": ("an object of plain values", _facts),
+    "stretches": ("a list of objects of plain values",
+                  lambda v: isinstance(v, list) and all(_facts(x) for x in v)),
+    "gate_biases": ("an object of lists of numbers", _gate_biases),
+    "learned": ("an object of the learning check's figures", _learned),
+}  # fmt: skip
+#: The same of ``protocol_eval.json``.
+PROTOCOL_FIELDS: dict[str, tuple[str, Callable[[Any], bool]]] = {
+    "protocol": ("a text", lambda v: isinstance(v, str)),
+    "overrides": ("a list of texts", lambda v: isinstance(v, list)
+                  and all(isinstance(x, str) for x in v)),
+    "valid": ("an object of numbers", _figures),
+}  # fmt: skip
+
+
+def check_fields(data: dict[str, Any] | None, path: Path, fields: dict) -> None:
+    """Refuse a value of ``data`` (read from ``path``) of the wrong type, naming it."""
+    for key, (kind, fits) in fields.items():
+        value = (data or {}).get(key)
+        if value is not None and not fits(value):
+            raise malformed(path, f"{key} must be {kind}, got {json.dumps(value)[:40]}")
+
+
+def _check_record(record: Any) -> str | None:
+    """What is wrong with one metrics record, or None: an object with a whole-number step, a
+    split name, and numbers (None where not measured)."""
     if not isinstance(record, dict):
-        return None
+        return f"a JSON {type(record).__name__}, not an object"
     step, split = record.get("step"), record.get("split")
-    if isinstance(step, bool) or not isinstance(step, int) or not isinstance(split, str):
-        return None
-    numbers = {k: number(v) for k, v in record.items() if k not in ("step", "split")}
-    return {"step": step, "split": split, **{k: v for k, v in numbers.items() if v is not None}}
+    if isinstance(step, bool) or not isinstance(step, int):
+        return f"step must be a whole number, got {json.dumps(step)[:40]}"
+    if not isinstance(split, str):
+        return f"split must be a text, got {json.dumps(split)[:40]}"
+    for key, value in record.items():
+        if key not in ("step", "split") and value is not None and not _is_number(value):
+            return f"{key} must be a number, got {json.dumps(value)[:40]}"
+    return None
 
 
-def _read_metrics(path: Path, problems: list[str]) -> list[dict[str, Any]]:
+def read_run_metrics(path: Path, problems: list[str]) -> list[dict[str, Any]]:
+    """The records of ``metrics.jsonl``; a last line cut short (no line end: a run writing it
+    now, or stopped while writing) is skipped and noted, any other bad line refused."""
     if not path.is_file():
         problems.append("metrics.jsonl missing: no curves")
         return []
-    records, bad = [], 0
-    for line in path.read_bytes().decode("utf-8", errors="replace").splitlines():
+    lines = _text(path).split("\n")  # the last item is "" after a complete last line
+    records = []
+    for number_, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
-            record = _clean_record(json.loads(line))
+            record = json.loads(line)
+            wrong = _check_record(record)
         except (json.JSONDecodeError, RecursionError):
-            record = None
-        if record is None:
-            bad += 1
+            record, wrong = None, "not JSON"
+        if wrong is None:
+            records.append({k: v for k, v in record.items() if v is not None})
+        elif number_ == len(lines):  # no line end after it: cut short while being written
+            problems.append("metrics.jsonl: its last line is cut short (a run writing it?)")
         else:
-            records.append(record)
-    if bad:
-        problems.append(f"metrics.jsonl: {bad} unreadable line(s) skipped (truncated write?)")
+            raise malformed(path, f"line {number_}: {wrong}")
     return records
 
 
 def _read_config(path: Path, problems: list[str]) -> dict[str, Any]:
-    """``config.yaml`` as nested mappings; an unreadable or malformed file is a problem."""
+    """``config.yaml`` as nested mappings; a missing file is a problem, a malformed one is
+    refused."""
     if not path.is_file():
         problems.append("config.yaml missing")
         return {}
     try:
-        loaded = yaml.safe_load(read_text(path, ConfigError, "config.yaml"))
-    except (ConfigError, yaml.YAMLError, RecursionError):
-        loaded = None
-    sections = ("model", "data", "train", "task")
-    if not isinstance(loaded, dict) or any(
-        not isinstance(loaded.get(k, {}), dict) for k in sections
-    ):
-        problems.append("config.yaml is malformed; ignored")
-        return {}
+        loaded = yaml.safe_load(_text(path))
+    except (yaml.YAMLError, RecursionError):
+        raise malformed(path, "not YAML") from None
+    if not isinstance(loaded, dict):
+        raise malformed(path, "not a mapping of config sections")
+    for section in ("model", "data", "train", "task"):
+        if not isinstance(loaded.get(section, {}), dict):
+            raise malformed(path, f"{section} is not a mapping")
     return loaded
 
 
@@ -213,16 +294,24 @@ def _with_registry_defaults(experiment: dict[str, Any]) -> dict[str, Any]:
 
 
 def load_run(run_dir: str | Path) -> RunRecord:
-    """Read one run folder; anything missing or truncated is noted in ``problems``."""
+    """Read one run folder; anything missing, or a metrics line being written, is noted in
+    ``problems``; a malformed file is a one-line ConfigError naming it."""
     run_dir = Path(run_dir)
     problems: list[str] = []
     path = run_dir / EXPERIMENT_FILE
-    experiment = _with_registry_defaults(_check_experiment(_read_json(path, problems), path))
+    experiment = _with_registry_defaults(_check_experiment(read_run_json(path), path))
     config = _read_config(run_dir / runfolder.CONFIG_FILE, problems)
-    results = _clean_results(_read_json(run_dir / runfolder.RESULTS_FILE, problems), problems)
-    records = _read_metrics(run_dir / runfolder.METRICS_FILE, problems)
+    path = run_dir / runfolder.RESULTS_FILE
+    results = read_run_json(path)
+    check_fields(results, path, RESULT_FIELDS)
+    for split in ("valid", "test"):
+        if results is not None and results.get(split) is None:
+            problems.append(f"results.json has no {split} figures")
+    records = read_run_metrics(run_dir / runfolder.METRICS_FILE, problems)
     run = RunRecord(run_dir, experiment, config, results, records, problems)
-    run.protocol = _read_json(run_dir / PROTOCOL_FILE, problems)
+    path = run_dir / PROTOCOL_FILE
+    run.protocol = read_run_json(path)
+    check_fields(run.protocol, path, PROTOCOL_FIELDS)
     _check_complete(run)
     return run
 

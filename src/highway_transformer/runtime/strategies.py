@@ -35,6 +35,8 @@ class Replicated:
     """One whole model per rank (DistributedDataParallel when several ranks run)."""
 
     name: ClassVar[str] = "ddp"
+    #: Whether a rank keeps only its share of the gradients and optimizer state.
+    sharded: ClassVar[bool] = False
 
     def wrap(self, model: nn.Module, world: World) -> nn.Module:
         """The module the training step calls."""
@@ -76,6 +78,7 @@ class Sharded(Replicated):
     """Parameters, gradients and optimizer state sharded across ranks (FSDP2 ``fully_shard``)."""
 
     name: ClassVar[str] = "fsdp"
+    sharded: ClassVar[bool] = True
 
     def wrap(self, model: nn.Module, world: World) -> nn.Module:
         from torch.distributed.fsdp import fully_shard

@@ -11,6 +11,11 @@ A checkpoint (``runs/NAME/checkpoint``, ``runs/NAME/best``) or pretrained folder
     trainer.safetensors  optimizer tensors, RNG states, task tensors (resume only)
     manifest.json        the SHA-256 of every other file, verified when a file is read
 
+The manifest is required: a folder without one (deleted, or written by another tool or an
+older version) is refused, since none of its files could be checked, unless the caller vouches
+for it (``--trust-unverified``; ``trust_unverified=True`` in Python, which enters
+:func:`trusting_unverified` for the load).
+
 Nothing is pickled. A folder is written under a temporary name, its files and the folder are
 fsync'ed, and only then is it swapped in, so an interrupted or failed save never replaces a
 good checkpoint. A swap interrupted between its two renames leaves ``NAME.old``, which the next
@@ -27,7 +32,9 @@ import hashlib
 import json
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +43,7 @@ from safetensors import SafetensorError
 from ..config import Config, from_dict
 from ..errors import CheckpointError, HighwayError
 from ..files import first_line, read_text
+from .runfolder import BEST_DIR, CHECKPOINT_DIR
 
 MODEL_FILE = "model.safetensors"
 CONFIG_FILE = "config.json"
@@ -44,6 +52,20 @@ TOKENIZER_FILE = "tokenizer.json"
 STATE_FILE = "trainer.json"
 TENSOR_FILE = "trainer.safetensors"
 MANIFEST_FILE = "manifest.json"
+#: True while a load the user vouched for (``--trust-unverified``) reads a folder without a
+#: manifest; set only by :func:`trusting_unverified`, for the duration of one load.
+_TRUST_UNVERIFIED: ContextVar[bool] = ContextVar("trust_unverified", default=False)
+
+
+@contextmanager
+def trusting_unverified(trust: bool = True) -> Iterator[None]:
+    """Within the block, a folder without ``manifest.json`` is read unchecked when ``trust``
+    (the entry points' ``trust_unverified=True``); a folder with one is always verified."""
+    token = _TRUST_UNVERIFIED.set(bool(trust))
+    try:
+        yield
+    finally:
+        _TRUST_UNVERIFIED.reset(token)
 
 
 def write_atomically(
@@ -65,15 +87,20 @@ def write_atomically(
     try:
         tmp.mkdir(parents=True)
         write(tmp)
-        _write_manifest(tmp)
+        write_manifest(tmp)
         _fsync_tree(tmp)
     except (OSError, SafetensorError) as exc:
         shutil.rmtree(tmp, ignore_errors=True)
         full = isinstance(exc, OSError) and exc.errno == errno.ENOSPC
         reason = "the disk is full" if full or "No space" in str(exc) else first_line(exc)
+        kept = (
+            "the previous checkpoint is intact"
+            if (folder / CONFIG_FILE).is_file()
+            else "no earlier checkpoint was there; nothing was written"
+        )
         raise CheckpointError(
             f"cannot write checkpoint {folder}: {reason}; free space or choose another --out "
-            "(the previous checkpoint is intact)"
+            f"({kept})"
         ) from None
     if folder.exists():
         _discard(old, retire)  # left by a save cut after its swap: the one before the last
@@ -122,10 +149,31 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _write_manifest(folder: Path) -> None:
-    files = sorted(p.name for p in folder.iterdir() if p.is_file() and p.name != MANIFEST_FILE)
+def write_manifest(folder: Path, names: Iterable[str] | None = None) -> None:
+    """Record the SHA-256 of every file of ``folder`` (or of ``names``) in its
+    ``manifest.json``."""
+    if names is None:
+        names = (p.name for p in folder.iterdir() if p.is_file())
+    files = sorted(name for name in names if name != MANIFEST_FILE)
     manifest = {"format": 1, "sha256": {name: _sha256(folder / name) for name in files}}
     (folder / MANIFEST_FILE).write_text(json.dumps(manifest, indent=1), encoding="utf-8")
+
+
+def changed_files(folder: Path) -> list[str]:
+    """The files of ``folder`` that differ from its manifest (missing, changed, or not
+    listed); ``[manifest.json]`` when the manifest itself is missing or unreadable."""
+    try:
+        listed = json.loads((folder / MANIFEST_FILE).read_text(encoding="utf-8"))["sha256"]
+        if not isinstance(listed, dict):
+            raise TypeError("sha256 is not a mapping")
+    except (OSError, ValueError, KeyError, TypeError):
+        return [MANIFEST_FILE]
+    present = {p.name for p in folder.iterdir() if p.is_file() and p.name != MANIFEST_FILE}
+    return sorted(
+        name
+        for name in present | set(listed)
+        if name not in present or name not in listed or _sha256(folder / name) != listed[name]
+    )
 
 
 def _fsync_tree(folder: Path) -> None:
@@ -148,7 +196,8 @@ def fsync_dir(folder: Path) -> None:
 def verify(folder: str | Path, name: str) -> Path:
     """``folder/name`` after checking it against the manifest; an error names a changed file.
 
-    Checkpoints written before manifests existed (no ``manifest.json``) are read unchecked.
+    A folder without ``manifest.json`` is refused, unless read within
+    :func:`trusting_unverified` (then its files are read unchecked).
     """
     folder = Path(folder)
     path = folder / name
@@ -156,7 +205,13 @@ def verify(folder: str | Path, name: str) -> Path:
         raise CheckpointError(f"{path} is missing; the checkpoint is incomplete")
     manifest_path = folder / MANIFEST_FILE
     if not manifest_path.exists():
-        return path
+        if _TRUST_UNVERIFIED.get():
+            return path
+        raise CheckpointError(
+            f"{folder} has no {MANIFEST_FILE}, so its files cannot be checked (deleted, or"
+            " written by another tool or an older version); load it only if you trust it: "
+            "--trust-unverified (eval, generate, train --resume; trust_unverified=True in Python)"
+        )
     text = read_text(manifest_path, CheckpointError, "checkpoint manifest")
     try:
         expected = json.loads(text)["sha256"][name]
@@ -168,9 +223,19 @@ def verify(folder: str | Path, name: str) -> Path:
     if _sha256(path) != expected:
         raise CheckpointError(
             f"{path} does not match its SHA-256 in {MANIFEST_FILE}: the file is corrupted or was "
-            "changed after saving; use another checkpoint (e.g. best/) or retrain"
+            f"changed after saving; {_other_weights(folder)}"
         )
     return path
+
+
+def _other_weights(folder: Path) -> str:
+    """What to use instead of a damaged ``folder``: the run's other weights, never itself."""
+    name = folder.name.removesuffix(".old")
+    if name == BEST_DIR:
+        return f"use the run's last weights instead (--weights last: {CHECKPOINT_DIR}/) or retrain"
+    if name == CHECKPOINT_DIR:
+        return f"use the run's {BEST_DIR}/ weights instead (they cannot be resumed) or retrain"
+    return "use another copy of the checkpoint or retrain"
 
 
 def resolve(folder: str | Path) -> Path:
@@ -181,8 +246,8 @@ def resolve(folder: str | Path) -> Path:
     old = folder.with_name(folder.name + ".old")
     if (old / CONFIG_FILE).is_file():
         return old
-    if folder.is_dir() and (folder / "checkpoint" / CONFIG_FILE).is_file():
-        return folder / "checkpoint"
+    if folder.is_dir() and (folder / CHECKPOINT_DIR / CONFIG_FILE).is_file():
+        return folder / CHECKPOINT_DIR
     raise CheckpointError(
         f"no checkpoint at {folder} (expected {CONFIG_FILE} and {MODEL_FILE}); give a checkpoint"
         " folder or a run folder that holds one"

@@ -26,6 +26,7 @@ from torch import nn
 
 from ..config import Config
 from ..errors import unknown_choice
+from ..models.resources import check_model_size
 from .base import Batch, EpochOrder, Task, TaskState, check_max_len
 from .lm import LMTask
 from .music import MusicTask
@@ -53,8 +54,11 @@ def task_baselines(config: Config) -> dict[str, dict[str, dict[str, float]]]:
 
 def build_task_model(config: Config) -> nn.Module:
     """The model of ``config.task.name`` (no data needed) from a validated config: for loading
-    a checkpoint."""
-    return task_class(config.task.name).build_model(config)
+    a checkpoint. A model whose weights cannot fit this machine's memory is refused before it
+    is allocated."""
+    build = task_class(config.task.name).build_model
+    check_model_size(config, torch.device("cpu"), build, training=False)
+    return build(config)
 
 
 __all__ = [

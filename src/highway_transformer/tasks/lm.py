@@ -79,7 +79,7 @@ class LMTask(Task):
 
     @classmethod
     def for_checkpoint(cls, config: Config, device: torch.device, folder: Path) -> LMTask:
-        vocab = read_vocab(folder)  # verified against the manifest
+        vocab = read_vocab(folder, config.model.vocab_size)  # verified, and the model's
         return cls(config, device, load_corpus(config.data, vocab=vocab, download=False))
 
     @property

@@ -39,7 +39,7 @@ from ..storage.folder import (
     write_atomically,
 )
 from ..storage.weights import save_weights
-from .divergence import check_finite_loss, check_finite_tensors
+from .divergence import check_finite_loss, check_finite_tensors, kept_message
 
 #: What ``trainer.json`` must hold (key -> type), checked before a resume uses any of it.
 TRAINER_SCHEMA: dict[str, type | tuple[type, ...]] = {
@@ -189,10 +189,11 @@ def save_checkpoint(
     before anything is written: a diverged state never replaces the last good checkpoint.
     """
     step = trainer.step if trainer is not None else None
+    left = kept_message(Path(folder))
     if valid_loss is not None:
-        check_finite_loss(valid_loss, step)
+        check_finite_loss(valid_loss, step, left)
     tensors = trainer.tensors.items() if trainer is not None else ()
-    check_finite_tensors([*model.state_dict().items(), *tensors], step)
+    check_finite_tensors([*model.state_dict().items(), *tensors], step, left)
 
     def write(tmp: Path) -> None:
         save_weights(model, tmp / MODEL_FILE)

@@ -24,18 +24,19 @@ from torch import nn
 from ..config import Config, save_config
 from ..data.levels import bits_label
 from ..errors import CheckpointError, ConfigError, TrainingDiverged
+from ..models.resources import check_model_size
 from ..runtime.device import autocast_context
 from ..runtime.hardware import run_metadata
 from ..runtime.strategies import strategy
 from ..runtime.world import check_divisible, close_world, is_main_process, seed_rank, setup_world
 from ..storage import runfolder
-from ..storage.folder import CONFIG_FILE, MODEL_FILE, resolve
+from ..storage.folder import CONFIG_FILE, MODEL_FILE, resolve, trusting_unverified
 from ..tasks import Task, task_class
 from ..tasks.floor import learning_check, plateau_warning
 from ..validation import checkpoint_config, validate
 from . import checkpoint as ckpt
 from .accumulation import accumulate_gradients
-from .divergence import check_finite_loss, diverged
+from .divergence import check_finite_loss, diverged, kept_message
 from .optim import LRSchedule, build_optimizer, set_lr
 from .runlock import own_run_folder
 from .stopping import StopRequests, interrupted, signal_name
@@ -118,12 +119,15 @@ class Trainer:
         progress: bool = True,
         log: Callable[[str], None] | None = None,
         writers: Sequence[MetricsWriter] = (),
+        trust_unverified: bool = False,
     ) -> None:
         """``task``: a task already built from ``config`` (default: ``config.task.name``'s);
         ``writers``: metrics sinks beside the run folder's own (JSONL, CSV, TensorBoard,
-        W&B). The config is validated here, once."""
+        W&B); ``trust_unverified``: a resume may read checkpoints without ``manifest.json``
+        (unchecked). The config is validated here, once."""
         config = validate(config)
         self.out_dir = Path(out_dir)
+        self.trust_unverified = trust_unverified
         t = config.train
         check_sinks(t.tensorboard, t.wandb_project)
         self.world = setup_world(t)  # seeds first: loading data draws no random numbers
@@ -140,9 +144,13 @@ class Trainer:
         # the task's copy of the config, completed from its data (the LM's vocabulary size)
         self.config = config = self.task.config
         self.task.shard(self.world)
+        self.strategy = strategy(t.strategy)
+        # before the model is allocated: it is built whole on each device (sharded strategies
+        # then keep a share of its gradients and optimizer state on each)
+        whole = not (self.strategy.sharded and self.world.size > 1)
+        check_model_size(config, self.device, self.task.build_model, training=whole)
         self.model = self.task.build_model(config).to(self.device)
         seed_rank(self.world, t.seed)
-        self.strategy = strategy(t.strategy)
         self.wrapped = self.strategy.wrap(self.model, self.world)  # DDP or FSDP: several ranks
         self.forward = torch.compile(self.wrapped) if t.compile else self.wrapped
         self.optimizer = build_optimizer(self.model.parameters(), t)
@@ -160,9 +168,10 @@ class Trainer:
             folder = resolve(self.out_dir / runfolder.CHECKPOINT_DIR)
         except CheckpointError:
             return False
-        self._check_compatible(checkpoint_config(folder), folder)
-        self.strategy.load_weights(self.model, folder, self._build)
-        saved = ckpt.load_trainer_state(folder)
+        with trusting_unverified(self.trust_unverified):
+            self._check_compatible(checkpoint_config(folder), folder)
+            self.strategy.load_weights(self.model, folder, self._build)
+            saved = ckpt.load_trainer_state(folder)
         ckpt.restore_optimizer(
             self.optimizer,
             saved.info["optimizer"],
@@ -252,7 +261,8 @@ class Trainer:
             and best_differs
             and (best / MODEL_FILE).is_file()
         ):
-            self.strategy.load_weights(self.model, best, self._build)
+            with trusting_unverified(self.trust_unverified):
+                self.strategy.load_weights(self.model, best, self._build)
             scored = {"valid": self.evaluate("valid"), "test": self.evaluate("test")}
         whole = self.strategy.full_model(self.model, self.world, self._build)  # every rank
         results = {
@@ -428,10 +438,10 @@ class Trainer:
     def _divergence_message(self, value: float) -> str:
         folder = self.out_dir / runfolder.CHECKPOINT_DIR
         if (folder / CONFIG_FILE).is_file():
-            kept = f"the last good checkpoint in {folder} is intact"
+            left = f"the last good checkpoint in {folder} is intact"
         else:
-            kept = "no checkpoint was written before it"
-        return diverged(f"the training loss became {value}", self.state.step + 1, kept)
+            left = kept_message(folder)
+        return diverged(f"the training loss became {value}", self.state.step + 1, left)
 
     def _periodic_evaluation(self) -> None:
         metrics = self.evaluate("valid", quick=True)
@@ -440,7 +450,8 @@ class Trainer:
         self._record("valid", metrics, lr=self.schedule.lr(self.state.step))
         if annealed:
             self.log(f"validation stalled: learning rate annealed at step {self.state.step}")
-        check_finite_loss(loss, self.state.step)  # a diverged run never replaces one
+        left = kept_message(self.out_dir / runfolder.CHECKPOINT_DIR)
+        check_finite_loss(loss, self.state.step, left)  # a diverged run never replaces one
         if loss < self.state.best_valid:  # the same on every rank
             self.state.best_valid, self.state.best_step = loss, self.state.step
             self._save_best()
