@@ -43,7 +43,6 @@ from safetensors import SafetensorError
 from ..config import Config, from_dict
 from ..errors import CheckpointError, HighwayError
 from ..files import first_line, read_text
-from .runfolder import BEST_DIR, CHECKPOINT_DIR
 
 MODEL_FILE = "model.safetensors"
 CONFIG_FILE = "config.json"
@@ -52,6 +51,10 @@ TOKENIZER_FILE = "tokenizer.json"
 STATE_FILE = "trainer.json"
 TENSOR_FILE = "trainer.safetensors"
 MANIFEST_FILE = "manifest.json"
+#: The names a run folder gives its checkpoint folders (the run folder's layout,
+#: :mod:`.runfolder`, takes them from here: a damaged one's error names the other).
+CHECKPOINT_DIR = "checkpoint"
+BEST_DIR = "best"
 #: True while a load the user vouched for (``--trust-unverified``) reads a folder without a
 #: manifest; set only by :func:`trusting_unverified`, for the duration of one load.
 _TRUST_UNVERIFIED: ContextVar[bool] = ContextVar("trust_unverified", default=False)

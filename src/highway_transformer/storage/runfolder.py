@@ -16,8 +16,9 @@
     protocol_eval.json  that row's validation measured the paper's way (HT Table 5)
     train.log           the output of a row trained as a separate process
 
-Every file name of a run folder is declared here, once; a checkpoint folder's are in
-:mod:`~highway_transformer.storage.folder`.
+Every file name of a run folder is declared here, once, but the names of its two checkpoint
+folders (``checkpoint``, ``best``), which :mod:`~highway_transformer.storage.folder` declares
+with a checkpoint folder's files (its errors name the other one).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import Config, load_file
-from .folder import STATE_FILE, fsync_dir
+from .folder import BEST_DIR, CHECKPOINT_DIR, STATE_FILE, fsync_dir
 
 #: Keys the trainer fills in from the data: a planned value of 0 is a placeholder.
 AUTOMATIC = frozenset({"model.vocab_size"})
@@ -40,9 +41,7 @@ CONFIG_FILE = "config.yaml"
 METRICS_FILE = "metrics.jsonl"
 METRICS_CSV = "metrics.csv"
 RESULTS_FILE = "results.json"
-CHECKPOINT_DIR = "checkpoint"
 ARCHIVE_DIR = "checkpoints"
-BEST_DIR = "best"
 TENSORBOARD_DIR = "tensorboard"
 LOCK_FILE = "run.lock"
 EXPERIMENT_FILE = "experiment.json"
