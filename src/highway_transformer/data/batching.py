@@ -9,6 +9,10 @@ Evaluation has two layouts (:data:`EVAL_LAYOUTS`, ``data.eval_layout``): ``every
 every target of the split once; ``reference`` is Transformer-XL's ``LMOrderedIterator``, which
 drops the remainder of ``len // B`` and never scores the first token of each of its ``B`` rows
 (at most ``2B - 2`` targets unscored).
+
+Evaluation reads the rows through a :class:`RowLayout`: where each row lies in the stream, so
+that a window is copied from the stream itself (a tensor, a memory-mapped corpus, or token
+ids in a file, :class:`TokenReader`) and no ``int64`` copy of the split is ever made.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Protocol
 
 import torch
 from torch import Tensor
@@ -53,11 +58,8 @@ def eval_rows(ids: Tensor, batch_size: int) -> tuple[Tensor, Tensor]:
 
     Row ``r`` predicts targets ``ids[1 + r*n : 1 + (r+1)*n]``; padded targets are ``IGNORE``.
     """
-    n_targets = ids.numel() - 1
-    if n_targets < 1:
-        raise DataError("an evaluation split needs at least 2 tokens")
-    rows = min(batch_size, n_targets)
-    n = math.ceil(n_targets / rows)
+    layout = row_layout("every", ids.numel(), batch_size)
+    rows, n, n_targets = layout.rows, layout.columns, ids.numel() - 1
     inputs = torch.zeros(rows * n, dtype=torch.long)
     targets = torch.full((rows * n,), IGNORE, dtype=torch.long)
     inputs[:n_targets] = ids[:-1]
@@ -71,22 +73,113 @@ def reference_eval_rows(ids: Tensor, batch_size: int) -> tuple[Tensor, Tensor]:
     ``n = len // B`` tokens per row, the remainder dropped; row ``r`` is ``ids[r*n : (r+1)*n]``
     and predicts its own tokens ``1 .. n-1``: its first token is an input only.
     """
-    n = ids.numel() // batch_size
-    if n < 2:
-        raise DataError(
-            f"the reference evaluation layout needs at least 2 tokens per row: {ids.numel()} "
-            f"tokens in data.eval_batch_size={batch_size} rows; lower data.eval_batch_size "
-            "or use data.eval_layout=every"
-        )
+    n = row_layout("reference", ids.numel(), batch_size).stride
     rows = ids[: n * batch_size].view(batch_size, n)
     return rows[:, :-1], rows[:, 1:]
 
 
-#: ``data.eval_layout``: how an evaluation split becomes rows of inputs and targets.
+#: ``data.eval_layout``: how an evaluation split becomes rows of inputs and targets (the
+#: definition; evaluation reads the same rows a window at a time through :func:`row_layout`).
 EVAL_LAYOUTS: dict[str, Callable[[Tensor, int], tuple[Tensor, Tensor]]] = {
     "every": eval_rows,
     "reference": reference_eval_rows,
 }
+
+
+class TokenReader(Protocol):
+    """A token stream read a range at a time (:class:`TensorTokens`, or ids in a file)."""
+
+    def __len__(self) -> int: ...
+
+    def read(self, start: int, stop: int) -> Tensor:
+        """``ids[start:stop]``, any integer type."""
+        ...
+
+
+class TensorTokens:
+    """A tensor of ids (``int64``, or a memory-mapped ``uint16``/``uint32`` corpus) as a
+    :class:`TokenReader`."""
+
+    def __init__(self, ids: Tensor) -> None:
+        self.ids = ids
+
+    def __len__(self) -> int:
+        return self.ids.numel()
+
+    def read(self, start: int, stop: int) -> Tensor:
+        return self.ids[start:stop]
+
+
+@dataclass(frozen=True)
+class RowLayout:
+    """Where the rows of an evaluation layout lie in the stream, without materialising them.
+
+    Row ``r``, column ``c`` is the input ``ids[r * stride + c]`` predicting
+    ``ids[r * stride + c + 1]`` while that target lies before ``limit``; after it, padding
+    (input 0, target :data:`IGNORE`). :func:`row_layout` gives the layouts of
+    :data:`EVAL_LAYOUTS` (the same rows, tested).
+    """
+
+    rows: int
+    columns: int
+    stride: int
+    limit: int
+
+    def targets(self, rows: slice | None = None) -> int:
+        """Targets scored in ``rows`` (default: all)."""
+        picked = range(self.rows)[rows or slice(None)]
+        return sum(min(max(self.limit - 1 - r * self.stride, 0), self.columns) for r in picked)
+
+    def window(self, tokens: TokenReader, rows: range, start: int, end: int) -> Window:
+        """Columns ``[start, end)`` of ``rows`` as ``int64`` inputs and targets (``loss_start``
+        and ``index`` left 0)."""
+        width = end - start
+        inputs = torch.zeros(len(rows), width, dtype=torch.long)
+        targets = torch.full((len(rows), width), IGNORE, dtype=torch.long)
+        for i, r in enumerate(rows):
+            first = r * self.stride + start
+            valid = min(max(self.limit - 1 - first, 0), width)  # targets in this row's window
+            if valid:
+                ids = tokens.read(first, first + valid + 1).long()
+                inputs[i, :valid] = ids[:-1]
+                targets[i, :valid] = ids[1:]
+        return Window(inputs, targets, 0, 0)
+
+    def windows(
+        self,
+        tokens: TokenReader,
+        rows: slice,
+        seq_len: int,
+        context: int,
+        memory: bool = False,
+    ) -> Iterator[Window]:
+        """The windows of :func:`windows` over ``rows`` of this layout, read from ``tokens``."""
+        picked = range(self.rows)[rows]
+        bounds = window_bounds(self.columns, seq_len, context, memory)
+        for i, (start, end, loss_start) in enumerate(bounds):
+            window = self.window(tokens, picked, start, end)
+            yield Window(window.inputs, window.targets, loss_start, i)
+
+
+def row_layout(name: str, length: int, batch_size: int) -> RowLayout:
+    """The rows of :data:`EVAL_LAYOUTS` ``[name]`` over a stream of ``length`` tokens."""
+    if name == "every":
+        n_targets = length - 1
+        if n_targets < 1:
+            raise DataError("an evaluation split needs at least 2 tokens")
+        rows = min(batch_size, n_targets)
+        n = math.ceil(n_targets / rows)
+        return RowLayout(rows, n, n, length)
+    if name == "reference":
+        n = length // batch_size
+        if n < 2:
+            raise DataError(
+                f"the reference evaluation layout needs at least 2 tokens per row: {length} "
+                f"tokens in data.eval_batch_size={batch_size} rows; lower "
+                "data.eval_batch_size or use data.eval_layout=every"
+            )
+        return RowLayout(batch_size, n - 1, n, n * batch_size)
+    raise DataError(f"unknown evaluation layout {name!r}; choose one of {sorted(EVAL_LAYOUTS)}")
 
 
 def window_bounds(
