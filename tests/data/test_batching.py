@@ -176,10 +176,11 @@ def test_row_layout_reads_the_windows_of_the_materialised_rows(
     tokens = TensorTokens(ids)
     for rows in (slice(None), slice(0, 1), slice(1, layout.rows)):
         expected = list(windows(inputs[rows], targets[rows], seq_len, context, memory))
-        ours = list(layout.windows(tokens, rows, seq_len, context, memory))
-        assert len(ours) == len(expected)
-        for a, b in zip(ours, expected, strict=True):
-            assert (a.loss_start, a.index) == (b.loss_start, b.index)
-            assert a.inputs.dtype == b.inputs.dtype == torch.long
-            assert torch.equal(a.inputs, b.inputs) and torch.equal(a.targets, b.targets)
+        for span in (1, 7, 1 << 14):  # columns read at a time: refills between windows
+            ours = list(layout.windows(tokens, rows, seq_len, context, memory, span))
+            assert len(ours) == len(expected)
+            for a, b in zip(ours, expected, strict=True):
+                assert (a.loss_start, a.index) == (b.loss_start, b.index)
+                assert a.inputs.dtype == b.inputs.dtype == torch.long
+                assert torch.equal(a.inputs, b.inputs) and torch.equal(a.targets, b.targets)
         assert layout.targets(rows) == int((targets[rows] != IGNORE).sum())

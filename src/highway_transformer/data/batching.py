@@ -130,21 +130,6 @@ class RowLayout:
         picked = range(self.rows)[rows or slice(None)]
         return sum(min(max(self.limit - 1 - r * self.stride, 0), self.columns) for r in picked)
 
-    def window(self, tokens: TokenReader, rows: range, start: int, end: int) -> Window:
-        """Columns ``[start, end)`` of ``rows`` as ``int64`` inputs and targets (``loss_start``
-        and ``index`` left 0)."""
-        width = end - start
-        inputs = torch.zeros(len(rows), width, dtype=torch.long)
-        targets = torch.full((len(rows), width), IGNORE, dtype=torch.long)
-        for i, r in enumerate(rows):
-            first = r * self.stride + start
-            valid = min(max(self.limit - 1 - first, 0), width)  # targets in this row's window
-            if valid:
-                ids = tokens.read(first, first + valid + 1).long()
-                inputs[i, :valid] = ids[:-1]
-                targets[i, :valid] = ids[1:]
-        return Window(inputs, targets, 0, 0)
-
     def windows(
         self,
         tokens: TokenReader,
@@ -152,13 +137,35 @@ class RowLayout:
         seq_len: int,
         context: int,
         memory: bool = False,
+        span: int = 1 << 14,
     ) -> Iterator[Window]:
-        """The windows of :func:`windows` over ``rows`` of this layout, read from ``tokens``."""
+        """The windows of :func:`windows` over ``rows`` of this layout, as ``int64`` ids read
+        from ``tokens`` ``span`` columns of every row at a time."""
         picked = range(self.rows)[rows]
-        bounds = window_bounds(self.columns, seq_len, context, memory)
-        for i, (start, end, loss_start) in enumerate(bounds):
-            window = self.window(tokens, picked, start, end)
-            yield Window(window.inputs, window.targets, loss_start, i)
+        first = torch.arange(picked.start, picked.stop, picked.step) * self.stride
+        valid = (self.limit - 1 - first).clamp(0, self.columns)  # each row's targets
+        at, held = 0, torch.zeros(len(picked), 0, dtype=torch.long)  # ids of columns at..
+        for i, (start, end, loss_start) in enumerate(
+            window_bounds(self.columns, seq_len, context, memory)
+        ):
+            if end >= at + held.shape[1]:  # the targets reach column ``end``
+                at, held = start, self._read(tokens, first, valid, start, max(span, end - start))
+            ids = held[:, start - at : end + 1 - at]
+            counted = torch.arange(start, end) < valid[:, None]
+            inputs = torch.where(counted, ids[:, :-1], 0)
+            targets = torch.where(counted, ids[:, 1:], IGNORE)
+            yield Window(inputs, targets, loss_start, i)
+
+    @staticmethod
+    def _read(tokens: TokenReader, first: Tensor, valid: Tensor, start: int, width: int) -> Tensor:
+        """Ids of columns ``start .. start + width`` (one more: the last targets) of each row,
+        0 beyond its targets."""
+        out = torch.zeros(len(first), width + 1, dtype=torch.long)
+        for i, (row, n) in enumerate(zip(first.tolist(), valid.tolist(), strict=True)):
+            n = min(max(n - start, 0), width)  # targets of this row in the columns
+            if n:
+                out[i, : n + 1] = tokens.read(row + start, row + start + n + 1).long()
+        return out
 
 
 def row_layout(name: str, length: int, batch_size: int) -> RowLayout:

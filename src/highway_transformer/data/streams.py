@@ -26,7 +26,7 @@ from torch import Tensor
 from ..errors import DataError
 
 READ_BYTES = 1 << 20  # bytes read from the file at a time
-SPILL_BYTES = 1 << 24  # ids held in memory before they move to a temporary file
+SPILL_BYTES = 1 << 22  # ids held in memory before they move to a temporary file
 
 
 def read_chunks(path: str | Path, size: int | None = None) -> Iterator[bytes]:

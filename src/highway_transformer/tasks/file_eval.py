@@ -85,7 +85,7 @@ class _Counter:
     def __init__(self, vocab: Vocabulary) -> None:
         self.vocab = vocab
         self.unk = vocab.index.get(vocab.unk) if vocab.unk is not None else None
-        self.ascii = symbol_table(vocab, 128)  # characters of ASCII text by code point
+        self.ascii = symbol_table(vocab, 128).astype(np.int32)  # ASCII characters by code
         self.symbols = self.oov = 0
         self.examples: list[str] = []
 
