@@ -82,6 +82,7 @@ def in_memory_score(model: LanguageModel, ids: torch.Tensor, config: Config) -> 
 def small_pieces(monkeypatch: pytest.MonkeyPatch) -> None:
     """Files read 5 bytes at a time: every piece boundary a tokeniser could trip on occurs."""
     monkeypatch.setattr(streams, "READ_BYTES", 5)
+    monkeypatch.setattr(file_eval, "SUBWORD_READ_BYTES", 5)
 
 
 def _score(model: LanguageModel, vocab: Vocabulary, path, **data) -> tuple:

@@ -49,6 +49,8 @@ from ..models.generation import spells_spaces
 from ..models.lm import LanguageModel
 from .lm_eval import EvalResult, evaluate
 
+#: Bytes read at a time for a BPE/unigram tokenizer.
+SUBWORD_READ_BYTES = 1 << 16
 #: Tokens of the file's start that decide whether plain text or the char-PTB format is given.
 FORMAT_SAMPLE = 1000
 
@@ -151,8 +153,8 @@ def tokenise_file(
     """The ids of the file at ``path`` at the vocabulary's level, read a piece at a time
     (``on_bytes`` is told the size of each piece read: a progress display)."""
 
-    def chunks() -> Iterator[bytes]:
-        for chunk in read_chunks(path):
+    def chunks(size: int | None = None) -> Iterator[bytes]:
+        for chunk in read_chunks(path, size):
             yield chunk
             if on_bytes is not None:
                 on_bytes(len(chunk))
@@ -164,7 +166,8 @@ def tokenise_file(
                 ids.append(np.frombuffer(chunk, np.uint8))
             return FileTokens(ids.finish(), len(ids), 0)
         if isinstance(vocab, SubwordVocabulary):  # the saved tokenizer: every text encodes
-            for piece in text_pieces(chunks(), cut_before_space):
+            # smaller pieces: an encoding keeps offsets and token strings, ~300 bytes a token
+            for piece in text_pieces(chunks(SUBWORD_READ_BYTES), cut_before_space):
                 ids.append(vocab.encode_text(piece))
             return FileTokens(ids.finish(), len(ids), 0)
         counter = _Counter(vocab)
