@@ -221,7 +221,9 @@ def windows(
     """Iterate the windows of a ``[B, N]`` layout in stream order, as ``int64`` ids
     (``memory``: as :func:`window_bounds`).
 
-    Only a window is converted: a memory-mapped ``uint16`` corpus stays on disk.
+    Only a window is converted: a memory-mapped ``uint16`` corpus stays on disk. With the
+    rows of :data:`EVAL_LAYOUTS` these are the evaluation's windows, which
+    :meth:`RowLayout.windows` reads from the stream without the rows (tested equal).
     """
     bounds = window_bounds(inputs.shape[1], seq_len, context, memory)
     for i, (start, end, loss_start) in enumerate(bounds):
