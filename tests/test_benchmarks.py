@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
@@ -108,3 +109,31 @@ def test_row_align_bench_times_both_layouts_of_the_same_core() -> None:
     assert pad == 5  # 11 keys: rows of 16
     times = bench_row_align.compare(args, (1, pad))
     assert set(times) == {1, pad} and min(times.values()) > 0
+
+
+@pytest.mark.parametrize(
+    ("level", "settings"),
+    [
+        ("char", ["model.family=xl", "model.attention=relative", "model.memory.mem_len=16"]),
+        ("word", []),
+    ],
+)
+def test_eval_file_bench_checks_streaming_against_the_text_in_memory(
+    tmp_path, level: str, settings: list[str]
+) -> None:
+    """bench_eval_file.py: the files it writes, and its two scores of a prefix (``eval
+    --file`` and the whole text as one tensor) agree to the last bit."""
+    import bench_eval_file as eval_bench
+
+    text, part = tmp_path / "text.txt", tmp_path / "part.txt"
+    eval_bench.write_text(text, 30_000, level)
+    assert text.stat().st_size == 30_000
+    eval_bench.prefix(text, part, 12_000)
+    head = part.read_bytes()
+    assert head.endswith(b"\n") and 11_000 < len(head) <= 12_000
+    eval_bench.save_model(tmp_path / "run", text, level, [*settings, "data.seq_len=32"])
+    streamed = eval_bench.run_phase("stream", tmp_path / "run", part)
+    held = eval_bench.run_phase("in-memory", tmp_path / "run", part)
+    assert streamed["tokens"] > 1000 and streamed["seconds"] > 0
+    for key in ("loss", "tokens", "loss_se"):
+        assert streamed[key] == held[key]

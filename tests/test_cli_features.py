@@ -108,8 +108,11 @@ def test_eval_file_counts_every_symbol_once_and_oov(runs, tmp_path, capsys) -> N
     with torch.no_grad():
         expected = model(ids[None, :-1], targets=ids[None, 1:]).loss.item()
     assert score["loss"] == pytest.approx(expected, rel=1e-5)
-    code, out, _ = _run(capsys, "eval", str(runs["sdu"]), "--file", str(path))
+    code, out, err = _run(capsys, "eval", str(runs["sdu"]), "--file", str(path))
     assert code == 0 and "bits per character" in out and "3 out of vocabulary" in out
+    assert "reading" in err and "scoring" in err  # progress bars on stderr
+    code, quiet, err = _run(capsys, "eval", str(runs["sdu"]), "--file", str(path), "--no-progress")
+    assert code == 0 and quiet == out and "scoring" not in err
     code, _, err = _run(capsys, "eval", str(runs["sdu"]), "--file", str(tmp_path / "nope.txt"))
     assert code == 2 and err.splitlines()[-1].startswith("error: cannot read")
 

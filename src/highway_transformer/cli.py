@@ -161,7 +161,7 @@ def _eval_file(args: argparse.Namespace, weights: Path, overrides: list[str]) ->
 
         raise ConfigError("--file scores text with a language model; this is a task run")
     config = build_config(config, None, overrides)
-    score = evaluate_file(model, vocab, args.file, config, device)
+    score = evaluate_file(model, vocab, args.file, config, device, progress=not args.no_progress)
     if args.json:
         print(json.dumps({"file": str(args.file), **score.as_dict()}, indent=2))
         return 0
@@ -414,7 +414,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("eval", help="evaluate a run's best weights on a split or a text file")
     p.add_argument("checkpoint", metavar="RUN", help="run folder or checkpoint folder")
     p.add_argument("--split", default="test", choices=["valid", "test", "both"], help="split")
-    p.add_argument("--file", help="score this whole text file instead (bits, perplexity, OOV)")
+    p.add_argument(
+        "--file",
+        help="score this whole text file instead (bits, perplexity, OOV; any size: read in "
+        "pieces, its ids in a temporary file when large)",
+    )
+    p.add_argument("--no-progress", action="store_true", help="no progress bars for --file")
     _weights_option(p)
     _data_path_option(p, "where the corpus lives, if not where it was trained")
     p.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N | mps")

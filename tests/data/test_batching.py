@@ -12,8 +12,10 @@ import torch
 from highway_transformer.data.batching import (
     EVAL_LAYOUTS,
     IGNORE,
+    TensorTokens,
     eval_rows,
     reference_eval_rows,
+    row_layout,
     train_rows,
     window_bounds,
     windows,
@@ -149,3 +151,36 @@ def test_train_rows() -> None:
 def test_train_rows_too_short(n: int, batch: int, seq_len: int) -> None:
     with pytest.raises(DataError, match="too few"):
         train_rows(torch.arange(n), batch, seq_len)
+
+
+@pytest.mark.parametrize("name", list(EVAL_LAYOUTS))
+@pytest.mark.parametrize(
+    ("length", "batch", "seq_len", "context"),
+    [(2, 4, 5, 0), (10, 4, 3, 1), (33, 4, 8, 3), (39, 4, 8, 0), (50, 3, 6, 5), (64, 5, 100, 10),
+     (101, 7, 9, 4), (9, 16, 4, 2)],
+)  # fmt: skip
+@pytest.mark.parametrize("memory", [False, True])
+def test_row_layout_reads_the_windows_of_the_materialised_rows(
+    name: str, length: int, batch: int, seq_len: int, context: int, memory: bool
+) -> None:
+    """Evaluation reads windows from the stream (:class:`RowLayout`): the same windows, padding
+    included, as the rows of :data:`EVAL_LAYOUTS` materialised, for every share of the rows."""
+    ids = torch.arange(1000, 1000 + length).to(torch.int32)
+    try:
+        inputs, targets = EVAL_LAYOUTS[name](ids, batch)
+    except DataError:
+        with pytest.raises(DataError):
+            row_layout(name, length, batch)
+        return
+    layout = row_layout(name, length, batch)
+    tokens = TensorTokens(ids)
+    for rows in (slice(None), slice(0, 1), slice(1, layout.rows)):
+        expected = list(windows(inputs[rows], targets[rows], seq_len, context, memory))
+        for span in (1, 7, 1 << 14):  # columns read at a time: refills between windows
+            ours = list(layout.windows(tokens, rows, seq_len, context, memory, span))
+            assert len(ours) == len(expected)
+            for a, b in zip(ours, expected, strict=True):
+                assert (a.loss_start, a.index) == (b.loss_start, b.index)
+                assert a.inputs.dtype == b.inputs.dtype == torch.long
+                assert torch.equal(a.inputs, b.inputs) and torch.equal(a.targets, b.targets)
+        assert layout.targets(rows) == int((targets[rows] != IGNORE).sum())

@@ -4,6 +4,8 @@ in one line that carries the estimate."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Callable
 
 import pytest
@@ -178,3 +180,18 @@ def test_device_memory_of_the_cpu_and_of_a_device_it_cannot_ask() -> None:
     cpu = device_memory(torch.device("cpu"))
     assert cpu is None or cpu > 2**26
     assert device_memory(torch.device("meta")) is None
+
+
+def test_counting_parameters_leaves_the_compiler_stack_unimported() -> None:
+    """Initialising meta tensors would import ``torch._dynamo`` (~70 MiB resident, seconds):
+    ``highway eval`` pays for it through the resource check. A fresh process shows it is not."""
+    code = (
+        "import sys\n"
+        "from highway_transformer.config import Config, ModelConfig\n"
+        "from highway_transformer.models.resources import count_parameters\n"
+        "n = count_parameters(Config(model=ModelConfig(vocab_size=40, d_model=16, n_heads=2,"
+        " d_inner=32, n_layers=2)))\n"
+        "print(n > 0, 'torch._dynamo' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["True", "False"]

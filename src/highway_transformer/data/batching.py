@@ -9,6 +9,10 @@ Evaluation has two layouts (:data:`EVAL_LAYOUTS`, ``data.eval_layout``): ``every
 every target of the split once; ``reference`` is Transformer-XL's ``LMOrderedIterator``, which
 drops the remainder of ``len // B`` and never scores the first token of each of its ``B`` rows
 (at most ``2B - 2`` targets unscored).
+
+Evaluation reads the rows through a :class:`RowLayout`: where each row lies in the stream, so
+that a window is copied from the stream itself (a tensor, a memory-mapped corpus, or token
+ids in a file, :class:`TokenReader`) and no ``int64`` copy of the split is ever made.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Protocol
 
 import torch
 from torch import Tensor
@@ -53,11 +58,8 @@ def eval_rows(ids: Tensor, batch_size: int) -> tuple[Tensor, Tensor]:
 
     Row ``r`` predicts targets ``ids[1 + r*n : 1 + (r+1)*n]``; padded targets are ``IGNORE``.
     """
-    n_targets = ids.numel() - 1
-    if n_targets < 1:
-        raise DataError("an evaluation split needs at least 2 tokens")
-    rows = min(batch_size, n_targets)
-    n = math.ceil(n_targets / rows)
+    layout = row_layout("every", ids.numel(), batch_size)
+    rows, n, n_targets = layout.rows, layout.columns, ids.numel() - 1
     inputs = torch.zeros(rows * n, dtype=torch.long)
     targets = torch.full((rows * n,), IGNORE, dtype=torch.long)
     inputs[:n_targets] = ids[:-1]
@@ -71,22 +73,120 @@ def reference_eval_rows(ids: Tensor, batch_size: int) -> tuple[Tensor, Tensor]:
     ``n = len // B`` tokens per row, the remainder dropped; row ``r`` is ``ids[r*n : (r+1)*n]``
     and predicts its own tokens ``1 .. n-1``: its first token is an input only.
     """
-    n = ids.numel() // batch_size
-    if n < 2:
-        raise DataError(
-            f"the reference evaluation layout needs at least 2 tokens per row: {ids.numel()} "
-            f"tokens in data.eval_batch_size={batch_size} rows; lower data.eval_batch_size "
-            "or use data.eval_layout=every"
-        )
+    n = row_layout("reference", ids.numel(), batch_size).stride
     rows = ids[: n * batch_size].view(batch_size, n)
     return rows[:, :-1], rows[:, 1:]
 
 
-#: ``data.eval_layout``: how an evaluation split becomes rows of inputs and targets.
+#: ``data.eval_layout``: how an evaluation split becomes rows of inputs and targets (the
+#: definition; evaluation reads the same rows a window at a time through :func:`row_layout`).
 EVAL_LAYOUTS: dict[str, Callable[[Tensor, int], tuple[Tensor, Tensor]]] = {
     "every": eval_rows,
     "reference": reference_eval_rows,
 }
+
+
+class TokenReader(Protocol):
+    """A token stream read a range at a time (:class:`TensorTokens`, or ids in a file)."""
+
+    def __len__(self) -> int: ...
+
+    def read(self, start: int, stop: int) -> Tensor:
+        """``ids[start:stop]``, any integer type."""
+        ...
+
+
+class TensorTokens:
+    """A tensor of ids (``int64``, or a memory-mapped ``uint16``/``uint32`` corpus) as a
+    :class:`TokenReader`."""
+
+    def __init__(self, ids: Tensor) -> None:
+        self.ids = ids
+
+    def __len__(self) -> int:
+        return self.ids.numel()
+
+    def read(self, start: int, stop: int) -> Tensor:
+        return self.ids[start:stop]
+
+
+@dataclass(frozen=True)
+class RowLayout:
+    """Where the rows of an evaluation layout lie in the stream, without materialising them.
+
+    Row ``r``, column ``c`` is the input ``ids[r * stride + c]`` predicting
+    ``ids[r * stride + c + 1]`` while that target lies before ``limit``; after it, padding
+    (input 0, target :data:`IGNORE`). :func:`row_layout` gives the layouts of
+    :data:`EVAL_LAYOUTS` (the same rows, tested).
+    """
+
+    rows: int
+    columns: int
+    stride: int
+    limit: int
+
+    def targets(self, rows: slice | None = None) -> int:
+        """Targets scored in ``rows`` (default: all)."""
+        picked = range(self.rows)[rows or slice(None)]
+        return sum(min(max(self.limit - 1 - r * self.stride, 0), self.columns) for r in picked)
+
+    def windows(
+        self,
+        tokens: TokenReader,
+        rows: slice,
+        seq_len: int,
+        context: int,
+        memory: bool = False,
+        span: int = 1 << 14,
+    ) -> Iterator[Window]:
+        """The windows of :func:`windows` over ``rows`` of this layout, as ``int64`` ids read
+        from ``tokens`` ``span`` columns of every row at a time."""
+        picked = range(self.rows)[rows]
+        first = torch.arange(picked.start, picked.stop, picked.step) * self.stride
+        valid = (self.limit - 1 - first).clamp(0, self.columns)  # each row's targets
+        at, held = 0, torch.zeros(len(picked), 0, dtype=torch.long)  # ids of columns at..
+        for i, (start, end, loss_start) in enumerate(
+            window_bounds(self.columns, seq_len, context, memory)
+        ):
+            if end >= at + held.shape[1]:  # the targets reach column ``end``
+                at, held = start, self._read(tokens, first, valid, start, max(span, end - start))
+            ids = held[:, start - at : end + 1 - at]
+            counted = torch.arange(start, end) < valid[:, None]
+            inputs = torch.where(counted, ids[:, :-1], 0)
+            targets = torch.where(counted, ids[:, 1:], IGNORE)
+            yield Window(inputs, targets, loss_start, i)
+
+    @staticmethod
+    def _read(tokens: TokenReader, first: Tensor, valid: Tensor, start: int, width: int) -> Tensor:
+        """Ids of columns ``start .. start + width`` (one more: the last targets) of each row,
+        0 beyond its targets."""
+        out = torch.zeros(len(first), width + 1, dtype=torch.long)
+        for i, (row, n) in enumerate(zip(first.tolist(), valid.tolist(), strict=True)):
+            n = min(max(n - start, 0), width)  # targets of this row in the columns
+            if n:
+                out[i, : n + 1] = tokens.read(row + start, row + start + n + 1).long()
+        return out
+
+
+def row_layout(name: str, length: int, batch_size: int) -> RowLayout:
+    """The rows of :data:`EVAL_LAYOUTS` ``[name]`` over a stream of ``length`` tokens."""
+    if name == "every":
+        n_targets = length - 1
+        if n_targets < 1:
+            raise DataError("an evaluation split needs at least 2 tokens")
+        rows = min(batch_size, n_targets)
+        n = math.ceil(n_targets / rows)
+        return RowLayout(rows, n, n, length)
+    if name == "reference":
+        n = length // batch_size
+        if n < 2:
+            raise DataError(
+                f"the reference evaluation layout needs at least 2 tokens per row: {length} "
+                f"tokens in data.eval_batch_size={batch_size} rows; lower "
+                "data.eval_batch_size or use data.eval_layout=every"
+            )
+        return RowLayout(batch_size, n - 1, n, n * batch_size)
+    raise DataError(f"unknown evaluation layout {name!r}; choose one of {sorted(EVAL_LAYOUTS)}")
 
 
 def window_bounds(
@@ -121,7 +221,9 @@ def windows(
     """Iterate the windows of a ``[B, N]`` layout in stream order, as ``int64`` ids
     (``memory``: as :func:`window_bounds`).
 
-    Only a window is converted: a memory-mapped ``uint16`` corpus stays on disk.
+    Only a window is converted: a memory-mapped ``uint16`` corpus stays on disk. With the
+    rows of :data:`EVAL_LAYOUTS` these are the evaluation's windows, which
+    :meth:`RowLayout.windows` reads from the stream without the rows (tested equal).
     """
     bounds = window_bounds(inputs.shape[1], seq_len, context, memory)
     for i, (start, end, loss_start) in enumerate(bounds):

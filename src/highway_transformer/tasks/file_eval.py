@@ -6,23 +6,53 @@ character-PTB model has its spaces spelled ``_``) and every symbol of it is a ta
 vocabularies with a line-end symbol start from it (a file begins where a line ended), so
 even the first symbol is predicted; without one the first symbol can only be context.
 Symbols outside the vocabulary are counted (and scored as ``<unk>`` where there is one).
+
+Any size of file is scored in bounded memory: it is read and tokenised a piece at a time
+(:mod:`~highway_transformer.data.streams`: pieces cut where the tokens cannot change), its ids
+kept as ``uint16``/``uint32``, in a temporary file once they pass
+:data:`~highway_transformer.data.streams.SPILL_BYTES`, and the evaluation reads them one
+window at a time, Transformer-XL memory carried from window to window as for a split held in
+memory: the score is the one :func:`~highway_transformer.tasks.lm_eval.evaluate` gives for
+the file's ids as one tensor.
 """
 
 from __future__ import annotations
 
+import itertools
+import os
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
+from tqdm.auto import tqdm
 
 from ..config import Config
-from ..data.encoding import encode_bytes, line_tokens
+from ..data.batching import row_layout
+from ..data.encoding import line_tokens, symbol_table
+from ..data.streams import (
+    SPILL_BYTES,
+    TokenFile,
+    cut_after_line,
+    cut_after_space,
+    cut_anywhere,
+    cut_before_space,
+    read_chunks,
+    text_pieces,
+)
+from ..data.token_cache import id_dtype
 from ..data.vocab import SubwordVocabulary, Vocabulary
 from ..errors import DataError
 from ..models.families import memory_policy
 from ..models.generation import spells_spaces
 from ..models.lm import LanguageModel
 from .lm_eval import EvalResult, evaluate
+
+#: Bytes read at a time for a BPE/unigram tokenizer.
+SUBWORD_READ_BYTES = 1 << 16
+#: Tokens of the file's start that decide whether plain text or the char-PTB format is given.
+FORMAT_SAMPLE = 1000
 
 
 @dataclass
@@ -35,55 +65,129 @@ class FileScore:
         return {**self.result.as_dict(), "symbols": self.symbols, "oov": self.oov}
 
 
-def file_symbols(text: bytes, vocab: Vocabulary) -> list[str]:
-    """The file's symbols at the vocabulary's level (bytes as Latin-1 characters)."""
-    if vocab.level == "byte":
-        return [chr(b) for b in text]
-    decoded = _decoded(text)
-    if spells_spaces(vocab) and not spelled_out(decoded):  # plain text for a char-PTB model
-        return [s for line in decoded.splitlines() for s in [*"_".join(line.split()), vocab.eos]]
-    if vocab.eos is not None:  # PTB word/char formats: whitespace tokens + a line-end symbol
-        return line_tokens(decoded, vocab.eos)
-    return list(decoded) if vocab.level == "char" else decoded.split()
+@dataclass
+class FileTokens:
+    """A file's ids (starting with the line-end symbol where the vocabulary has one), its
+    symbol count and how many of them are outside the vocabulary."""
 
-
-def _decoded(text: bytes) -> str:
-    try:
-        return text.decode("utf-8")
-    except UnicodeDecodeError:
-        raise DataError("the file is not UTF-8 text; this model reads text, not bytes") from None
+    ids: TokenFile
+    symbols: int
+    oov: int
 
 
 def spelled_out(text: str) -> bool:
     """Whether ``text`` is in the char-PTB format (single symbols separated by spaces)."""
-    return all(len(token) == 1 for token in text.split()[:1000])
+    return all(len(token) == 1 for token in text.split()[:FORMAT_SAMPLE])
 
 
-def encode_file(path: str | Path, vocab: Vocabulary) -> tuple[torch.Tensor, int, int]:
-    """``(ids, symbols, oov)``; ids start with the line-end symbol where the vocabulary has one."""
+class _Counter:
+    """Ids of symbol pieces with the unknown ones counted: their number and the five
+    alphabetically first, for the error of a vocabulary without ``<unk>``."""
+
+    def __init__(self, vocab: Vocabulary) -> None:
+        self.vocab = vocab
+        self.unk = vocab.index.get(vocab.unk) if vocab.unk is not None else None
+        self.ascii = symbol_table(vocab, 128).astype(np.int32)  # ASCII characters by code
+        self.symbols = self.oov = 0
+        self.examples: list[str] = []
+
+    def chars(self, piece: str) -> np.ndarray:
+        if not piece.isascii():
+            return self.symbols_of(list(piece))
+        codes = np.frombuffer(piece.encode("ascii"), np.uint8)
+        return self._counted(self.ascii[codes], lambda where: {chr(c) for c in codes[where]})
+
+    def symbols_of(self, symbols: list[str]) -> np.ndarray:
+        index = self.vocab.index
+        ids = np.fromiter((index.get(s, -1) for s in symbols), np.int64, len(symbols))
+        return self._counted(ids, lambda where: {symbols[i] for i in where})
+
+    def _counted(self, ids: np.ndarray, unknown: Callable[[np.ndarray], set[str]]) -> np.ndarray:
+        self.symbols += ids.size
+        bad = np.flatnonzero(ids < 0)
+        if bad.size:
+            self.oov += bad.size
+            self.examples = sorted(set(self.examples) | unknown(bad))[:5]
+            if self.unk is not None:
+                ids[bad] = self.unk
+        return ids
+
+
+def _symbol_reader(
+    vocab: Vocabulary, chunks: Iterator[bytes], counter: _Counter
+) -> Iterator[np.ndarray]:
+    """Ids of the file's symbols at the vocabulary's level, a piece at a time (-1 where
+    unknown without ``<unk>``)."""
+    if spells_spaces(vocab):  # plain text for a char-PTB model, or the char-PTB format
+        pieces = text_pieces(chunks, cut_after_line)
+        sample: list[str] = []
+        for piece in pieces:  # the format is read from the file's first tokens
+            sample.append(piece)
+            if sum(len(p.split()) for p in sample) >= FORMAT_SAMPLE:
+                break
+        plain = not spelled_out("".join(sample))
+        for piece in itertools.chain(sample, pieces):
+            if plain:
+                lines = piece.splitlines()
+                symbols = [s for line in lines for s in [*"_".join(line.split()), vocab.eos]]
+            else:
+                symbols = line_tokens(piece, vocab.eos)
+            yield counter.symbols_of(symbols)
+    elif vocab.eos is not None:  # PTB word/char formats: whitespace tokens + a line-end symbol
+        for piece in text_pieces(chunks, cut_after_line):
+            yield counter.symbols_of(line_tokens(piece, vocab.eos))
+    elif vocab.level == "char":
+        for piece in text_pieces(chunks, cut_anywhere):
+            yield counter.chars(piece)
+    else:
+        for piece in text_pieces(chunks, cut_after_space):
+            yield counter.symbols_of(piece.split())
+
+
+def tokenise_file(
+    path: str | Path,
+    vocab: Vocabulary,
+    spill_bytes: int = SPILL_BYTES,
+    on_bytes: Callable[[int], object] | None = None,
+) -> FileTokens:
+    """The ids of the file at ``path`` at the vocabulary's level, read a piece at a time
+    (``on_bytes`` is told the size of each piece read: a progress display)."""
+
+    def chunks(size: int | None = None) -> Iterator[bytes]:
+        for chunk in read_chunks(path, size):
+            yield chunk
+            if on_bytes is not None:
+                on_bytes(len(chunk))
+
+    ids = TokenFile(id_dtype(len(vocab)), spill_bytes)
     try:
-        raw = Path(path).read_bytes()
-    except OSError as exc:
-        raise DataError(f"cannot read {path}: {exc.strerror}; give a text file") from None
-    if vocab.level == "byte":
-        ids = encode_bytes(raw)
-        return ids, ids.numel(), 0
-    if isinstance(vocab, SubwordVocabulary):  # the saved tokenizer: every text encodes
-        ids = torch.from_numpy(vocab.encode_text(_decoded(raw)))
-        return ids, ids.numel(), 0
-    symbols = file_symbols(raw, vocab)
-    if not symbols:
-        raise DataError(f"{path} holds no symbols to score; give a file with some text")
-    unknown = [s for s in symbols if s not in vocab.index]
-    if unknown and vocab.unk is None:
-        examples = sorted(set(unknown))[:5]
-        raise DataError(
-            f"{path} has {len(unknown)} symbols outside the model's vocabulary (e.g. {examples})"
-            " and the vocabulary has no <unk>; remove or replace them"
-        )
-    start = [vocab.eos] if vocab.eos is not None else []
-    ids = torch.tensor(vocab.encode(start + symbols), dtype=torch.long)
-    return ids, len(symbols), len(unknown)
+        if vocab.level == "byte":
+            for chunk in chunks():
+                ids.append(np.frombuffer(chunk, np.uint8))
+            return FileTokens(ids.finish(), len(ids), 0)
+        if isinstance(vocab, SubwordVocabulary):  # the saved tokenizer: every text encodes
+            # smaller pieces: an encoding keeps offsets and token strings, ~300 bytes a token
+            for piece in text_pieces(chunks(SUBWORD_READ_BYTES), cut_before_space):
+                ids.append(vocab.encode_text(piece))
+            return FileTokens(ids.finish(), len(ids), 0)
+        counter = _Counter(vocab)
+        if vocab.eos is not None:
+            ids.append(np.array(vocab.encode([vocab.eos])))
+        for piece in _symbol_reader(vocab, chunks(), counter):
+            if counter.oov and counter.unk is None:
+                continue  # counted for the error below, not kept
+            ids.append(piece)
+        if not counter.symbols:
+            raise DataError(f"{path} holds no symbols to score; give a file with some text")
+        if counter.oov and counter.unk is None:
+            raise DataError(
+                f"{path} has {counter.oov} symbols outside the model's vocabulary (e.g. "
+                f"{counter.examples}) and the vocabulary has no <unk>; remove or replace them"
+            )
+        return FileTokens(ids.finish(), counter.symbols, counter.oov)
+    except BaseException:
+        ids.close()
+        raise
 
 
 def evaluate_file(
@@ -92,12 +196,29 @@ def evaluate_file(
     path: str | Path,
     config: Config,
     device: torch.device | str = "cpu",
+    progress: bool = False,
+    spill_bytes: int = SPILL_BYTES,
 ) -> FileScore:
     """Mean NLL over every symbol of the file, with the evaluation batching and memory
-    settings of ``config``."""
-    ids, symbols, oov = encode_file(path, vocab)
-    if ids.numel() < 2:
-        raise DataError(f"{path} is too short to score: it needs at least 2 symbols")
-    policy = memory_policy(config.model, evaluation=True)
-    result = evaluate(model, ids, config.data, device, config.train.precision, policy=policy)
-    return FileScore(result, symbols, oov)
+    settings of ``config``; ``progress``: bars for the reading and the scoring on stderr."""
+    try:
+        size = os.path.getsize(path)
+    except OSError as exc:
+        raise DataError(f"cannot read {path}: {exc.strerror}; give a text file") from None
+    with tqdm(total=size, desc="reading", unit="B", unit_scale=True, disable=not progress) as bar:
+        tokens = tokenise_file(path, vocab, spill_bytes, bar.update)
+    with tokens.ids as ids:
+        if len(ids) < 2:
+            raise DataError(f"{path} is too short to score: it needs at least 2 symbols")
+        data = config.data
+        layout = row_layout(data.eval_layout, len(ids), data.eval_batch_size)
+        policy = memory_policy(config.model, evaluation=True)
+        with tqdm(
+            total=layout.targets(), desc="scoring", unit="tok", unit_scale=True,
+            disable=not progress,
+        ) as bar:  # fmt: skip
+            result = evaluate(
+                model, ids, data, device, config.train.precision, policy=policy,
+                on_window=bar.update,
+            )  # fmt: skip
+    return FileScore(result, tokens.symbols, tokens.oov)

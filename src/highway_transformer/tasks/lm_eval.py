@@ -8,13 +8,14 @@ Transformer-XL's data iterator scores; Transformer-XL memory is carried along ea
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
 from ..config import DataConfig
-from ..data.batching import EVAL_LAYOUTS, IGNORE, windows
+from ..data.batching import IGNORE, TensorTokens, TokenReader, row_layout
 from ..models.families import memory_policy
 from ..models.lm import LanguageModel
 from ..nn.memory import MemoryPolicy
@@ -51,40 +52,44 @@ class EvalResult:
 @torch.no_grad()
 def evaluate(
     model: LanguageModel,
-    ids: Tensor,
+    ids: Tensor | TokenReader,
     data: DataConfig,
     device: torch.device | str = "cpu",
     precision: str = "fp32",
     max_tokens: int | None = None,
     world: World | None = None,
     policy: MemoryPolicy | None = None,
+    on_window: Callable[[int], None] | None = None,
 ) -> EvalResult:
     """Mean NLL of ``ids`` under ``model`` with the evaluation batching of ``data``.
 
-    With several processes (``world``) each takes its share of the evaluation rows and the
-    summed losses and counts are all-reduced: every rank gets the single-process figure.
-    A Transformer-XL model runs with ``policy`` (default: the evaluation settings of its
-    ``model.memory``); the model itself is left as it was, training mode included.
+    ``ids`` is a tensor or any :class:`~highway_transformer.data.batching.TokenReader` (token
+    ids in a file): the rows of the layout are read one window at a time, so memory does not
+    grow with the stream. With several processes (``world``) each takes its share of the
+    evaluation rows and the summed losses and counts are all-reduced: every rank gets the
+    single-process figure. A Transformer-XL model runs with ``policy`` (default: the
+    evaluation settings of its ``model.memory``), its memory carried from window to window;
+    the model itself is left as it was, training mode included. ``on_window`` is called with
+    the number of targets of each window scored (a progress display).
     """
     world = world or World()
     device = torch.device(device)
-    if max_tokens:
-        ids = ids[: max_tokens + 1]
+    tokens = TensorTokens(ids) if isinstance(ids, Tensor) else ids
+    length = len(tokens) if not max_tokens else min(len(tokens), max_tokens + 1)
     seq_len = data.eval_seq_len or data.seq_len
     context = data.context if data.eval_context is None else data.eval_context
-    inputs, targets = EVAL_LAYOUTS[data.eval_layout](ids, data.eval_batch_size)
+    layout = row_layout(data.eval_layout, length, data.eval_batch_size)
     # the reference iterator's last segment is shorter, also for a model without memory
     short_last = model.uses_memory or data.eval_layout == "reference"
-    mine = world.uneven_rows(inputs.shape[0])
-    inputs, targets = inputs[mine], targets[mine]
+    mine = world.uneven_rows(layout.rows)
     if policy is None:
         policy = memory_policy(model.config, evaluation=True)
     was_training = model.training
     model.eval()
     total, total_sq, count, memory = 0.0, 0.0, 0, None
     try:
-        stream = windows(inputs, targets, seq_len, context, short_last)
-        for window in stream if len(inputs) else ():
+        stream = layout.windows(tokens, mine, seq_len, context, short_last)
+        for window in stream if len(range(layout.rows)[mine]) else ():
             x = window.inputs.to(device)
             y = window.targets[:, window.loss_start :].to(device)
             with autocast_context(device, precision):
@@ -94,7 +99,10 @@ def evaluate(
             nll = nll.double()  # float64: sums independent of the sharding
             total += float(nll.sum())
             total_sq += float(nll.square().sum())  # ignored targets give 0
-            count += int((y != IGNORE).sum())
+            scored = int((y != IGNORE).sum())
+            count += scored
+            if on_window is not None:
+                on_window(scored)
     finally:
         model.train(was_training)
     total, total_sq, count = world.all_reduce_sum([total, total_sq, count])
