@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import Record, add_json_argument, print_machine  # noqa: E402
+from common import Record, add_json_argument, peak_rss_since_exec_mib, print_machine  # noqa: E402
 
 PHASES = ("baseline", "in-memory", "first build", "cached load", "cached + 1 pass")
 
@@ -55,15 +55,6 @@ def write_corpus(path: Path, tokens: int, level: str, seed: int = 0) -> None:
             done += n
 
 
-def peak_rss_mib() -> float:
-    """This process's peak resident memory (VmHWM: unlike ru_maxrss, not inherited from the
-    parent across exec)."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    raise SystemExit("this benchmark reads /proc/self/status (Linux)")
-
-
 def run_phase(phase: str, path: Path, level: str) -> dict:
     """Load the corpus in this process (called in a child process per phase)."""
     import torch
@@ -73,7 +64,7 @@ def run_phase(phase: str, path: Path, level: str) -> dict:
 
     torch.set_num_threads(1)
     if phase == "baseline":
-        return {"seconds": 0.0, "peak_mib": peak_rss_mib()}
+        return {"seconds": 0.0, "peak_mib": peak_rss_since_exec_mib()}
     cache = None if phase != "in-memory" else False
     start = time.perf_counter()
     corpus = load_corpus(DataConfig(corpus="file", path=str(path), level=level, cache=cache))
@@ -87,7 +78,7 @@ def run_phase(phase: str, path: Path, level: str) -> dict:
         for a, b, _ in window_bounds(inputs.shape[1], 512, 0):
             total += int(inputs[:, a:b].long().sum()) + int(targets[:, a:b].long().sum())
         out["pass_seconds"] = time.perf_counter() - start
-    out["peak_mib"] = peak_rss_mib()
+    out["peak_mib"] = peak_rss_since_exec_mib()
     return out
 
 

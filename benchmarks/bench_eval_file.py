@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import Record, add_json_argument, print_machine  # noqa: E402
+from common import Record, add_json_argument, peak_rss_since_exec_mib, print_machine  # noqa: E402
 
 CHARS = b"abcdefghijklmnopqrstuvwxyz"
 MB = 1_000_000
@@ -102,15 +102,6 @@ def save_model(folder: Path, sample: Path, level: str, settings: list[str]) -> N
     save_checkpoint(folder, LanguageModel(config.model), config, vocab)
 
 
-def peak_rss_mib() -> float:
-    """This process's peak resident memory (VmHWM: unlike ru_maxrss, not inherited from the
-    parent across exec)."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    raise SystemExit("this benchmark reads /proc/self/status (Linux)")
-
-
 def run_phase(phase: str, run: Path, path: Path) -> dict:
     """One measurement in this process (a child per phase)."""
     import torch
@@ -121,7 +112,7 @@ def run_phase(phase: str, run: Path, path: Path) -> dict:
     torch.set_num_threads(1)
     if phase == "baseline":
         load_pretrained(run)
-        return {"peak_mib": peak_rss_mib()}
+        return {"peak_mib": peak_rss_since_exec_mib()}
     if phase == "stream":
         out = io.StringIO()
         start = time.perf_counter()
@@ -131,7 +122,7 @@ def run_phase(phase: str, run: Path, path: Path) -> dict:
         if code:
             raise SystemExit(f"highway eval --file exited with {code}")
         score = json.loads(out.getvalue())
-        return {"seconds": seconds, "peak_mib": peak_rss_mib(), **score}
+        return {"seconds": seconds, "peak_mib": peak_rss_since_exec_mib(), **score}
     # in memory: the whole text tokenised at once, one int64 tensor, the same evaluation
     from highway_transformer.data.encoding import encode_words
     from highway_transformer.data.vocab import SubwordVocabulary
@@ -148,7 +139,7 @@ def run_phase(phase: str, run: Path, path: Path) -> dict:
         ids = torch.tensor(vocab.encode(list(text)))
     policy = memory_policy(config.model, evaluation=True)
     result = evaluate(model, ids, config.data, "cpu", config.train.precision, policy=policy)
-    return {"peak_mib": peak_rss_mib(), **result.as_dict()}
+    return {"peak_mib": peak_rss_since_exec_mib(), **result.as_dict()}
 
 
 def child(phase: str, run: Path, path: Path) -> dict:

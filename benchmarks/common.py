@@ -58,6 +58,15 @@ def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def peak_rss_since_exec_mib() -> float:
+    """This process's peak resident memory (VmHWM: unlike ru_maxrss, not inherited from the
+    parent across exec; Linux only)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise SystemExit("this benchmark reads /proc/self/status (Linux)")
+
+
 def print_machine(device: str = "cpu") -> None:
     """Print the facts every figure depends on: device, CPU capability, threads, torch."""
     print(f"machine: {describe_line(device)}", flush=True)
