@@ -39,6 +39,18 @@ def test_a_figure_is_written_as_png_and_the_same_svg_again(tmp_path: Path) -> No
     assert all(p.is_file() for p in timed)
 
 
+def test_the_seed_band_and_the_lines_to_beat_are_drawn(tmp_path: Path) -> None:
+    bands = {"plain": {"valid": {"loss": [(10, 1.0, 2.0, 2.2), (20, 2.0, 1.4, 1.6)]}}}
+    lines = {"loss": {"unigram": 2.9, "bigram": 2.5}, "bpc": {"unigram": 4.2}}
+    svg = plot_convergence(
+        CURVES, "bpc", "step", tmp_path / "banded", bands=bands, lines_to_beat=lines
+    )[1].read_text(encoding="utf-8")
+    plain = plot_convergence(CURVES, "bpc", "step", tmp_path / "plain")[1].read_text("utf-8")
+    assert "unigram (trivial)" in svg and "bigram (trivial)" in svg
+    assert "unigram (trivial)" not in plain
+    assert svg.count('id="FillBetweenPolyCollection') + svg.count('id="PolyCollection') >= 1
+
+
 def test_gate_heatmaps_and_the_pca_scatter_are_drawn(tmp_path: Path) -> None:
     matrices = {"attn": ([1, 2], np.array([[0.1, -0.2], [0.0, 0.3]])),
                 "ffn": ([1], np.zeros((1, 2)))}  # fmt: skip

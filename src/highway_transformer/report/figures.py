@@ -40,17 +40,25 @@ def save_figure(fig: Any, stem: Path) -> list[Path]:
 LINE_STYLES = ("-", "--", "-.", ":")
 
 
+#: One band point: (step, mean training seconds, lowest, highest value over the seeds).
+BandPoint = tuple[int, float, float, float]
+
+
 def plot_convergence(
     curves: dict[str, dict[str, dict[str, list[Point]]]],
     metric: str,
     x_axis: str,
     stem: Path,
     title: str = "",
+    bands: dict[str, dict[str, dict[str, list[BandPoint]]]] | None = None,
+    lines_to_beat: dict[str, dict[str, float]] | None = None,
 ) -> list[Path]:
     """A 2×2 grid: training / validation (rows) × loss / ``metric`` (columns).
 
-    ``curves[variant][split][key]`` holds the mean-over-seeds points; ``x_axis`` is ``step``
-    or ``time`` (training seconds).
+    ``curves[variant][split][key]`` holds the mean-over-seeds points, ``bands`` (same keys) the
+    seeds' range, drawn as a shaded band around each curve; ``lines_to_beat[key]`` the trivial
+    models' validation values (``{model: value}``), drawn as grey lines on the validation
+    row; ``x_axis`` is ``step`` or ``time`` (training seconds).
     """
     plt = pyplot()
     fig, axes = plt.subplots(2, 2, figsize=(12, 8), squeeze=False)
@@ -67,7 +75,14 @@ def plot_convergence(
                 # A line style per row as well as a colour: curves that coincide (plain and
                 # parameter-matched) stay visible, and colours repeat after ten rows.
                 style = LINE_STYLES[i % len(LINE_STYLES)]
-                ax.plot(xs, ys, style, marker=marker, ms=3, label=variant)
+                (line,) = ax.plot(xs, ys, style, marker=marker, ms=3, label=variant)
+                band = ((bands or {}).get(variant) or {}).get(split, {}).get(key, [])
+                if band:
+                    bx = [b[0] if x_axis == "step" else b[1] for b in band]
+                    low, high = [b[2] for b in band], [b[3] for b in band]
+                    ax.fill_between(bx, low, high, color=line.get_color(), alpha=0.15, lw=0)
+            if split == "valid":
+                _draw_lines_to_beat(ax, (lines_to_beat or {}).get(key, {}))
             label = "loss (nats)" if key == "loss" else _metric_label(key)
             ax.set_title(f"{'training' if split == 'train' else 'validation'} {label}")
             ax.set_xlabel("step" if x_axis == "step" else "training time (s)")
@@ -81,6 +96,13 @@ def plot_convergence(
         fig.suptitle(title)
     fig.tight_layout()
     return save_figure(fig, stem)
+
+
+def _draw_lines_to_beat(ax: Any, values: dict[str, float]) -> None:
+    """The trivial models' values as grey horizontal lines, each named in the legend."""
+    styles = (":", "-.", "--")
+    for (model, value), style in zip(values.items(), styles * len(values), strict=False):
+        ax.axhline(value, color="grey", ls=style, lw=1, label=f"{model} (trivial)")
 
 
 def _metric_label(metric: str) -> str:

@@ -532,8 +532,9 @@ def index_markdown(report: dict[str, Any]) -> str:
         "## Convergence"
         + (f" ({report['paper_figures']} at this scale)" if report.get("paper_figures") else ""),
         "",
-        "Mean over seeds at each logged step; training loss is the running mean over each "
-        "log interval (a last, shorter interval is left out).",
+        "Mean over seeds at each logged step, the seeds' range shaded around it; grey lines on "
+        "the validation panels: the trivial models (with `--baselines`). Training loss is the "
+        "running mean over each log interval (a last, shorter interval is left out).",
         "",
         *_image_lines(report["figures"]["convergence_steps"], "convergence vs steps"),
         "",

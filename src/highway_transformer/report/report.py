@@ -81,6 +81,7 @@ from .tables import (
     fraction_rows,
     mean_curve,
     paper_rows,
+    seed_band,
     time_rows,
 )
 
@@ -142,16 +143,26 @@ def _pca(points: list[tuple[str, str, int, np.ndarray]], out_dir: Path) -> dict[
 
 
 def _convergence_figures(
-    groups: dict[str, list[RunRecord]], metric: str, out_dir: Path, title: str, timed: bool
+    groups: dict[str, list[RunRecord]],
+    metric: str,
+    out_dir: Path,
+    title: str,
+    timed: bool,
+    baselines: dict[str, Any] | None = None,
 ) -> dict[str, list[str]]:
-    """Curves against steps and, when the runs' seconds compare (``timed``), against
-    training seconds; an untimed report drops a time figure left by an earlier one."""
-    curves = {
-        str(runs[0].experiment.get("row", name)): {
-            split: {key: mean_curve(runs, split, key) for key in ("loss", metric)}
-            for split in ("train", "valid")
-        }
-        for name, runs in groups.items()
+    """Curves (mean over seeds, the seeds' range as a band, the trivial models as lines)
+    against steps and, when the runs' seconds compare (``timed``), against training seconds;
+    an untimed report drops a time figure left by an earlier one."""
+    curves, bands = {}, {}
+    for name, runs in groups.items():
+        row = str(runs[0].experiment.get("row", name))
+        keys, splits = ("loss", metric), ("train", "valid")
+        curves[row] = {s: {k: mean_curve(runs, s, k) for k in keys} for s in splits}
+        bands[row] = {s: {k: seed_band(runs, s, k) for k in keys} for s in splits}
+    models = (baselines or {}).get("models", {})
+    lines_to_beat = {
+        key: {m: by["valid"][key] for m, by in models.items() if key in by.get("valid", {})}
+        for key in ("loss", metric)
     }
     figures = {}
     for axis in ("step", "time"):
@@ -161,7 +172,7 @@ def _convergence_figures(
                 stale.unlink()
             figures[stem.name] = []
             continue
-        paths = plot_convergence(curves, metric, axis, stem, title)
+        paths = plot_convergence(curves, metric, axis, stem, title, bands, lines_to_beat)
         figures[stem.name] = [p.name for p in paths]
     return figures
 
@@ -207,7 +218,10 @@ def write_report(
     description = TABLES[table][0] if table in TABLES else _own_description(table, groups)
     machines = runs_by_machine((f"{r.name} seed {r.seed}", r.results) for r in runs)
     timed = machines["time_comparable"]
-    figures = _convergence_figures(groups, metric, out, f"{description} ({scale})", timed)
+    found_baselines = trivial_baselines(runs[0], data_path) if baselines else None
+    figures = _convergence_figures(
+        groups, metric, out, f"{description} ({scale})", timed, found_baselines
+    )
     gates = gate_analysis(groups, out)
     paper_table = paper_rows(groups, metric)
     acceleration = {
@@ -249,7 +263,7 @@ def write_report(
         "gates": gates,
         "missing": [f"{r.name} seed {r.seed}: {p}" for r in runs for p in r.problems],
         "in_progress": in_progress,
-        "baselines": trivial_baselines(runs[0], data_path) if baselines else None,
+        "baselines": found_baselines,
     }
     report["learning"] = learning_rows(runs, report["baselines"])
     report["figures"] = {**figures, **_gate_figures(gates)}

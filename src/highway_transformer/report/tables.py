@@ -74,6 +74,23 @@ def mean_curve(runs: list[RunRecord], split: str, key: str) -> list[tuple[int, f
     ]
 
 
+def seed_band(runs: list[RunRecord], split: str, key: str) -> list[tuple[int, float, float, float]]:
+    """``(step, mean seconds, lowest, highest value)`` over the seeds, at the steps two or more
+    seeds logged: the spread a figure draws around :func:`mean_curve`."""
+    by_step: dict[int, list[tuple[float, float]]] = {}
+    for run in runs:
+        for r in run.records:
+            if r.get("split") == split and key in r and not _partial_interval(run, r):
+                by_step.setdefault(int(r["step"]), []).append(
+                    (float(r.get("time", math.nan)), float(r[key]))
+                )
+    return [
+        (step, float(np.mean([p[0] for p in pts])), min(p[1] for p in pts), max(p[1] for p in pts))
+        for step, pts in sorted(by_step.items())
+        if len(pts) > 1
+    ]
+
+
 def _partial_interval(run: RunRecord, record: dict[str, Any]) -> bool:
     """A training record averaging fewer than ``log_interval`` steps (the run's last one when
     ``max_steps`` is no multiple of it): left out of curves, where it would end them with a jump."""
