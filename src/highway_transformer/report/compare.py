@@ -19,6 +19,7 @@ the figure; the table gives the step each run first reached it.
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -140,8 +141,6 @@ def compare_runs(
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:
-    import json
-
     path.write_text(json.dumps(data, indent=2), encoding="utf-8")
 
 

@@ -57,8 +57,11 @@ def _result(run: RunRecord, split: str, key: str) -> float | None:
     return float(value) * (100 if key in PERCENT_METRICS else 1)
 
 
-def mean_curve(runs: list[RunRecord], split: str, key: str) -> list[tuple[int, float, float]]:
-    """``(step, mean seconds, mean value)`` over the seeds that logged each step."""
+def _values_by_step(
+    runs: list[RunRecord], split: str, key: str
+) -> dict[int, list[tuple[float, float]]]:
+    """``{step: [(seconds, value), ...]}``: one entry per seed that logged ``key`` at the step
+    (a last partial training interval left out)."""
     by_step: dict[int, list[tuple[float, float]]] = {}
     for run in runs:
         per_run = {
@@ -68,25 +71,23 @@ def mean_curve(runs: list[RunRecord], split: str, key: str) -> list[tuple[int, f
         }
         for step, point in per_run.items():
             by_step.setdefault(step, []).append(point)
+    return dict(sorted(by_step.items()))
+
+
+def mean_curve(runs: list[RunRecord], split: str, key: str) -> list[tuple[int, float, float]]:
+    """``(step, mean seconds, mean value)`` over the seeds that logged each step."""
     return [
         (step, float(np.mean([p[0] for p in pts])), float(np.mean([p[1] for p in pts])))
-        for step, pts in sorted(by_step.items())
+        for step, pts in _values_by_step(runs, split, key).items()
     ]
 
 
 def seed_band(runs: list[RunRecord], split: str, key: str) -> list[tuple[int, float, float, float]]:
     """``(step, mean seconds, lowest, highest value)`` over the seeds, at the steps two or more
     seeds logged: the spread a figure draws around :func:`mean_curve`."""
-    by_step: dict[int, list[tuple[float, float]]] = {}
-    for run in runs:
-        for r in run.records:
-            if r.get("split") == split and key in r and not _partial_interval(run, r):
-                by_step.setdefault(int(r["step"]), []).append(
-                    (float(r.get("time", math.nan)), float(r[key]))
-                )
     return [
         (step, float(np.mean([p[0] for p in pts])), min(p[1] for p in pts), max(p[1] for p in pts))
-        for step, pts in sorted(by_step.items())
+        for step, pts in _values_by_step(runs, split, key).items()
         if len(pts) > 1
     ]
 

@@ -97,9 +97,12 @@ def evaluate(
             # the output layer outside autocast: evaluation scores fp32 logits
             nll = model.token_nll(hidden[:, window.loss_start :], y)
             nll = nll.double()  # float64: sums independent of the sharding
-            total += float(nll.sum())
-            total_sq += float(nll.square().sum())  # ignored targets give 0
-            scored = int((y != IGNORE).sum())
+            # one device-to-host copy a window: the sum, the sum of squares (ignored targets
+            # give 0) and the number of targets scored
+            window_sum, window_sq, scored = torch.stack(
+                [nll.sum(), nll.square().sum(), (y != IGNORE).sum().double()]
+            ).tolist()
+            total, total_sq, scored = total + window_sum, total_sq + window_sq, int(scored)
             count += scored
             if on_window is not None:
                 on_window(scored)
