@@ -130,6 +130,21 @@ def test_a_config_folder_is_not_a_config_file(
     assert "is a folder; give a YAML or TOML file" in err and "does not exist" not in err
 
 
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--max-restarts", "2"], "--max-restarts restarts the processes of --nproc N"),
+        (["--nproc", "1", "--max-restarts", "-1"], "--max-restarts must be >= 0, got -1"),
+    ],
+)
+def test_restarts_without_processes_to_restart(
+    flags: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["train", *flags, "--out", str(tmp_path / "run"), "train.max_steps=1"]
+    assert message in run_cli(argv, capsys)
+    assert not (tmp_path / "run").exists()
+
+
 # ------------------------------------------------------------------ output places
 
 

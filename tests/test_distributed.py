@@ -261,14 +261,15 @@ def _ended(pid: int) -> bool:
         return True
 
 
-def _start_two(out: Path, text_file: Path) -> tuple[subprocess.Popen, dict[int, int]]:
-    """``highway train --nproc 2`` into ``out``, once it has written a checkpoint; its ranks'
-    PIDs by rank."""
-    overrides = lm_args(text_file, "train.max_steps=100000", "train.eval_interval=2")
+def _start_two(
+    out: Path, overrides: list[str], *flags: str
+) -> tuple[subprocess.Popen, dict[int, int]]:
+    """``highway train --nproc 2 FLAGS`` into ``out``, once it has written a checkpoint; its
+    ranks' PIDs by rank."""
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     command = [sys.executable, "-m", "highway_transformer.cli", "train", "--no-progress"]
     process = subprocess.Popen(
-        [*command, "--nproc", "2", "--out", str(out), *overrides],
+        [*command, "--nproc", "2", *flags, "--out", str(out), *overrides],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -288,12 +289,16 @@ def _start_two(out: Path, text_file: Path) -> tuple[subprocess.Popen, dict[int, 
 needs_proc = pytest.mark.skipif(not Path("/proc").is_dir(), reason="finds the ranks in /proc")
 
 
+def _endless(text_file: Path) -> list[str]:
+    return lm_args(text_file, "train.max_steps=100000", "train.eval_interval=2")
+
+
 @needs_proc
 def test_a_killed_rank_ends_the_run_with_one_line_naming_it(tmp_path, text_file):
     """Rank 0's collective fails when rank 1 dies: that is no failure of its own, so the one
     line names rank 1 (not rank 0, nor a timeout that never happened)."""
     out = tmp_path / "run"
-    process, ranks = _start_two(out, text_file)
+    process, ranks = _start_two(out, _endless(text_file))
     try:
         os.kill(ranks[1], signal.SIGKILL)
         _, stderr = process.communicate(timeout=120)
@@ -308,13 +313,42 @@ def test_a_killed_rank_ends_the_run_with_one_line_naming_it(tmp_path, text_file)
     assert ckpt.load_trainer_state(out / "checkpoint").step % 2 == 0
 
 
+@needs_proc
+def test_a_killed_rank_is_restarted_and_the_run_ends_as_if_uninterrupted(tmp_path, text_file):
+    """``--max-restarts 1``: rank 1 killed after a checkpoint; torch's launcher starts both
+    ranks again, they continue from the last checkpoint and the run ends with the losses of
+    one uninterrupted process, the restart told in one line and one metrics record."""
+    overrides = lm_args(text_file, "train.max_steps=120", "train.eval_interval=2")
+    out = tmp_path / "run"
+    process, ranks = _start_two(out, overrides, "--max-restarts", "1")
+    try:
+        os.kill(ranks[1], signal.SIGKILL)
+        _, stderr = process.communicate(timeout=240)
+    finally:
+        process.kill()
+    assert process.returncode == 0, stderr[-1500:]
+    restarts = [line for line in stderr.splitlines() if line.startswith("restart ")]
+    assert len(restarts) == 1 and "error" not in stderr, stderr[-1500:]
+    records = [r for r in read_metrics(out) if r["split"] == "restart"]
+    assert len(records) == 1 and records[0]["restart"] == 1 and records[0]["max_restarts"] == 1
+    step = records[0]["step"]
+    assert restarts[0] == (
+        f"restart 1 of 1 after a rank failed: resumed from the checkpoint at step {step}"
+    )
+    assert 0 < step < 120  # the kill came mid-run, after a checkpoint
+    reference = tmp_path / "one"
+    one_process(reference, overrides)
+    assert_same_losses(losses(out), losses(reference))
+    assert_same_losses(losses(out, "valid"), losses(reference, "valid"))
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="parent-death signal: Linux")
 @needs_proc
 def test_a_killed_launcher_stops_its_ranks_at_a_checkpoint(tmp_path, text_file):
     """SIGKILL to ``highway train --nproc 2``: the kernel sends each rank SIGTERM, so they
     checkpoint at the same step and stop, rank 0 saying so in one line, the folder unlocked."""
     out = tmp_path / "run"
-    process, ranks = _start_two(out, text_file)
+    process, ranks = _start_two(out, _endless(text_file))
     try:
         process.kill()  # the launcher cannot pass anything on
         _, stderr = process.communicate(timeout=120)  # the ranks hold its stderr until they end

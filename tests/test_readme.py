@@ -94,6 +94,8 @@ NOT_RUN = {
     "highway run ht-table5/": "needs enwik8 (a 100 MB download)",
     "highway train --preset ht-table1/t-l3+sigmoid data.path=DIR --nproc": "starts 4 "
     "processes; test_distributed.py runs `highway train --nproc 2`",
+    "highway train --nproc 2 --max-restarts": "starts 2 processes on PTB; "
+    "test_distributed.py kills a rank of the same command and checks the restarted run",
     "torchrun": "starts several processes, or needs two machines; test_distributed.py runs "
     "the same launcher with 2 processes",
     "highway run ht-table1 --scale paper --seeds 3 --launcher slurm": "needs a Slurm "

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .errors import HighwayError, PeerFailed, TrainingInterrupted
+from .errors import ConfigError, HighwayError, PeerFailed, TrainingInterrupted
 
 if TYPE_CHECKING:
     from .config import Config
@@ -56,11 +56,16 @@ def _train(args: argparse.Namespace) -> int:
     if args.scale is not None:  # the preset and file shrunk as `highway run` shrinks a row
         base, file = _scaled(base, file, args.scale), None
     config = build_config(base, file, overrides + list(args.overrides))
+    if args.max_restarts is not None and args.nproc is None:
+        raise ConfigError(
+            "--max-restarts restarts the processes of --nproc N; add --nproc 1 (or more), or "
+            "under torchrun give torchrun --max-restarts"
+        )
     if args.nproc is not None:
         from .runtime.world import check_divisible
 
         check_divisible(config.data.batch_size, args.nproc)
-        launch(args.nproc, without_nproc(args.argv[1:]))
+        launch(args.nproc, without_nproc(args.argv[1:]), args.max_restarts or 0)
         return 0
     if args.scale is not None and is_main_process():
         _log(f"scale {describe_scale(args.scale)}")
@@ -157,8 +162,6 @@ def _eval_file(args: argparse.Namespace, weights: Path, overrides: list[str]) ->
     device = resolve_device(args.device)
     model, config, vocab = load_pretrained(weights, device, trust_unverified=args.trust_unverified)
     if vocab is None:
-        from .errors import ConfigError
-
         raise ConfigError("--file scores text with a language model; this is a task run")
     config = build_config(config, None, overrides)
     score = evaluate_file(model, vocab, args.file, config, device, progress=not args.no_progress)
@@ -405,6 +408,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--nproc",
         type=int,
         help="train in N local processes (data parallel; torchrun on this machine)",
+    )
+    p.add_argument(
+        "--max-restarts",
+        type=int,
+        metavar="M",
+        help="with --nproc: when a process fails, start them all again from the last "
+        "checkpoint, up to M times (torchrun's --max-restarts)",
     )
     p.add_argument(
         "overrides", nargs="*", metavar="KEY=VALUE", help="e.g. train.lr=0.5 (see `highway config`)"

@@ -14,6 +14,7 @@ from torch.distributed.elastic.multiprocessing.api import SignalException
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, ProcessFailure
 
 from highway_transformer.errors import ConfigError, DistributedError, TrainingInterrupted
+from highway_transformer.training import launch as launch_module
 from highway_transformer.training.launch import (
     LAUNCHER_ENV,
     REPORTS_ENV,
@@ -22,6 +23,7 @@ from highway_transformer.training.launch import (
     launch,
     outcome,
     read_reports,
+    watch_launcher,
     without_nproc,
 )
 
@@ -33,6 +35,8 @@ from highway_transformer.training.launch import (
         (["train", "--nproc=4", "--out", "o"], ["train", "--out", "o"]),
         (["train", "a=1", "--nproc"], ["train", "a=1"]),
         (["train", "--nprocs", "2"], ["train", "--nprocs", "2"]),  # another option: kept
+        (["train", "--nproc", "2", "--max-restarts", "1", "a=1"], ["train", "a=1"]),
+        (["train", "--max-restarts=3", "--nproc=2"], ["train"]),
     ],
 )
 def test_the_started_processes_get_no_nproc(argv: list[str], kept: list[str]) -> None:
@@ -42,6 +46,39 @@ def test_the_started_processes_get_no_nproc(argv: list[str], kept: list[str]) ->
 def test_fewer_than_one_process_is_refused() -> None:
     with pytest.raises(ConfigError, match="^--nproc must be >= 1, got 0$"):
         launch(0, [])
+    with pytest.raises(ConfigError, match="^--max-restarts must be >= 0, got -1$"):
+        launch(2, [], max_restarts=-1)
+
+
+def test_restarts_are_asked_of_torchs_launcher_and_named_when_spent(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    asked: list[int] = []
+
+    def run(args: object) -> None:
+        asked.append(args.max_restarts)
+        raise ChildFailedError("train", {1: _failure(1, -signal.SIGKILL)})
+
+    monkeypatch.setattr(torch.distributed.run, "run", run)
+    with pytest.raises(DistributedError) as info:
+        launch(2, [], max_restarts=2)
+    assert asked == [2]
+    assert str(info.value).startswith("rank 1 of 2 failed (killed by SIGKILL, after 2 restarts);")
+
+
+def test_a_restarted_rank_forgets_its_report_of_the_attempt_before(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The launcher must read this attempt's reports only: a rank that starts (again) deletes
+    the one it left before."""
+    monkeypatch.setenv(REPORTS_ENV, str(tmp_path))
+    monkeypatch.setenv(LAUNCHER_ENV, str(os.getppid()))
+    monkeypatch.setenv("RANK", "1")
+    assert hand_over("peer", PEER)
+    assert list(read_reports(tmp_path)) == [1]
+    monkeypatch.setattr(launch_module, "stop_when_launcher_dies", lambda pid: True)
+    watch_launcher()
+    assert read_reports(tmp_path) == {}
 
 
 def _launcher_raising(monkeypatch: pytest.MonkeyPatch, error: BaseException) -> list[list[str]]:

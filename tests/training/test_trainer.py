@@ -255,6 +255,46 @@ def test_keep_checkpoints_keeps_the_last_k_and_each_resumes_the_same_run(
     assert kept(three)["checkpoint"] == kept(one)["checkpoint"]
 
 
+def test_a_restart_continues_from_the_checkpoint_whatever_the_first_attempt_asked(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    interrupt_after_step: Callable[[pytest.MonkeyPatch, int], None],
+    tiny_task_config: Callable[..., Config],
+) -> None:
+    """A process torchrun started again (``TORCHELASTIC_RESTART_COUNT`` > 0) resumes the last
+    checkpoint even when the first attempt said ``--overwrite``, ends equal to an
+    uninterrupted run, and says so in one log line and one ``restart`` record; without a
+    checkpoint it starts again from step 0, the failed attempt's records dropped."""
+    config = tiny_task_config("adding/transformer", **{"train.max_steps": 6})
+    one, two, three = tmp_path / "one", tmp_path / "two", tmp_path / "three"
+    train(config, one)
+    with monkeypatch.context() as patch:
+        interrupt_after_step(patch, 2)
+        with pytest.raises(KeyboardInterrupt):
+            train(config, two)
+    monkeypatch.setenv("TORCHELASTIC_RESTART_COUNT", "1")
+    monkeypatch.setenv("TORCHELASTIC_MAX_RESTARTS", "2")
+    said: list[str] = []
+    train(config, two, overwrite=True, log=said.append)
+    assert said[0] == "restart 1 of 2 after a rank failed: resumed from the checkpoint at step 2"
+    assert (one / "checkpoint" / MODEL_FILE).read_bytes() == (
+        two / "checkpoint" / MODEL_FILE
+    ).read_bytes()
+    restarts = [r for r in read_metrics(two) if r["split"] == "restart"]
+    assert restarts == [{"step": 2, "split": "restart", "restart": 1, "max_restarts": 2}]
+    others = [r for r in read_metrics(two) if r["split"] != "restart"]
+    assert _without_clock(others) == _without_clock(read_metrics(one))
+    # a failure before the first checkpoint: the attempt's records go, training starts over
+    three.mkdir()
+    (three / runfolder.METRICS_FILE).write_text('{"step": 1, "split": "train", "loss": 9.0}\n')
+    said.clear()
+    train(config, three, log=said.append)
+    assert said[0].endswith("after a rank failed: no checkpoint yet: started again from step 0")
+    assert _without_clock(
+        [r for r in read_metrics(three) if r["split"] != "restart"]
+    ) == _without_clock(read_metrics(one))
+
+
 def test_divergence_before_any_checkpoint_names_none(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tiny_task_config: Callable[..., Config]
 ) -> None:

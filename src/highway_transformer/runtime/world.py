@@ -138,6 +138,17 @@ def env_world_size() -> int:
         raise ConfigError(f"WORLD_SIZE={os.environ['WORLD_SIZE']!r} is not a number") from None
 
 
+def restart_attempt() -> tuple[int, int] | None:
+    """``(restart, max_restarts)`` in a process torchrun started again after a rank of its run
+    failed (``--max-restarts``); None in a first attempt or outside torchrun."""
+    try:
+        count = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
+        limit = int(os.environ.get("TORCHELASTIC_MAX_RESTARTS", "0"))
+    except ValueError:
+        return None
+    return (count, limit) if count > 0 else None
+
+
 def is_main_process() -> bool:
     """Whether this process is rank 0 (or alone): the one that prints and writes."""
     return os.environ.get("RANK", "0") == "0"

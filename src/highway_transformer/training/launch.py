@@ -12,7 +12,9 @@ in-process, with one line per outcome and ranks that do not outlive their launch
   it checkpoints and stops as on any stop signal, and then prints its line itself (rank 0
   alone for a stop).
 
-A stop signal to the launcher is passed on to the ranks by torch's launcher.
+A stop signal to the launcher is passed on to the ranks by torch's launcher. With
+``max_restarts`` M the launcher starts every rank again when one fails, up to M times; the new
+ranks continue from the last checkpoint (``Trainer.restarted``) and report afresh.
 """
 
 from __future__ import annotations
@@ -48,24 +50,31 @@ STOPPED, FAILED, PEER, TIMEOUT, SIGNAL, CRASH, ENDED = (
 OWN = (FAILED, SIGNAL, CRASH)
 
 
+#: The options of ``highway train`` that the launcher takes (its ranks must not relaunch).
+LAUNCHER_OPTIONS = ("--nproc", "--max-restarts")
+
+
 def without_nproc(argv: Sequence[str]) -> list[str]:
-    """``argv`` minus ``--nproc N`` / ``--nproc=N`` (the started processes must not relaunch)."""
+    """``argv`` minus the launcher's options (``--nproc N``, ``--max-restarts=M``, ...)."""
     out, skip = [], False
     for arg in argv:
         if skip:
             skip = False
-        elif arg == "--nproc":
+        elif arg in LAUNCHER_OPTIONS:
             skip = True
-        elif not arg.startswith("--nproc="):
+        elif not arg.startswith(tuple(f"{option}=" for option in LAUNCHER_OPTIONS)):
             out.append(arg)
     return out
 
 
-def launch(nproc: int, train_argv: Sequence[str]) -> None:
-    """Run ``highway train TRAIN_ARGV`` in ``nproc`` local processes; raise one error for the
-    run: the failure where it began, or the stop."""
+def launch(nproc: int, train_argv: Sequence[str], max_restarts: int = 0) -> None:
+    """Run ``highway train TRAIN_ARGV`` in ``nproc`` local processes, started again from the
+    last checkpoint up to ``max_restarts`` times when a rank fails; raise one error for the
+    run: the failure where it began (in the last attempt), or the stop."""
     if nproc < 1:
         raise ConfigError(f"--nproc must be >= 1, got {nproc}")
+    if max_restarts < 0:
+        raise ConfigError(f"--max-restarts must be >= 0, got {max_restarts}")
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.run import get_args_parser, run
@@ -76,8 +85,8 @@ def launch(nproc: int, train_argv: Sequence[str]) -> None:
         if name.startswith("torch.distributed.elastic"):
             logging.getLogger(name).setLevel(logging.CRITICAL)
     args = get_args_parser().parse_args(
-        ["--standalone", f"--nproc-per-node={nproc}", "--module", "highway_transformer.cli"]
-        + ["train", *train_argv]
+        ["--standalone", f"--nproc-per-node={nproc}", f"--max-restarts={max_restarts}"]
+        + ["--module", "highway_transformer.cli", "train", *train_argv]
     )
     with tempfile.TemporaryDirectory(prefix="highway-ranks-") as folder:
         reports = Path(folder)
@@ -87,7 +96,7 @@ def launch(nproc: int, train_argv: Sequence[str]) -> None:
         except SignalException as exc:  # passed on: the ranks checkpoint and stop
             raise _stopped(read_reports(reports), nproc, int(exc.sigval)) from None
         except ChildFailedError as exc:
-            raise outcome(exc.failures, read_reports(reports), nproc) from None
+            raise outcome(exc.failures, read_reports(reports), nproc, max_restarts) from None
 
 
 @contextmanager
@@ -121,10 +130,14 @@ def read_reports(folder: Path) -> dict[int, dict[str, Any]]:
 
 
 def outcome(
-    failures: Mapping[int, Any], reports: Mapping[int, dict[str, Any]], nproc: int
+    failures: Mapping[int, Any],
+    reports: Mapping[int, dict[str, Any]],
+    nproc: int,
+    restarts: int = 0,
 ) -> HighwayError:
     """The one error of a run whose ranks ended with ``failures`` (torch's ``ProcessFailure``
-    by rank, in the order the launcher saw them end) and ``reports``.
+    by rank, in the order the launcher saw them end) and ``reports``, after ``restarts``
+    restarts.
 
     A stop (every rank stopped, or lost a stopped peer) is an interruption. Otherwise the
     failure began in the first rank whose failure is its own, unless the first rank to end
@@ -140,12 +153,13 @@ def outcome(
     root = ranks[0] if kinds[ranks[0]] == TIMEOUT or not own else own[0]
     kind, report = kinds[root], reports.get(root, {})
     stopped = "the other ranks were stopped and the last checkpoint is intact"
+    after = f", after {restarts} restart{'s' if restarts > 1 else ''}" if restarts else ""
     if kind == SIGNAL:
-        how = f"killed by {failures[root].signal_name()}"
+        how = f"killed by {failures[root].signal_name()}{after}"
         return DistributedError(f"rank {root} of {nproc} failed ({how}); {stopped}: continue "
                                 "with --resume")  # fmt: skip
     if kind == CRASH:
-        how = f"exit status {failures[root].exitcode}"
+        how = f"exit status {failures[root].exitcode}{after}"
         return DistributedError(f"rank {root} of {nproc} failed ({how}); {stopped}: fix the "
                                 "cause above and continue with --resume")  # fmt: skip
     line = str(report.get("line", ""))
@@ -201,6 +215,15 @@ def watch_launcher() -> None:
     launcher = _launcher()
     if launcher is not None:
         stop_when_launcher_dies(launcher)
+        _forget_last_attempt()
+
+
+def _forget_last_attempt() -> None:
+    """Delete this rank's report of an earlier attempt (the launcher restarted the run): the
+    launcher must read only this attempt's."""
+    folder, rank = os.environ.get(REPORTS_ENV), os.environ.get("RANK")
+    if folder and rank is not None:
+        (Path(folder) / f"rank-{rank}.json").unlink(missing_ok=True)
 
 
 def hand_over(kind: str, line: str, signal_number: int | None = None) -> bool:

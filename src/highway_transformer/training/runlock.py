@@ -50,18 +50,20 @@ def own_run_folder(
     resume: bool = False,
     overwrite: bool = False,
     log: Callable[[str], None] | None = None,
+    restart: bool = False,
 ) -> Iterator[Path]:
     """Hold ``out_dir``'s lock while the body trains; check the folder fits the request.
 
     ``resume`` needs a checkpoint there; a fresh run needs a folder without run records
-    (``overwrite`` deletes them first).
+    (``overwrite`` deletes them first); a ``restart`` (torchrun's, after a failed rank) takes
+    the folder as its failed attempt left it.
     """
     if resume and overwrite:
         raise ConfigError("--resume continues a run and --overwrite replaces it; give one")
     out = Path(out_dir)
     release = _acquire(out, log or (lambda message: None))
     try:
-        _check_contents(out, resume, overwrite)
+        _check_contents(out, resume, overwrite, restart)
         yield out
     finally:
         release()
@@ -258,9 +260,11 @@ def _take_over_if_stale(lock: Path, log: Callable[[str], None]) -> None:
 # ------------------------------------------------------------------ contents
 
 
-def _check_contents(out: Path, resume: bool, overwrite: bool) -> None:
+def _check_contents(out: Path, resume: bool, overwrite: bool, restart: bool = False) -> None:
     for name in (CHECKPOINT_DIR, BEST_DIR):
         recover(out / name)  # a swap cut between its renames: put the checkpoint back
+    if restart:
+        return
     found = [name for name in RUN_RECORDS if (out / name).exists()]
     if resume:
         if not (out / CHECKPOINT_DIR).is_dir():

@@ -28,7 +28,14 @@ from ..models.resources import check_model_size
 from ..runtime.device import autocast_context
 from ..runtime.hardware import run_metadata
 from ..runtime.strategies import strategy
-from ..runtime.world import check_divisible, close_world, is_main_process, seed_rank, setup_world
+from ..runtime.world import (
+    check_divisible,
+    close_world,
+    is_main_process,
+    restart_attempt,
+    seed_rank,
+    setup_world,
+)
 from ..storage import runfolder
 from ..storage.folder import CONFIG_FILE, MODEL_FILE, resolve, trusting_unverified
 from ..tasks import Task, task_class
@@ -159,10 +166,11 @@ class Trainer:
         self.state = RunState()
         self.extra_writers = list(writers)
         self.writers: list[MetricsWriter] = []
+        self.pending: list[Record] = []  # records for the writers once they are open
 
     # ------------------------------------------------------------------ public
 
-    def resume(self) -> bool:
+    def resume(self, announce: bool = True) -> bool:
         """Continue from ``out_dir/checkpoint`` if it exists; return whether it did."""
         try:
             folder = resolve(self.out_dir / runfolder.CHECKPOINT_DIR)
@@ -197,8 +205,27 @@ class Trainer:
         )
         if self.world.is_main:
             runfolder.truncate_metrics(self.out_dir, saved.step)
-        self.log(f"resumed from {folder} at step {saved.step}")
+        if announce:
+            self.log(f"resumed from {folder} at step {saved.step}")
         return True
+
+    def restarted(self, restart: int, limit: int) -> None:
+        """Continue a run torchrun started again after one of its ranks failed
+        (``--max-restarts``): from the last checkpoint, or from step 0 when none was written.
+        One line in the log, one ``restart`` record in ``metrics.jsonl``."""
+        resumed = self.resume(announce=False)
+        if not resumed and self.world.is_main:
+            runfolder.truncate_metrics(self.out_dir, 0)  # the failed attempt's records
+        step = self.state.step
+        how = (
+            f"resumed from the checkpoint at step {step}"
+            if resumed
+            else "no checkpoint yet: started again from step 0"
+        )
+        self.log(f"restart {restart} of {limit} after a rank failed: {how}")
+        self.pending.append(
+            {"step": step, "split": "restart", "restart": restart, "max_restarts": limit}
+        )
 
     def fit(self, after_step: Callable[[int], None] | None = None) -> dict[str, Any]:
         """Train to ``train.max_steps``, evaluating and checkpointing on the way;
@@ -208,6 +235,10 @@ class Trainer:
             self.out_dir.mkdir(parents=True, exist_ok=True)
             save_config(self.config, self.out_dir / runfolder.CONFIG_FILE)
             self.writers = self._open_writers()
+            for record in self.pending:
+                for writer in self.writers:
+                    writer.write(record)
+        self.pending = []
         self.state.open_stretch(run_metadata(self.device, t.precision))
         bar = Progress(t.max_steps, self.state.step, self._title(), self.progress)
         log, self.log = self.log, bar.logger(self.log)
@@ -548,12 +579,19 @@ def train(
 ) -> dict:
     """Train ``config`` (its ``task.name``) into ``out_dir``, owning the folder (see
     :mod:`.runlock`; the main process holds the lock): resume its checkpoint if asked; a fresh
-    run replaces earlier records only with ``overwrite``. The :class:`Trainer` validates
+    run replaces earlier records only with ``overwrite``. A process torchrun started again
+    after a rank failed continues from the last checkpoint whatever was asked (the first
+    attempt's ``overwrite`` must not delete its own run). The :class:`Trainer` validates
     ``config``."""
-    owner = own_run_folder(out_dir, resume, overwrite, kwargs.get("log"))
+    attempt = restart_attempt()
+    if attempt is not None:
+        resume = overwrite = False
+    owner = own_run_folder(out_dir, resume, overwrite, kwargs.get("log"), restart=bool(attempt))
     with owner if is_main_process() else contextlib.nullcontext():
         trainer = Trainer(config, out_dir, **kwargs)
-        if resume:
+        if attempt is not None:
+            trainer.restarted(*attempt)
+        elif resume:
             trainer.resume()
         results = trainer.fit()
     close_world(trainer.world)  # after success only: a failed rank's peers are being stopped
