@@ -432,3 +432,69 @@ def test_table_rows_as_submitted_jobs_skip_and_refuse(tmp_path, text_file):
         run_experiments(rows, tmp_path, "tiny", overrides=overrides, job=JobSettings(nproc=2))
     with pytest.raises(ConfigError, match="unknown launcher"):
         run_experiments(rows, tmp_path, "tiny", overrides=overrides, launcher="slrum")
+
+
+def _processes_running(module: str) -> list[int]:
+    """The PIDs whose command line runs ``python -m MODULE``."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            argv = cmdline.read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if module.encode() in argv:
+            found.append(int(cmdline.parent.name))
+    return found
+
+
+@needs_proc
+def test_a_preempted_submitted_row_requeues_and_ends_as_if_uninterrupted(tmp_path, text_file):
+    """submitit's local executor, the job warned as Slurm warns a preempted job (USR2): the
+    row stops at a checkpoint, the job is requeued, resumes and ends with the losses of an
+    uninterrupted run; train.log says so in one line."""
+    pytest.importorskip("submitit")
+    import threading
+
+    from highway_transformer.experiments.runner import run_experiments
+
+    overrides = [
+        *LM[:5],
+        "data.corpus=file",
+        f"data.path={text_file}",
+        "train.max_steps=150",
+        "train.eval_interval=2",
+        "train.threads=1",
+    ]
+    row, out = "ht-table1/t-l3+sigmoid", tmp_path / "runs"
+    ended: list[BaseException | list[Path]] = []
+
+    def sweep() -> None:
+        try:
+            dirs = run_experiments(
+                [row], out, "tiny", overrides=overrides, launcher="submitit-local", log=print
+            )
+            ended.append(dirs)
+        except BaseException as error:  # noqa: BLE001 - handed to the test thread
+            ended.append(error)
+
+    thread = threading.Thread(target=sweep)
+    thread.start()
+    run = out / "ht-table1" / "tiny" / "t-l3+sigmoid" / "seed1"
+    deadline = time.monotonic() + 180
+    while not (run / "checkpoint" / STATE_FILE).is_file():
+        assert thread.is_alive() and time.monotonic() < deadline, ended
+        time.sleep(0.2)
+    (job,) = _processes_running("submitit.core._submit")
+    os.kill(job, signal.SIGUSR2)  # what Slurm sends a job it is about to preempt
+    thread.join(timeout=300)
+    assert not thread.is_alive() and ended and isinstance(ended[0], list), ended
+    log = (run / "train.log").read_text()
+    requeued = [line for line in log.splitlines() if "requeued (requeue 1)" in line]
+    assert len(requeued) == 1, log[-2000:]
+    assert requeued[0].startswith("job warned by the scheduler (preemption or time limit): ")
+    assert "stopped by SIGTERM: checkpoint at step" in log and "resumed from" in log
+    assert json.loads((run / "results.json").read_text())["steps"] == 150
+    reference = tmp_path / "one"
+    train(build_config(Config(), run / "config.yaml", []), reference, progress=False)
+    assert_same_losses(losses(run), losses(reference))
+    assert_same_losses(losses(run, "valid"), losses(reference, "valid"))

@@ -1,6 +1,8 @@
 """Rows as cluster jobs (``experiments/slurm.py``): each row submitted with its ``highway train``
-command and the resources asked, the job failing with the row's exit status, and failed
-rows named in one line. submitit is replaced by a recording stand-in."""
+command and the resources asked, the job failing with the row's exit status, resuming
+whenever the row has a checkpoint, stopping its training and handing itself back for requeue
+on the scheduler's warning; failed rows named in one line. submitit is replaced by a
+recording stand-in (test_distributed.py preempts a real local job)."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from highway_transformer.config import Config
 from highway_transformer.errors import ExperimentFailed
 from highway_transformer.experiments import get_experiment, slurm
 from highway_transformer.experiments.plan import RunSpec
-from highway_transformer.experiments.slurm import JobSettings, _run_row_command, run_submitted
+from highway_transformer.experiments.slurm import JobSettings, RowJob, run_submitted
 
 
 class FakeJob:
@@ -24,7 +26,7 @@ class FakeJob:
         self.state = "COMPLETED"
 
     def result(self) -> None:
-        if Path(self.args[1]).parent.name == "fail":
+        if Path(self.function.log_file).parent.name == "fail":
             self.state = "FAILED"
             raise RuntimeError("the row failed")
 
@@ -71,10 +73,10 @@ def test_each_row_is_a_job_with_the_resources_asked(
         "slurm_partition": "gpu",
     }  # fmt: skip
     for spec, submitted in zip(specs, made.jobs, strict=True):
-        command, log_file = submitted.args
-        assert submitted.function is _run_row_command
-        assert command[-2:] == ["--nproc", "2"] and "--out" in command
-        assert log_file == str(spec.run_dir / "train.log")
+        row = submitted.function
+        assert isinstance(row, RowJob) and submitted.args == ()
+        assert row.command[-2:] == ["--nproc", "2"] and "--out" in row.command
+        assert row.log_file == str(spec.run_dir / "train.log")
     assert said[0] == "ht-table1/t-l3 seed 1: submitted as job 1"
     assert said[-1] == "ht-table1/t-l3 seed 1: job 2 COMPLETED"
     run_submitted(specs, "submitit-local", tmp_path / "jobs", JobSettings(), said.append)
@@ -91,9 +93,56 @@ def test_failed_jobs_are_named_in_one_line(tmp_path: Path, executor: type[FakeEx
     )
 
 
+def _row(tmp_path: Path, code: str, *options: str) -> RowJob:
+    """A job whose "training" is ``code`` (``sys.argv`` holds the row's options)."""
+    command = [sys.executable, "-c", code, "--out", str(tmp_path), *options]
+    return RowJob(command, str(tmp_path / "train.log"))
+
+
 def test_the_submitted_job_fails_with_the_rows_exit_status(tmp_path: Path) -> None:
     log = tmp_path / "train.log"
-    _run_row_command([sys.executable, "-c", "print('step 1')"], str(log))
+    _row(tmp_path, "print('step 1')")()
     with pytest.raises(RuntimeError, match=f"exited with status 3; see {log}"):
-        _run_row_command([sys.executable, "-c", "print('step 2'); raise SystemExit(3)"], str(log))
+        _row(tmp_path, "print('step 2'); raise SystemExit(3)")()
     assert log.read_text().splitlines() == ["step 1", "step 2"]  # appended, both
+
+
+def test_a_job_resumes_whenever_its_row_has_a_checkpoint(tmp_path: Path) -> None:
+    """Asked at each start, not at submission: a requeued job finds the checkpoint its first
+    attempt wrote; an attempt that died before one starts over without its records."""
+    # submitted resuming: decided again at each start
+    row = _row(tmp_path, "import sys; print(sys.argv[-1])", "--resume")
+    (tmp_path / "metrics.jsonl").write_text("{}\n")
+    row()
+    assert not (tmp_path / "metrics.jsonl").exists()
+    (tmp_path / "checkpoint").mkdir()
+    row()
+    assert (tmp_path / "train.log").read_text().splitlines() == [str(tmp_path), "--resume"]
+
+
+def test_the_schedulers_warning_stops_the_training_and_requeues_the_job(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """submitit calls ``checkpoint`` in the job on the warning signal: the training gets
+    SIGTERM (it checkpoints and stops), train.log one line, submitit the job to requeue,
+    which pickles without its process."""
+    import pickle
+    import subprocess
+    import time
+
+    submitit = pytest.importorskip("submitit")
+    row = _row(tmp_path, "")
+    code = "import signal, sys, time; signal.signal(signal.SIGTERM, lambda *a: sys.exit(0)); "
+    row._process = subprocess.Popen([sys.executable, "-c", code + "time.sleep(60)"])
+    time.sleep(1.0)  # its handler in place
+    again = row.checkpoint()
+    assert isinstance(again, submitit.helpers.DelayedSubmission) and again.function is row
+    assert row.requeues == 1
+    assert (tmp_path / "train.log").read_text() == (
+        "job warned by the scheduler (preemption or time limit): training stopped at a "
+        "checkpoint; requeued (requeue 1) to resume\n"
+    )
+    copy = pickle.loads(pickle.dumps(row))
+    assert copy._process is None and copy.requeues == 1 and copy.command == row.command
+    assert row.checkpoint().function is row and row.requeues == 2  # nothing left to stop
+    assert "no training was running; requeued (requeue 2)" in (tmp_path / "train.log").read_text()

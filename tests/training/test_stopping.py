@@ -55,11 +55,15 @@ def test_sigterm_stops_at_that_step_and_resume_continues_the_same_run(
 
 
 @pytest.mark.skipif(not hasattr(signal, "SIGHUP"), reason="POSIX signal")
-def test_a_closed_terminal_asks_to_stop_too() -> None:
+@pytest.mark.parametrize("name", ["SIGHUP", "SIGUSR1", "SIGUSR2"])
+def test_a_closed_terminal_or_a_schedulers_warning_asks_to_stop_too(name: str) -> None:
+    """SIGHUP: the terminal closed; USR1/USR2: a scheduler's warning before preemption or the
+    time limit (Slurm's ``--signal``), sent to every process of the job."""
+    number = getattr(signal, name)
     with StopRequests() as stops:
-        os.kill(os.getpid(), signal.SIGHUP)
+        os.kill(os.getpid(), number)
         time.sleep(0.1)
-        assert stops.signal_number == signal.SIGHUP
+        assert stops.signal_number == number
 
 
 def test_ctrl_c_after_a_forwarded_sigterm_still_checkpoints() -> None:

@@ -16,6 +16,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from ..config import save_config
 from ..errors import ExperimentFailed, TrainingInterrupted
@@ -31,10 +32,15 @@ def prepare(spec: RunSpec) -> bool:
     write_experiment_file(spec)
     if spec.interrupted:
         return True
-    for name in (runfolder.METRICS_FILE, runfolder.METRICS_CSV):
-        (spec.run_dir / name).unlink(missing_ok=True)
-    shutil.rmtree(spec.run_dir / runfolder.BEST_DIR, ignore_errors=True)
+    clear_unfinished(spec.run_dir)
     return False
+
+
+def clear_unfinished(run_dir: Path) -> None:
+    """Delete the records of a run that died before its first checkpoint (it starts over)."""
+    for name in (runfolder.METRICS_FILE, runfolder.METRICS_CSV):
+        (run_dir / name).unlink(missing_ok=True)
+    shutil.rmtree(run_dir / runfolder.BEST_DIR, ignore_errors=True)
 
 
 def run_inline(spec: RunSpec, log: Callable[[str], None], progress: bool) -> None:

@@ -53,9 +53,14 @@ class RunSpec:
 
     @property
     def interrupted(self) -> bool:
-        folder = self.run_dir / runfolder.CHECKPOINT_DIR
-        old = folder.with_name(f"{runfolder.CHECKPOINT_DIR}.old")  # a swap cut between its renames
-        return not self.finished and (folder.exists() or old.exists())
+        return not self.finished and has_checkpoint(self.run_dir)
+
+
+def has_checkpoint(run_dir: Path) -> bool:
+    """Whether ``run_dir`` holds a checkpoint to resume (or one cut between its swap's renames,
+    which the resumed run puts back)."""
+    folder = run_dir / runfolder.CHECKPOINT_DIR
+    return folder.exists() or folder.with_name(f"{runfolder.CHECKPOINT_DIR}.old").exists()
 
 
 def run_dir_for(out_root: str | Path, experiment: Experiment, scale: str, seed: int) -> Path:

@@ -1,9 +1,19 @@
 """Training rows as cluster jobs through submitit: ``highway run --launcher slurm`` (one
-Slurm job a row) or ``submitit-local`` (the same jobs on this machine, for trying it)."""
+Slurm job a row) or ``submitit-local`` (the same jobs on this machine, for trying it).
+
+A job that the scheduler preempts or whose time limit comes is warned first (submitit asks
+Slurm for USR2 90 s before): the job stops its training at a checkpoint and is requeued
+(submitit's checkpoint/requeue protocol, :meth:`RowJob.checkpoint`); the requeued job resumes
+the row where it stopped. Time limits requeue up to submitit's limit (3 by default),
+preemptions always.
+"""
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,8 +22,12 @@ from typing import Any
 from ..errors import ExperimentFailed
 from ..extras import import_extra
 from ..storage import runfolder
-from .jobs import names, train_command
-from .plan import RunSpec
+from .jobs import clear_unfinished, names, train_command
+from .plan import RunSpec, has_checkpoint
+
+#: How long a warned job waits for its training to write a checkpoint and stop (below the
+#: 90 s warning submitit asks Slurm for).
+STOP_WAIT_S = 80.0
 
 
 @dataclass(frozen=True)
@@ -25,12 +39,68 @@ class JobSettings:
     partition: str = ""
 
 
-def _run_row_command(command: list[str], log_file: str) -> None:
-    """The submitted job: run the row's ``highway train`` and fail with its exit status."""
-    with open(log_file, "ab") as handle:
-        code = subprocess.run(command, stdout=handle, stderr=subprocess.STDOUT).returncode
-    if code:
-        raise RuntimeError(f"highway train exited with status {code}; see {log_file}")
+class RowJob:
+    """The submitted job of one row: its ``highway train`` (``--resume`` added whenever the
+    row has a checkpoint), appending to the row's ``train.log``; fails with its exit status.
+    Submitit pickles it, and calls :meth:`checkpoint` in the job on the scheduler's warning."""
+
+    def __init__(self, command: list[str], log_file: str) -> None:
+        self.command = [arg for arg in command if arg != "--resume"]
+        self.log_file = log_file
+        self.requeues = 0
+        self._process: subprocess.Popen | None = None
+
+    def __call__(self) -> None:
+        run_dir = Path(self.command[self.command.index("--out") + 1])
+        command = list(self.command)
+        if has_checkpoint(run_dir):
+            command.append("--resume")
+        else:
+            clear_unfinished(run_dir)  # an attempt that died before its first checkpoint
+        with open(self.log_file, "ab") as handle:
+            self._process = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT)
+            while (code := self._process.poll()) is None:
+                time.sleep(0.5)  # not wait(): the warning's handler must be able to reap it
+        if code:
+            raise RuntimeError(f"highway train exited with status {code}; see {self.log_file}")
+
+    def checkpoint(self, *args: Any, **kwargs: Any) -> Any:
+        """The scheduler's warning (preemption or time limit): stop the training at a
+        checkpoint (SIGTERM, as to any run), note it in ``train.log``, and hand submitit this
+        job to requeue."""
+        from submitit.helpers import DelayedSubmission  # only ever called inside a job
+
+        stopped = self._stop_training()
+        self.requeues += 1
+        self._note(
+            f"job warned by the scheduler (preemption or time limit): {stopped}; requeued "
+            f"(requeue {self.requeues}) to resume"
+        )
+        return DelayedSubmission(self, *args, **kwargs)
+
+    def _stop_training(self) -> str:
+        process = self._process
+        if process is None or process.returncode is not None:
+            return "no training was running"
+        process.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + STOP_WAIT_S
+        while time.monotonic() < deadline:
+            try:
+                pid, status = os.waitpid(process.pid, os.WNOHANG)
+            except ChildProcessError:  # reaped already
+                pid, status = process.pid, 0
+            if pid:
+                process.returncode = os.waitstatus_to_exitcode(status)
+                return "training stopped at a checkpoint"
+            time.sleep(0.2)
+        return f"training still writing after {STOP_WAIT_S:.0f} s (the last checkpoint stands)"
+
+    def _note(self, line: str) -> None:
+        with open(self.log_file, "a", encoding="utf-8") as handle:
+            handle.write(line + "\n")
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_process": None}  # a process does not travel
 
 
 def run_submitted(
@@ -48,8 +118,8 @@ def run_submitted(
     executor.update_parameters(**params)
     submitted = []
     for spec in specs:
-        command = train_command(spec, job.nproc)
-        handle = executor.submit(_run_row_command, command, str(spec.run_dir / runfolder.LOG_FILE))
+        row = RowJob(train_command(spec, job.nproc), str(spec.run_dir / runfolder.LOG_FILE))
+        handle = executor.submit(row)
         log(f"{spec.experiment.name} seed {spec.seed}: submitted as job {handle.job_id}")
         submitted.append((spec, handle))
     failed = []

@@ -24,13 +24,14 @@ import logging
 import os
 import signal
 import tempfile
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, DistributedError, HighwayError, TrainingInterrupted
-from .stopping import interrupted, stop_when_launcher_dies
+from .stopping import WARNING_SIGNALS, interrupted, stop_when_launcher_dies
 
 #: How long torch's launcher waits for stopped ranks before killing them (its default).
 SHUTDOWN_GRACE_S = 30
@@ -91,12 +92,31 @@ def launch(nproc: int, train_argv: Sequence[str], max_restarts: int = 0) -> None
     with tempfile.TemporaryDirectory(prefix="highway-ranks-") as folder:
         reports = Path(folder)
         try:
-            with _environment({REPORTS_ENV: folder, LAUNCHER_ENV: str(os.getpid())}):
+            with (
+                _environment({REPORTS_ENV: folder, LAUNCHER_ENV: str(os.getpid())}),
+                _ignoring(WARNING_SIGNALS),
+            ):
                 run(args)
         except SignalException as exc:  # passed on: the ranks checkpoint and stop
             raise _stopped(read_reports(reports), nproc, int(exc.sigval)) from None
         except ChildFailedError as exc:
             raise outcome(exc.failures, read_reports(reports), nproc, max_restarts) from None
+
+
+@contextmanager
+def _ignoring(numbers: Sequence[int]) -> Iterator[None]:
+    """Ignore the signals ``numbers`` while in the body: a scheduler's warning (USR1/USR2)
+    reaches every process of a job, and the ranks stop at a checkpoint on it; the launcher
+    must live on to collect them (by default these signals end a process)."""
+    if threading.current_thread() is not threading.main_thread():  # no handlers there
+        yield
+        return
+    before = {number: signal.signal(number, signal.SIG_IGN) for number in numbers}
+    try:
+        yield
+    finally:
+        for number, handler in before.items():
+            signal.signal(number, handler)
 
 
 @contextmanager

@@ -1,11 +1,12 @@
-"""Stopping a run on request without losing it: SIGTERM, SIGINT or SIGHUP ends training at
-the next step boundary with a checkpoint there, so ``--resume`` (or the same ``highway run``)
-continues exactly where it stopped.
+"""Stopping a run on request without losing it: SIGTERM, SIGINT, SIGHUP, SIGUSR1 or SIGUSR2
+ends training at the next step boundary with a checkpoint there, so ``--resume`` (or the same
+``highway run``) continues exactly where it stopped.
 
 A cluster's scheduler sends SIGTERM before it kills a job (Slurm at the time limit or on
-preemption), ``kill PID`` sends it, Ctrl-C sends SIGINT, a closed terminal or SSH session
-SIGHUP. The first such signal is only recorded; the trainer reads it at each step (with several
-processes, on the step's own all-reduce, so all stop at the same step). A second Ctrl-C
+preemption) and, when asked (``--signal``), USR1 or USR2 some time before that; ``kill PID``
+sends SIGTERM, Ctrl-C SIGINT, a closed terminal or SSH session SIGHUP. The first such signal
+is only recorded; the trainer reads it at each step (with several processes, on the step's own
+all-reduce, so all stop at the same step). A second Ctrl-C
 interrupts at once (``KeyboardInterrupt``), losing the steps since the last checkpoint.
 A run started by ``highway run`` is also asked (SIGTERM, on Linux) when the runner itself dies,
 even by SIGKILL, so no row trains on unwatched; so is each rank of ``highway train --nproc N``
@@ -25,10 +26,18 @@ from typing import Any
 
 from ..errors import TrainingInterrupted
 
+#: A scheduler's warning before it preempts a job or its time limit comes (Slurm's
+#: ``--signal``: submitit asks for USR2; POSIX only).
+WARNING_SIGNALS = tuple(
+    getattr(signal, name) for name in ("SIGUSR1", "SIGUSR2") if hasattr(signal, name)
+)
 #: The signals that ask a run to stop at the next step boundary (SIGHUP: the terminal or SSH
 #: session closed; POSIX only).
-STOP_SIGNALS = tuple(
-    getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
+STOP_SIGNALS = (
+    tuple(
+        getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
+    )
+    + WARNING_SIGNALS
 )
 
 
