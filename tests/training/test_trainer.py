@@ -295,6 +295,76 @@ def test_a_restart_continues_from_the_checkpoint_whatever_the_first_attempt_aske
     ) == _without_clock(read_metrics(one))
 
 
+ASYNC = {
+    "train.max_steps": 8,
+    "train.eval_interval": 100,  # best/ at the end only
+    "train.checkpoint_interval": 2,
+    "train.keep_checkpoints": 2,
+}
+
+
+def test_checkpoints_written_in_the_background_are_those_written_in_step(
+    tmp_path: Path, tiny_task_config: Callable[..., Config]
+) -> None:
+    """``train.async_checkpoint=true`` writes the state of the step it was taken at (later
+    steps change none of it): the same checkpoints, records and results as waiting for each."""
+    config = tiny_task_config("adding/transformer", **ASYNC)
+    background = config.replace(**{"train.async_checkpoint": True})
+    waited, threaded = tmp_path / "waited", tmp_path / "threaded"
+    train(config, waited)
+    train(background, threaded)
+    for folder in ("checkpoint", "checkpoints/step-000006", "best"):
+        for name in (MODEL_FILE, TENSOR_FILE):
+            if (waited / folder / name).is_file():
+                assert (waited / folder / name).read_bytes() == (
+                    threaded / folder / name
+                ).read_bytes(), (folder, name)
+    assert _without_clock(read_metrics(waited)) == _without_clock(read_metrics(threaded))
+
+
+KILL_IN_SECOND_WRITE = """
+import os, signal, sys
+from highway_transformer.config import Config
+from highway_transformer.training import checkpoint
+from highway_transformer.training.trainer import train
+from highway_transformer.validation import build_config
+
+real, calls = checkpoint.save_weights, []
+
+def half_then_killed(model, path):
+    calls.append(path)
+    real(model, path)
+    if len(calls) == 2:  # the second checkpoint: half its weights on disk, then SIGKILL
+        os.truncate(path, os.path.getsize(path) // 2)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+checkpoint.save_weights = half_then_killed
+train(build_config(Config(), sys.argv[1], []), sys.argv[2], progress=False)
+"""
+
+
+def test_a_background_write_killed_midway_leaves_the_previous_checkpoint_newest(
+    tmp_path: Path, tiny_task_config: Callable[..., Config]
+) -> None:
+    import signal
+    import subprocess
+    import sys
+
+    from highway_transformer.api import load_pretrained
+    from highway_transformer.config import save_config
+
+    config = tiny_task_config("adding/transformer", **ASYNC, **{"train.async_checkpoint": True})
+    save_config(config, tmp_path / "config.yaml")
+    run = tmp_path / "run"
+    command = [sys.executable, "-c", KILL_IN_SECOND_WRITE, str(tmp_path / "config.yaml"), str(run)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert done.returncode == -signal.SIGKILL, done.stderr[-2000:]
+    assert ckpt.load_trainer_state(run / "checkpoint").step == 2  # checked against its manifest
+    load_pretrained(run / "checkpoint", torch.device("cpu"))
+    train(config, run, resume=True)  # and the run goes on from it
+    assert runfolder.read_results(run)["steps"] == 8
+
+
 def test_divergence_before_any_checkpoint_names_none(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tiny_task_config: Callable[..., Config]
 ) -> None:

@@ -165,6 +165,7 @@ class TrainConfig:
     log_interval: int = 10
     checkpoint_interval: int = 0  # 0: at each evaluation
     keep_checkpoints: int = 1  # 1: checkpoint/ alone
+    async_checkpoint: bool = False  # write checkpoints from a copy in a thread, training on
     final_weights: str = "best"  # results.json scores best (validation) | last (RT char script)
     seed: int = 1111
     precision: str = "fp32"  # fp32 | bf16 | fp16 (autocast)

@@ -11,6 +11,7 @@ metrics writers and atomic, exactly resumable checkpoints. The run-folder layout
 from __future__ import annotations
 
 import contextlib
+import copy
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -43,6 +44,7 @@ from ..tasks.floor import learning_check, plateau_warning
 from ..validation import checkpoint_config, validate
 from . import checkpoint as ckpt
 from .accumulation import accumulate_gradients
+from .background import CheckpointWriter, host_copy, host_tensors
 from .divergence import check_finite_loss, diverged, kept_message
 from .optim import LRSchedule, build_optimizer, set_lr
 from .runlock import own_run_folder
@@ -167,6 +169,7 @@ class Trainer:
         self.extra_writers = list(writers)
         self.writers: list[MetricsWriter] = []
         self.pending: list[Record] = []  # records for the writers once they are open
+        self.checkpoints = CheckpointWriter()  # train.async_checkpoint's writes
 
     # ------------------------------------------------------------------ public
 
@@ -261,9 +264,14 @@ class Trainer:
                         self.save()
                     if stop:
                         self._stop(stops.reported, saved)
+        except BaseException:
+            with contextlib.suppress(Exception):  # the first error is the one to tell
+                self.checkpoints.wait()
+            raise
         finally:
             bar.close()
             self.log = log
+        self.checkpoints.wait()
         return self.finish()
 
     def evaluate(self, split: str, quick: bool = False) -> dict[str, float]:
@@ -338,6 +346,7 @@ class Trainer:
     def _stop(self, number: int, saved: bool) -> None:
         """End training here, after a checkpoint: stop signal ``number`` reached a process."""
         folder = self.out_dir / runfolder.CHECKPOINT_DIR if saved else self.save()
+        self.checkpoints.wait()  # the line below says it is written
         # a log record; the outcome's one line is the error's ("stopped by SIGTERM: ...")
         self.log(f"step {self.state.step}: {signal_name(number)} received, checkpoint written")
         raise interrupted(
@@ -388,17 +397,28 @@ class Trainer:
                 "window": asdict(s.window),
             },
         }
-        state = ckpt.TrainerState(s.step, info, {**optim_tensors, **rng_tensors, **task_tensors})
+        tensors = {**optim_tensors, **rng_tensors, **task_tensors}
+        background = self.config.train.async_checkpoint
+        if background:  # what later steps change, copied now
+            model, info, tensors = host_copy(model), copy.deepcopy(info), host_tensors(tensors)
+        state = ckpt.TrainerState(s.step, info, tensors)
         keep = self.config.train.keep_checkpoints
-        ckpt.save_checkpoint(
-            folder,
-            model,
-            self.config,
-            trainer=state,
-            write_files=self.task.write_checkpoint_files,
-            retire=runfolder.archiver(self.out_dir) if keep > 1 else None,
-        )
-        runfolder.keep_archived(self.out_dir, keep - 1)
+
+        def write() -> None:
+            ckpt.save_checkpoint(
+                folder,
+                model,
+                self.config,
+                trainer=state,
+                write_files=self.task.write_checkpoint_files,
+                retire=runfolder.archiver(self.out_dir) if keep > 1 else None,
+            )
+            runfolder.keep_archived(self.out_dir, keep - 1)
+
+        if background:
+            self.checkpoints.submit(write)
+        else:
+            write()
 
     # ------------------------------------------------------------------ steps
 
