@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import sys
 import tarfile
 from pathlib import Path
 
@@ -235,3 +236,22 @@ def test_fetch_unreachable_source_is_a_data_error(tmp_path: Path) -> None:
     with pytest.raises(DataError, match="could not download"):
         fetch((tmp_path / "missing.bin").as_uri(), "0" * 64, dest)
     assert not dest.exists()
+
+
+def test_the_cache_is_the_platforms_unless_one_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``$HIGHWAY_TRANSFORMER_CACHE`` first; else ``platformdirs``' per-user cache folder
+    (on Linux ``$XDG_CACHE_HOME``), created when missing."""
+    import platformdirs
+
+    from highway_transformer.data.download import CACHE_ENV, cache_dir
+
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "named"))
+    assert cache_dir() == tmp_path / "named" and (tmp_path / "named").is_dir()
+    monkeypatch.delenv(CACHE_ENV)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    expected = Path(platformdirs.user_cache_dir("highway-transformer", appauthor=False))
+    assert cache_dir() == expected and expected.is_dir()
+    if sys.platform.startswith("linux"):
+        assert expected == tmp_path / "xdg" / "highway-transformer"

@@ -19,19 +19,21 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
 
+import platformdirs
+
 from ..errors import DataError
 
 CACHE_ENV = "HIGHWAY_TRANSFORMER_CACHE"
 
 
 def cache_dir() -> Path:
-    """The per-user cache: ``$HIGHWAY_TRANSFORMER_CACHE``, else ``$XDG_CACHE_HOME`` or ~/.cache."""
+    """The per-user cache: ``$HIGHWAY_TRANSFORMER_CACHE``, else the platform's cache folder
+    (``platformdirs``: ``$XDG_CACHE_HOME`` or ~/.cache on Linux, ~/Library/Caches on macOS,
+    the local AppData on Windows) / highway-transformer."""
     if os.environ.get(CACHE_ENV):
         root = Path(os.environ[CACHE_ENV])
     else:
-        root = (
-            Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "highway-transformer"
-        )
+        root = Path(platformdirs.user_cache_dir("highway-transformer", appauthor=False))
     root.mkdir(parents=True, exist_ok=True)
     return root
 
