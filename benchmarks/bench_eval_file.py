@@ -170,6 +170,8 @@ def main(argv: list[str] | None = None) -> dict:
     print_machine()
     record = Record()
     results: dict = {"sizes": {}}
+    if args.workdir:
+        Path(args.workdir).mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
         work = Path(tmp)
         text = work / "text.txt"

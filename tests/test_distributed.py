@@ -430,6 +430,9 @@ def test_table_rows_as_submitted_jobs_skip_and_refuse(tmp_path, text_file):
     assert messages == [f"{row} seed 1: finished, skipped" for row in rows]
     with pytest.raises(ConfigError, match="add --launcher slurm"):
         run_experiments(rows, tmp_path, "tiny", overrides=overrides, job=JobSettings(nproc=2))
+    with pytest.raises(ConfigError, match="add --nproc 1"):
+        restarts = JobSettings(max_restarts=2)
+        run_experiments(rows, tmp_path, "tiny", overrides=overrides, launcher="slurm", job=restarts)
     with pytest.raises(ConfigError, match="unknown launcher"):
         run_experiments(rows, tmp_path, "tiny", overrides=overrides, launcher="slrum")
 

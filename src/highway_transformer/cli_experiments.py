@@ -97,6 +97,13 @@ def _launch_options(parser: argparse.ArgumentParser) -> None:
         help="local (default) | slurm (one job a row, via submitit) | submitit-local",
     )
     parser.add_argument("--nproc", type=int, help="submitted jobs: processes (GPUs) per row")
+    parser.add_argument(
+        "--max-restarts",
+        type=int,
+        metavar="M",
+        help="submitted jobs with --nproc: start a row's processes again from its last "
+        "checkpoint when one fails, up to M times",
+    )
     parser.add_argument("--time", type=int, help="submitted jobs: time limit, minutes")
     parser.add_argument("--partition", help="submitted jobs: the Slurm partition")
 
@@ -150,8 +157,14 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _job_settings(args: argparse.Namespace, settings: Any) -> Any:
-    """The submitted jobs' settings given (``--nproc``, ``--time``, ``--partition``), or None."""
-    given = {"nproc": args.nproc, "timeout_min": args.time, "partition": args.partition}
+    """The submitted jobs' settings given (``--nproc``, ``--max-restarts``, ``--time``,
+    ``--partition``), or None."""
+    given = {
+        "nproc": args.nproc,
+        "max_restarts": args.max_restarts,
+        "timeout_min": args.time,
+        "partition": args.partition,
+    }
     given = {k: v for k, v in given.items() if v is not None}
     return settings(**given) if given else None
 

@@ -65,7 +65,7 @@ def test_each_row_is_a_job_with_the_resources_asked(
 ) -> None:
     specs = [_spec(tmp_path, "a"), _spec(tmp_path, "b")]
     said: list[str] = []
-    job = JobSettings(nproc=2, timeout_min=60, partition="gpu")
+    job = JobSettings(nproc=2, max_restarts=1, timeout_min=60, partition="gpu")
     run_submitted(specs, "slurm", tmp_path / "jobs", job, said.append)
     (made,) = executor.made
     assert made.cluster == "slurm" and made.params == {
@@ -75,7 +75,8 @@ def test_each_row_is_a_job_with_the_resources_asked(
     for spec, submitted in zip(specs, made.jobs, strict=True):
         row = submitted.function
         assert isinstance(row, RowJob) and submitted.args == ()
-        assert row.command[-2:] == ["--nproc", "2"] and "--out" in row.command
+        assert row.command[-4:] == ["--nproc", "2", "--max-restarts", "1"]
+        assert "--out" in row.command
         assert row.log_file == str(spec.run_dir / "train.log")
     assert said[0] == "ht-table1/t-l3 seed 1: submitted as job 1"
     assert said[-1] == "ht-table1/t-l3 seed 1: job 2 COMPLETED"

@@ -51,8 +51,9 @@ def run_inline(spec: RunSpec, log: Callable[[str], None], progress: bool) -> Non
     train(spec.config, spec.run_dir, resume=resume, progress=progress, log=log)
 
 
-def train_command(spec: RunSpec, nproc: int = 0) -> list[str]:
-    """``highway train`` of one row (resuming where it stopped; ``nproc``: data parallel)."""
+def train_command(spec: RunSpec, nproc: int = 0, max_restarts: int = 0) -> list[str]:
+    """``highway train`` of one row (resuming where it stopped; ``nproc``: data parallel,
+    its processes started again up to ``max_restarts`` times when one fails)."""
     resume = prepare(spec)
     config_file = spec.run_dir / runfolder.CONFIG_FILE
     save_config(spec.config, config_file)
@@ -62,6 +63,8 @@ def train_command(spec: RunSpec, nproc: int = 0) -> list[str]:
         command.append("--resume")
     if nproc:
         command += ["--nproc", str(nproc)]
+    if max_restarts:
+        command += ["--max-restarts", str(max_restarts)]
     return command
 
 

@@ -68,7 +68,12 @@ def run_planned(
         raise unknown_choice("launcher", launcher, LAUNCHERS)
     if launcher == "local" and job is not None:
         raise ConfigError(
-            "--nproc/--time/--partition apply to submitted jobs; add --launcher slurm"
+            "--nproc/--max-restarts/--time/--partition apply to submitted jobs; add --launcher "
+            "slurm"
+        )
+    if job is not None and job.max_restarts and not job.nproc:
+        raise ConfigError(
+            "--max-restarts restarts the processes of --nproc N; add --nproc 1 (or more)"
         )
     log = log or (lambda message: None)
     for spec in specs:  # every run checked before any folder is written

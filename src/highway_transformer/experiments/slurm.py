@@ -35,6 +35,7 @@ class JobSettings:
     """A submitted row's resources: processes (GPUs) per row, time limit, Slurm partition."""
 
     nproc: int = 0  # 0: one process; N: the row trains with `highway train --nproc N`
+    max_restarts: int = 0  # with nproc: `highway train --max-restarts M`
     timeout_min: int = 24 * 60
     partition: str = ""
 
@@ -118,7 +119,8 @@ def run_submitted(
     executor.update_parameters(**params)
     submitted = []
     for spec in specs:
-        row = RowJob(train_command(spec, job.nproc), str(spec.run_dir / runfolder.LOG_FILE))
+        command = train_command(spec, job.nproc, job.max_restarts)
+        row = RowJob(command, str(spec.run_dir / runfolder.LOG_FILE))
         handle = executor.submit(row)
         log(f"{spec.experiment.name} seed {spec.seed}: submitted as job {handle.job_id}")
         submitted.append((spec, handle))

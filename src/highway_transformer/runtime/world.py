@@ -190,8 +190,28 @@ def init_world(train: TrainConfig, device: torch.device) -> World:
         torch.cuda.set_device(device)
     backend = backend_for(device, train.dist_backend)
     if not dist.is_initialized():
-        dist.init_process_group(backend, timeout=timedelta(seconds=train.dist_timeout))
+        timeout = timedelta(seconds=train.dist_timeout)
+        attempt = restart_attempt()
+        if attempt is None:
+            dist.init_process_group(backend, timeout=timeout)
+        else:
+            store = _attempt_store(attempt[0], timeout)
+            dist.init_process_group(
+                backend, store=store, rank=rank, world_size=size, timeout=timeout
+            )
     return World(rank, size, local_rank, device, train.dist_timeout)
+
+
+def _attempt_store(restart: int, timeout: timedelta) -> dist.Store:
+    """torchrun's store for the processes it started again, under keys of this attempt alone.
+
+    A restarted group meets in the store its failed attempt used, where that attempt's process
+    group left its keys (each rank's address, under the same names): a new rank that reads
+    one of those before its peer has replaced it waits for a process that is gone, until
+    ``train.dist_timeout``. Prefixed by the restart count, every attempt's keys are its own.
+    """
+    store, _, _ = next(dist.rendezvous("env://", timeout=timeout))
+    return dist.PrefixStore(f"highway/attempt-{restart}", store)
 
 
 def seed_rank(world: World, seed: int, step: int = 0) -> None:
