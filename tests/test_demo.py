@@ -183,3 +183,29 @@ def test_the_variants_differ_in_their_gate_alone() -> None:
             == plain
         )
     assert demo.demo_config("plain", steps=5).train.eval_interval == 1  # at least every step
+
+
+def test_the_tiny_demo_shrinks_every_model_alike_and_keeps_its_own_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "demo"
+    plan = demo.plan_demo(out, steps=2, seeds=1, tiny=True)
+    configs = {spec.experiment.row: spec.config for spec in plan.specs}
+    assert list(configs) == list(demo.VARIANTS)
+    for variant, config in configs.items():
+        assert config.model.gate == demo.VARIANTS[variant]
+        assert (config.model.d_model, config.model.n_layers) == (16, 3)
+        assert config.data.max_train_tokens == 20_000 and config.train.max_steps == 2
+    # a folder holding the tiny demo refuses the full one (and the other way round)
+    argv = ["demo", "--out", str(out), "--steps", "2", "--seeds", "1", "--no-progress"]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "holds the demo with another configuration" in err
+
+
+def test_the_tiny_demo_says_so_first(tmp_path: Path) -> None:
+    out = tmp_path / "demo"
+    report = write_report(_demo_runs(out, seeds=1), out / "report")
+    summary = demo.write_demo_summary(out, report, 40, tiny=True)
+    page = (out / "report.md").read_text(encoding="utf-8")
+    assert page.split("\n")[2] == demo.TINY_NOTE and summary["tiny"] is True

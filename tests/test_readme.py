@@ -90,7 +90,8 @@ NOT_RUN = {
     "with a tiny model in test_cli.py",
     "make test": "runs this test suite",
     "highway download": "needs the network",
-    "highway demo": "takes minutes; tested with a tiny model in test_cli.py",
+    "highway demo": "takes minutes; tested with a tiny model in test_cli.py, and "
+    "`highway demo --tiny` from an installed wheel in test_wheel.py",
     "highway run ht-table5/": "needs enwik8 (a 100 MB download)",
     "highway train --preset ht-table1/t-l3+sigmoid data.path=DIR --nproc": "starts 4 "
     "processes; test_distributed.py runs `highway train --nproc 2`",
@@ -105,6 +106,10 @@ NOT_RUN = {
     "python benchmarks/": "a benchmark measures for minutes (see .venv/bin/python benchmarks/)",
     "python -m pytest tests/test_device.py": "the accelerator tests themselves; they skip "
     "where torch sees no GPU",
+    "python -m build": "tested by tests/test_wheel.py (with --no-isolation, on a copy of the "
+    "checkout)",
+    "pip install dist/highway_transformer-": "tested by tests/test_wheel.py (into a fresh "
+    "virtual environment)",
 }
 
 

@@ -231,6 +231,7 @@ def _demo(args: argparse.Namespace) -> int:
         progress=not args.no_progress,
         log=_log,
         allow_mixed_code=args.allow_mixed_code,
+        tiny=args.tiny,
     )
     out = Path(args.out)
     print((out / "report.md").read_text(encoding="utf-8"))
@@ -497,6 +498,12 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         help="runs trained at once, each on CPU cores / jobs threads (default: one a CPU core, "
         "at most the number of runs)",
+    )
+    p.add_argument(
+        "--tiny",
+        action="store_true",
+        help="d-16 models on 20,000 training characters: checks an installation in seconds "
+        "(with --steps 2 --seeds 1); the numbers say nothing about the gates",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     from .cli_experiments import _allow_mixed_code_option, add_commands

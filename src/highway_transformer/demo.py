@@ -50,6 +50,25 @@ DEMO_SEEDS = 3
 PROMPT = "The "
 SAMPLE_SEED = 1
 TITLE = "Demo: plain vs σ-SDU vs tanh-SDU Transformer (embedded corpus, char level)"
+#: ``--tiny``: the demo's models narrowed to d 16 on a slice of the corpus, so that the whole
+#: command (training, report, samples) runs in seconds: a check that an installation works,
+#: whose numbers say nothing about the gates.
+TINY: dict[str, Any] = {
+    "model.d_model": 16,
+    "model.n_heads": 2,
+    "model.d_inner": 32,
+    "data.seq_len": 32,
+    "data.context": 8,
+    "data.batch_size": 4,
+    "data.eval_batch_size": 4,
+    "data.max_train_tokens": 20_000,
+    "data.max_eval_tokens": 2_000,
+    "train.eval_max_tokens": 1_000,
+}
+TINY_NOTE = (
+    "**Tiny demo** (`--tiny`): d-16 models on 20,000 training characters, a check that the "
+    "installation works; its numbers say nothing about the gates."
+)
 
 
 def demo_config(variant: str, steps: int = DEMO_STEPS) -> Config:
@@ -97,10 +116,13 @@ def default_jobs(runs: int) -> int:
     return max(1, min(os.cpu_count() or 1, runs))
 
 
-def demo_rows(out: Path, steps: int = DEMO_STEPS) -> list[AbRow]:
+def demo_rows(out: Path, steps: int = DEMO_STEPS, tiny: bool = False) -> list[AbRow]:
     """Each variant as an A/B row of its config file, ``out/configs/VARIANT/config.yaml``
-    (written here; a folder that holds the demo with another configuration is an error)."""
+    (written here; a folder that holds the demo with another configuration is an error);
+    ``tiny``: the configs shrunk by :data:`TINY`."""
     configs = {variant: demo_config(variant, steps) for variant in VARIANTS}
+    if tiny:
+        configs = {variant: config.replace(**TINY) for variant, config in configs.items()}
     for variant, config in configs.items():
         check_same_config(out / "configs" / variant, config, f"{out} holds the demo")
     rows = []
@@ -113,13 +135,15 @@ def demo_rows(out: Path, steps: int = DEMO_STEPS) -> list[AbRow]:
     return rows
 
 
-def plan_demo(out: str | Path, steps: int = DEMO_STEPS, seeds: int = DEMO_SEEDS) -> AbPlan:
+def plan_demo(
+    out: str | Path, steps: int = DEMO_STEPS, seeds: int = DEMO_SEEDS, tiny: bool = False
+) -> AbPlan:
     """The demo as an A/B (plain the baseline): every (variant, seed) run and the comparison
     its ``experiment.json`` freezes (nothing is written before the budget is checked)."""
     for name, value in (("seeds", seeds), ("steps", steps)):
         if value < 1:
             raise ConfigError(f"--{name} must be >= 1, got {value}")
-    return plan_ab(demo_rows(Path(out), steps), out, AS_CONFIGURED, seeds)
+    return plan_ab(demo_rows(Path(out), steps, tiny), out, AS_CONFIGURED, seeds)
 
 
 def run_demo(
@@ -130,10 +154,12 @@ def run_demo(
     progress: bool = True,
     log: Callable[[str], None] = print,
     allow_mixed_code: bool = False,
+    tiny: bool = False,
 ) -> dict[str, Any]:
     """Train the demo's runs not trained yet (``jobs`` at once, default
     :func:`default_jobs`; interrupted ones resume), write the A/B's report to ``out/report``
-    and the front page ``out/report.md``; return ``out/demo.json``."""
+    and the front page ``out/report.md``; return ``out/demo.json``. ``tiny``: the models of
+    :data:`TINY`, to check an installation in seconds."""
     from .experiments.runner import run_planned
     from .report.report import write_report
 
@@ -142,7 +168,7 @@ def run_demo(
     if jobs is not None and jobs < 1:
         raise ConfigError(f"--jobs must be >= 1, got {jobs}")
     out = Path(out)
-    plan = plan_demo(out, steps, seeds)
+    plan = plan_demo(out, steps, seeds, tiny)
     jobs = default_jobs(len(plan.specs)) if jobs is None else jobs
     progress = progress and jobs == 1  # runs trained at once log to their train.log
     run_dirs = run_planned(plan.specs, out, jobs=jobs, log=log, progress=progress)
@@ -151,15 +177,19 @@ def run_demo(
     )
     runs = out / AB_TABLE / AS_CONFIGURED
     samples = {v: sample(runs / v / f"seed{SAMPLE_SEED}", PROMPT) for v in VARIANTS}
-    return write_demo_summary(out, report, steps, samples)
+    return write_demo_summary(out, report, steps, samples, tiny)
 
 
 def write_demo_summary(
-    out: Path, report: dict[str, Any], steps: int, samples: dict[str, str] | None = None
+    out: Path,
+    report: dict[str, Any],
+    steps: int,
+    samples: dict[str, str] | None = None,
+    tiny: bool = False,
 ) -> dict[str, Any]:
     """``out/report.md`` and ``out/demo.json`` from the A/B's ``report`` (``report.json`` of
     ``out/report``): the verdicts and their intervals, each seed's values, the lines to beat,
-    the figure and the samples."""
+    the figure and the samples (``tiny``: says first that the models were :data:`TINY`'s)."""
     primary = report["primary"]
     metric = report["metric"]
     verdicts = summary_lines(report)
@@ -171,6 +201,7 @@ def write_demo_summary(
     lines = [
         f"# {TITLE}",
         "",
+        *([TINY_NOTE, ""] if tiny else []),
         f"Each model trains for {steps:,} steps, once per seed; seed N trains every model with "
         "the same seed and data order. The runs are `highway ab` rows "
         "(`configs/VARIANT/config.yaml`, plain the baseline), judged by its comparison, "
@@ -217,6 +248,7 @@ def write_demo_summary(
     summary_json = {
         "title": TITLE,
         "steps": steps,
+        "tiny": tiny,
         "metric": metric,
         "summary": verdicts + ([trivial] if trivial else []),
         "primary": primary,
