@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from torch import nn
@@ -13,7 +15,7 @@ from ..config import Config
 from ..data.vocab import Vocabulary
 from ..errors import CheckpointError, ConfigError
 from ..models.lm import LanguageModel
-from .modeling import HighwayForCausalLM
+from .modeling import HighwayForCausalLM, transformers
 from .tokenization import build_tokenizer
 
 
@@ -38,6 +40,19 @@ def _check_language_model(
         )
 
 
+@contextmanager
+def quiet_transformers() -> Iterator[None]:
+    """Without Transformers' progress bars (one command, one line of output)."""
+    logging = transformers.utils.logging
+    shown = logging.is_progress_bar_enabled()
+    logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if shown:
+            logging.enable_progress_bar()
+
+
 def export_hf(checkpoint: str | Path, out: str | Path, *, trust_unverified: bool = False) -> Path:
     """Write the model (``config.json``, ``model.safetensors``, ``generation_config.json``)
     and its tokenizer (``tokenizer.json``, ``tokenizer_config.json``) into ``out``, a new
@@ -47,8 +62,11 @@ def export_hf(checkpoint: str | Path, out: str | Path, *, trust_unverified: bool
         raise ConfigError(f"{out} exists and is not an empty folder; give a new --out folder")
     model, vocab = language_model_of(checkpoint, trust_unverified)
     wrapped = HighwayForCausalLM.from_language_model(model)
-    # our sampling draws from every symbol unless told (Transformers' default top_k is 50)
+    # as `highway generate`: sampling at temperature 1 from every symbol unless told
+    # (Transformers would otherwise be greedy, or keep the top 50 when sampling)
+    wrapped.generation_config.do_sample = True
     wrapped.generation_config.top_k = 0
-    wrapped.save_pretrained(out)
-    build_tokenizer(vocab).save_pretrained(out)
+    with quiet_transformers():
+        wrapped.save_pretrained(out)
+        build_tokenizer(vocab).save_pretrained(out)
     return out

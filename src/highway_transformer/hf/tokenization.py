@@ -6,7 +6,8 @@
   with the rules of :func:`~highway_transformer.models.generation.tokenize_prompt` and
   :func:`~highway_transformer.models.generation.detokenize`: characters (line ends as the
   end-of-line symbol, spaces as ``_`` for character PTB), whitespace-separated words, or
-  the UTF-8 bytes of the text.
+  the UTF-8 bytes of the text. Words differ in one respect: a line end is the end-of-line
+  word, as in the corpus and ``highway eval --file`` (a prompt of ours drops it).
 """
 
 from __future__ import annotations
@@ -70,7 +71,7 @@ def _char_tokenizer(vocab: Vocabulary) -> Any:
         replaces.append(tk.normalizers.Replace("\n", vocab.eos))
     if replaces:
         tokenizer.normalizer = tk.normalizers.Sequence(replaces)
-    one = "(?s:.)" if vocab.eos is None else f"{re.escape(vocab.eos)}|(?s:.)"
+    one = r"[\s\S]" if vocab.eos is None else re.escape(vocab.eos) + r"|[\s\S]"
     tokenizer.pre_tokenizer = tk.pre_tokenizers.Split(tk.Regex(one), behavior="isolated")
     decoders = [] if vocab.eos is None else [tk.decoders.Replace(vocab.eos, "\n")]
     if spells_spaces(vocab):
@@ -82,6 +83,8 @@ def _char_tokenizer(vocab: Vocabulary) -> Any:
 def _word_tokenizer(vocab: Vocabulary) -> Any:
     tk = tokenizers_module()
     tokenizer = _word_level(vocab, vocab.symbols)
+    if vocab.eos is not None:  # a line ends with the end-of-line word, as in the corpus
+        tokenizer.normalizer = tk.normalizers.Replace("\n", f" {vocab.eos} ")
     tokenizer.pre_tokenizer = tk.pre_tokenizers.WhitespaceSplit()
     # words joined by spaces: WordPiece puts one before every token not starting with its
     # prefix, and no word split at whitespace starts with a space
@@ -104,8 +107,10 @@ def backend_tokenizer(vocab: Vocabulary) -> Any:
 
 def build_tokenizer(vocab: Vocabulary) -> Any:
     """A ``PreTrainedTokenizerFast`` of ``vocab``: the same ids, ``<eos>`` (the line end,
-    where there is one) its end-of-sequence token, padding on the right."""
-    specials = {"unk_token": vocab.unk, "eos_token": vocab.eos, "pad_token": vocab.eos}
+    where there is one) its end-of-sequence token, padding on the right with a symbol of the
+    vocabulary (a causal model never reads it; a new padding symbol would have no weights)."""
+    pad = vocab.eos or vocab.unk or vocab.symbols[0]
+    specials = {"unk_token": vocab.unk, "eos_token": vocab.eos, "pad_token": pad}
     return transformers.PreTrainedTokenizerFast(
         tokenizer_object=backend_tokenizer(vocab),
         clean_up_tokenization_spaces=False,
