@@ -289,6 +289,15 @@ def _generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _export(args: argparse.Namespace) -> int:
+    weights = _weights(args.checkpoint, args.weights, args.trust_unverified)
+    from .hf import export_hf  # without transformers: a one-line MissingExtra
+
+    out = export_hf(weights, args.out, trust_unverified=args.trust_unverified)
+    print(f"exported to {out} (load it after `import highway_transformer.hf`)")
+    return 0
+
+
 def _log(message: str) -> None:
     print(message, file=sys.stderr)
 
@@ -454,6 +463,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-cache", action="store_true", help="recompute the context every step")
     _trust_option(p, "continue with")
     p.set_defaults(func=_generate)
+
+    p = sub.add_parser(
+        "export", help="write a language model run as a Transformers folder (AutoModelForCausalLM)"
+    )
+    p.add_argument("checkpoint", metavar="RUN", help="run folder or checkpoint folder")
+    p.add_argument(
+        "--format", default="hf", choices=["hf"], help="hf: Transformers (model + tokenizer)"
+    )
+    p.add_argument("--out", required=True, help="a new or empty folder to write")
+    _weights_option(p)
+    _trust_option(p, "export")
+    p.set_defaults(func=_export)
 
     p = sub.add_parser(
         "baselines",

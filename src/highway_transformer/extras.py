@@ -21,6 +21,10 @@ EXTRAS: dict[str, str] = {
     "wandb": "wandb",
     "huggingface_hub": "hub",
     "submitit": "slurm",
+    "transformers": "hf",
+    "peft": "hf",
+    "accelerate": "hf",
+    "lm_eval": "hf",
 }
 
 
