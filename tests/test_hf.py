@@ -8,7 +8,10 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import random
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -268,6 +271,20 @@ def test_a_lora_adapter_trains_with_the_trainer_and_merges(exported: Path, tmp_p
     assert not torch.equal(after, before)  # the adapter learned and was merged in
 
 
+def _write_local_task(folder: Path) -> None:
+    """lm-eval's task ``local_text``: the rolling log-likelihood of SAMPLE, from local files."""
+    (folder / "sample.txt").write_text(SAMPLE, encoding="utf-8")
+    (folder / "docs.jsonl").write_text(json.dumps({"text": SAMPLE}) + "\n", encoding="utf-8")
+    (folder / "local_text.yaml").write_text(
+        "task: local_text\ndataset_path: json\n"
+        f"dataset_kwargs:\n  data_files:\n    test: {folder / 'docs.jsonl'}\n"
+        "test_split: test\noutput_type: loglikelihood_rolling\n"
+        'doc_to_text: ""\ndoc_to_target: "{{text}}"\n'
+        "metric_list:\n  - metric: word_perplexity\n",
+        encoding="utf-8",
+    )
+
+
 def test_lm_eval_rolling_loglikelihood_is_our_file_score(
     word_run: Path, exported: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -276,16 +293,7 @@ def test_lm_eval_rolling_loglikelihood_is_our_file_score(
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
-    (tmp_path / "sample.txt").write_text(SAMPLE, encoding="utf-8")
-    (tmp_path / "docs.jsonl").write_text(json.dumps({"text": SAMPLE}) + "\n", encoding="utf-8")
-    (tmp_path / "local_text.yaml").write_text(
-        "task: local_text\ndataset_path: json\n"
-        f"dataset_kwargs:\n  data_files:\n    test: {tmp_path / 'docs.jsonl'}\n"
-        "test_split: test\noutput_type: loglikelihood_rolling\n"
-        'doc_to_text: ""\ndoc_to_target: "{{text}}"\n'
-        "metric_list:\n  - metric: word_perplexity\n",
-        encoding="utf-8",
-    )
+    _write_local_task(tmp_path)
     results = lm_eval.simple_evaluate(
         model="hf",
         model_args=f"pretrained={exported},max_length=16,dtype=float32",
@@ -302,3 +310,29 @@ def test_lm_eval_rolling_loglikelihood_is_our_file_score(
     score = json.loads(printed)
     assert score["tokens"] == len(SAMPLE.split()) + SAMPLE.count("\n") > 3 * 16
     assert theirs == pytest.approx(-score["loss"] * score["tokens"], abs=1e-4)
+
+
+def test_lm_evals_command_line_runs_through_our_module(
+    word_run: Path, exported: Path, tmp_path: Path
+) -> None:
+    """``python -m highway_transformer.hf.lm_eval``: lm-eval's own command line with our
+    classes registered; the same rolling log-likelihood as ``highway eval --file``."""
+    pytest.importorskip("lm_eval", reason="lm-eval (the hf extra) is not installed")
+    _write_local_task(tmp_path)
+    out = tmp_path / "out"
+    command = [
+        sys.executable, "-m", "highway_transformer.hf.lm_eval", "--model", "hf",
+        "--model_args", f"pretrained={exported},max_length=16,dtype=float32",
+        "--tasks", "local_text", "--include_path", str(tmp_path), "--device", "cpu",
+        "--batch_size", "2", "--log_samples", "--output_path", str(out),
+    ]  # fmt: skip
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    (samples,) = out.rglob("samples_local_text_*.jsonl")
+    theirs = json.loads(samples.read_text(encoding="utf-8").splitlines()[0])["filtered_resps"][0]
+    argv = ["eval", str(word_run), "--file", str(tmp_path / "sample.txt"), "--json"]
+    code, printed, err = run_cli([*argv, *EVAL_LIKE_LM_EVAL, "--no-progress"])
+    assert code == 0, err
+    score = json.loads(printed)
+    assert float(theirs) == pytest.approx(-score["loss"] * score["tokens"], abs=1e-4)

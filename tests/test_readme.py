@@ -97,6 +97,8 @@ NOT_RUN = {
     "processes; test_distributed.py runs `highway train --nproc 2`",
     "highway train --nproc 2 --max-restarts": "starts 2 processes on PTB; "
     "test_distributed.py kills a rank of the same command and checks the restarted run",
+    "python -m highway_transformer.hf.lm_eval": "lm-eval's command line: "
+    "tests/test_hf.py runs it on a local task",
     "torchrun": "starts several processes, or needs two machines; test_distributed.py runs "
     "the same launcher with 2 processes",
     "highway run ht-table1 --scale paper --seeds 3 --launcher slurm": "needs a Slurm "
