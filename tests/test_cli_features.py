@@ -181,6 +181,38 @@ def test_version_and_help_without_torch(capsys) -> None:
     assert done.stdout.strip().splitlines()[-1] == "False"
 
 
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["model.d_modle=8"], "unknown config key under model: 'd_modle'"),
+        (["train.lr=abc"], "train.lr must be a number"),
+        (["model.dropout=2"], "model.dropout must be >= 0 and < 1"),
+        (["--preset", "nope"], "unknown preset 'nope'"),
+        (["--config", "missing.yaml"], "missing.yaml does not exist"),
+        (["--scale", "hugee"], "unknown scale 'hugee'"),
+        (["--preset", "ht-table1/t-l3+sigmoid", "--scale", "tiny", "data.seq_len=0"], "seq_len"),
+    ],
+)
+def test_train_typos_answer_before_torch(argv: list[str], message: str, tmp_path) -> None:
+    """A typo in the options or overrides of ``highway train`` is one line, exit 2, and
+    torch is never imported (the answer does not wait for it)."""
+    probe = (
+        "import sys\n"
+        "from highway_transformer import cli\n"
+        "code = cli.main(sys.argv[1:])\n"
+        "print(code, 'torch' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe, "train", *argv],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert done.stdout.split() == ["2", "False"], done.stderr
+    assert done.stderr.startswith("error: ") and message in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
 def test_every_option_has_help() -> None:
     parser = cli.build_parser()
     commands = parser._subparsers._group_actions[0].choices  # type: ignore[union-attr]
