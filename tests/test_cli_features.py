@@ -69,11 +69,11 @@ def test_eval_and_generate_use_best_and_say_so(runs, tmp_path, capsys) -> None:
     save_checkpoint(run / "checkpoint", model, config, vocab)
     results = json.loads((run / "results.json").read_text())
 
-    code, out, err = _run(capsys, "eval", str(run), "--json")
+    code, out, err = _run(capsys, "eval", str(run), "--json", "--no-progress")
     assert code == 0 and err.strip() == f"weights: {run / 'best'}"
     assert json.loads(out)["test"]["loss"] == pytest.approx(results["test"]["loss"], rel=1e-6)
 
-    code, out, err = _run(capsys, "eval", str(run), "--json", "--weights", "last")
+    code, out, err = _run(capsys, "eval", str(run), "--json", "--weights", "last", "--no-progress")
     assert code == 0 and err.strip() == f"weights: {run / 'checkpoint'}"
     assert json.loads(out)["test"]["loss"] != pytest.approx(results["test"]["loss"], rel=1e-3)
 

@@ -143,8 +143,9 @@ def _eval(args: argparse.Namespace) -> int:
     if args.file:
         return _eval_file(args, weights, overrides)
     trust = args.trust_unverified
+    device, progress = resolve_device(args.device), not args.no_progress
     out = evaluate_checkpoint(
-        weights, splits, resolve_device(args.device), overrides, trust_unverified=trust
+        weights, splits, device, overrides, trust_unverified=trust, progress=progress
     )
     if args.json:
         print(json.dumps(out, indent=2))
@@ -441,7 +442,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="score this whole text file instead (bits, perplexity, OOV; any size: read in "
         "pieces, its ids in a temporary file when large)",
     )
-    p.add_argument("--no-progress", action="store_true", help="no progress bars for --file")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars (on stderr)")
     _weights_option(p)
     _data_path_option(p, "where the corpus lives, if not where it was trained")
     p.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N | mps")
