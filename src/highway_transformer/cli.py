@@ -296,8 +296,9 @@ def _generate(args: argparse.Namespace) -> int:
         vocab=vocab,
         seed=args.seed,
         use_cache=not args.no_cache,
+        return_prompt=args.echo,
     )
-    print(args.prompt + text)
+    print(text)
     return 0
 
 
@@ -461,6 +462,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--beams", type=int, help="beam search with this many beams (not sampling)")
     p.add_argument("--stop", action="append", default=[], help="stop at this text (repeatable)")
     p.add_argument("--seed", type=int, default=None, help="sampling seed")
+    p.add_argument("--echo", action="store_true", help="print the prompt before its continuation")
     _weights_option(p)
     p.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N | mps")
     p.add_argument("--no-cache", action="store_true", help="recompute the context every step")
