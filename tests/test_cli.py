@@ -414,3 +414,40 @@ def test_train_scale_shrinks_the_config_file_before_the_overrides(
     assert (saved["model"]["d_model"], saved["data"]["seq_len"]) == (4, 4)  # the file's, x1/4
     assert saved["train"]["max_steps"] == 2  # the override's, not small's minimum of 100
     assert saved["data"]["path"] == str(text_file)
+
+
+def test_progress_of_training_and_scoring(
+    tmp_path: Path, text_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Training shows its learning rate; the final scoring and ``highway eval`` show a bar of
+    each split's scoring, which ``--no-progress`` hides, the metrics the same either way."""
+    config_file = tmp_path / "tiny.yaml"
+    config_file.write_text(TINY_YAML, encoding="utf-8")
+    out = tmp_path / "run"
+    args = ["train", "--config", str(config_file), f"data.path={text_file}", "--out", str(out)]
+    code, _, err = _run(capsys, *args, "train.max_steps=3")
+    assert code == 0
+    assert "lr=" in err and "scoring valid" in err and "scoring test" in err
+    eval_args = ["eval", str(out), "--split", "both", "--json"]
+    code, shown, err = _run(capsys, *eval_args)
+    assert code == 0 and "scoring valid" in err and "scoring test" in err and "token" in err
+    code, hidden, err = _run(capsys, *eval_args, "--no-progress")
+    assert code == 0 and "scoring" not in err and "%|" not in err
+    assert json.loads(shown) == json.loads(hidden)
+
+
+def test_task_scoring_reports_all_its_examples(tmp_path: Path, capsys) -> None:
+    """A task's evaluation reports every example it scores, and its metrics do not depend
+    on the report."""
+    from highway_transformer.api import evaluate_checkpoint
+
+    out = tmp_path / "adding"
+    small = ["train.max_steps=1", "model.n_layers=1", "task.length=5", "--no-progress"]
+    assert cli.main(["train", "--task", "adding", "--out", str(out), *small]) == 0
+    capsys.readouterr()
+    quiet = evaluate_checkpoint(out / "best")
+    assert capsys.readouterr().err == ""
+    shown = evaluate_checkpoint(out / "best", progress=True)
+    err = capsys.readouterr().err
+    assert "scoring valid" in err and "scoring test" in err and "example" in err
+    assert shown == quiet

@@ -69,19 +69,22 @@ def test_eval_and_generate_use_best_and_say_so(runs, tmp_path, capsys) -> None:
     save_checkpoint(run / "checkpoint", model, config, vocab)
     results = json.loads((run / "results.json").read_text())
 
-    code, out, err = _run(capsys, "eval", str(run), "--json")
+    code, out, err = _run(capsys, "eval", str(run), "--json", "--no-progress")
     assert code == 0 and err.strip() == f"weights: {run / 'best'}"
     assert json.loads(out)["test"]["loss"] == pytest.approx(results["test"]["loss"], rel=1e-6)
 
-    code, out, err = _run(capsys, "eval", str(run), "--json", "--weights", "last")
+    code, out, err = _run(capsys, "eval", str(run), "--json", "--weights", "last", "--no-progress")
     assert code == 0 and err.strip() == f"weights: {run / 'checkpoint'}"
     assert json.loads(out)["test"]["loss"] != pytest.approx(results["test"]["loss"], rel=1e-3)
 
-    code, out, err = _run(capsys, "generate", str(run), "--prompt", "the ", "--tokens", "5")
-    assert code == 0 and err.strip() == f"weights: {run / 'best'}" and out.startswith("the ")
+    argv = ["generate", str(run), "--prompt", "the ", "--tokens", "5", "--seed", "1"]
+    code, out, err = _run(capsys, *argv)
+    assert code == 0 and err.strip() == f"weights: {run / 'best'}"
+    code, echoed, _ = _run(capsys, *argv, "--echo")  # the same seed: the same continuation
+    assert code == 0 and echoed == "the " + out
     argv = ["generate", str(run), "--prompt", "the ", "--tokens", "8", "--beams", "2"]
     code, beam_out, _ = _run(capsys, *argv, "--stop", "t")
-    assert code == 0 and len(beam_out.rstrip("\n")) <= 4 + 8
+    assert code == 0 and len(beam_out.rstrip("\n")) <= 8
 
 
 def test_eval_file_counts_every_symbol_once_and_oov(runs, tmp_path, capsys) -> None:
@@ -179,6 +182,38 @@ def test_version_and_help_without_torch(capsys) -> None:
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "False"
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["model.d_modle=8"], "unknown config key under model: 'd_modle'"),
+        (["train.lr=abc"], "train.lr must be a number"),
+        (["model.dropout=2"], "model.dropout must be >= 0 and < 1"),
+        (["--preset", "nope"], "unknown preset 'nope'"),
+        (["--config", "missing.yaml"], "missing.yaml does not exist"),
+        (["--scale", "hugee"], "unknown scale 'hugee'"),
+        (["--preset", "ht-table1/t-l3+sigmoid", "--scale", "tiny", "data.seq_len=0"], "seq_len"),
+    ],
+)
+def test_train_typos_answer_before_torch(argv: list[str], message: str, tmp_path) -> None:
+    """A typo in the options or overrides of ``highway train`` is one line, exit 2, and
+    torch is never imported (the answer does not wait for it)."""
+    probe = (
+        "import sys\n"
+        "from highway_transformer import cli\n"
+        "code = cli.main(sys.argv[1:])\n"
+        "print(code, 'torch' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe, "train", *argv],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert done.stdout.split() == ["2", "False"], done.stderr
+    assert done.stderr.startswith("error: ") and message in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
 
 
 def test_every_option_has_help() -> None:

@@ -41,6 +41,20 @@ def test_every_extra_is_declared_and_heavy_packages_are_optional() -> None:
         assert heavy not in core
 
 
+def test_make_installs_every_extra_but_a_service_and_a_benchmark() -> None:
+    """``make`` installs the extras the tests and docs use: all but ``wandb`` (a service
+    with an account) and ``bench`` (one benchmark's comparison package)."""
+    import re
+
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    found = re.search(r'pip install -q -e "\.\[([a-z,]+)\]"', makefile)
+    assert found is not None
+    installed = set(found.group(1).split(","))
+    declared = set(PYPROJECT["project"]["optional-dependencies"])
+    assert installed <= declared
+    assert declared - installed == {"wandb", "bench"}
+
+
 def test_demo_without_matplotlib_stops_before_training(
     tmp_path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -25,7 +25,8 @@ from .models.resources import check_model_size
 from .runtime.device import autocast_context
 from .storage.folder import VOCAB_FILE, resolve, trusting_unverified
 from .storage.weights import load_weights
-from .tasks import build_task_model, task_class
+from .tasks import Task, build_task_model, task_class
+from .training.writers import EvalBar
 from .validation import checkpoint_config, validate, validate_model
 
 #: The splits a checkpoint is evaluated on.
@@ -64,10 +65,12 @@ def evaluate_checkpoint(
     overrides: Sequence[str] = (),
     *,
     trust_unverified: bool = False,
+    progress: bool = False,
 ) -> dict[str, dict[str, float]]:
     """The task's metrics of a checkpoint (or run folder) on ``splits``; ``overrides`` are
     ``KEY=VALUE`` settings applied before the data are loaded (``data.path=DIR``);
-    ``trust_unverified`` as for :func:`load_pretrained`."""
+    ``trust_unverified`` as for :func:`load_pretrained`; ``progress``: a bar of each split's
+    scoring on stderr (the metrics are the same without)."""
     for split in splits:
         if split not in SPLITS:
             raise ConfigError(f"unknown split {split!r}; choose valid or test")
@@ -79,5 +82,15 @@ def evaluate_checkpoint(
         load_weights(model, folder)
         model.to(device).eval()
         task = task_class(config.task.name).for_checkpoint(config, device, folder)
-    with torch.no_grad(), autocast_context(device, config.train.precision):
-        return {split: task.evaluate(model, split) for split in splits}
+    return {split: _scored(task, model, split, progress) for split in splits}
+
+
+def _scored(task: Task, model: nn.Module, split: str, progress: bool) -> dict[str, float]:
+    """``task``'s metrics of ``split``, with a progress bar of the scoring if ``progress``."""
+    with (
+        EvalBar(f"scoring {split}", task.eval_unit, progress) as bar,
+        task.reporting(bar.report),
+        torch.no_grad(),
+        autocast_context(task.device, task.config.train.precision),
+    ):
+        return task.evaluate(model, split)

@@ -34,28 +34,11 @@ DEMO_STEPS, DEMO_SEEDS = 400, 3
 
 
 def _train(args: argparse.Namespace) -> int:
-    from .config import Config
     from .experiments.scale import describe_scale
-    from .presets import get_preset, task_preset
-    from .runtime.world import is_main_process
     from .training.launch import launch, watch_launcher, without_nproc
-    from .training.trainer import train
-    from .validation import build_config
 
     watch_launcher()  # a rank of `highway train --nproc`: stop when the launcher dies
-    if args.preset:
-        base = get_preset(args.preset)
-    elif args.task:
-        base = task_preset(args.task)  # a task's own small preset, not the d512 LM config
-    else:
-        base = Config()
-    overrides = [f"task.name={args.task}"] if args.task else []
-    if args.data_path:
-        overrides.append(f"data.path={args.data_path}")
-    file = args.config
-    if args.scale is not None:  # the preset and file shrunk as `highway run` shrinks a row
-        base, file = _scaled(base, file, args.scale), None
-    config = build_config(base, file, overrides + list(args.overrides))
+    config = _train_config(args)  # before torch is imported: a typo answers at once
     if args.max_restarts is not None and args.nproc is None:
         raise ConfigError(
             "--max-restarts restarts the processes of --nproc N; add --nproc 1 (or more), or "
@@ -67,6 +50,9 @@ def _train(args: argparse.Namespace) -> int:
         check_divisible(config.data.batch_size, args.nproc)
         launch(args.nproc, without_nproc(args.argv[1:]), args.max_restarts or 0)
         return 0
+    from .runtime.world import is_main_process
+    from .training.trainer import train
+
     if args.scale is not None and is_main_process():
         _log(f"scale {describe_scale(args.scale)}")
     out = Path(args.out or Path("runs") / config.name)
@@ -85,13 +71,39 @@ def _train(args: argparse.Namespace) -> int:
     return 0
 
 
-def _scaled(base: Config, file: str | None, scale: str) -> Config:
+def _train_config(args: argparse.Namespace) -> Config:
+    """The validated config of ``highway train``: preset or task preset, ``--scale``,
+    ``--config``, ``--task``, ``--data-path`` and the overrides, in that order."""
+    from .config import Config
+    from .presets import get_preset, task_preset
+    from .validation import build_config
+
+    if args.preset:
+        base = get_preset(args.preset)
+    elif args.task:
+        base = task_preset(args.task)  # a task's own small preset, not the d512 LM config
+    else:
+        base = Config()
+    overrides = [f"task.name={args.task}"] if args.task else []
+    if args.data_path:
+        overrides.append(f"data.path={args.data_path}")
+    file = args.config
+    overrides += args.overrides
+    if args.scale is not None:  # the preset and file shrunk as `highway run` shrinks a row
+        base, file = _scaled(base, file, args.scale, overrides), None
+    return build_config(base, file, overrides)
+
+
+def _scaled(base: Config, file: str | None, scale: str, overrides: list[str]) -> Config:
     """``base`` and the config file shrunk by the rules of ``highway run --scale`` (the
-    command-line overrides come after, and win); named ``NAME_SCALE`` below ``paper``."""
+    command-line ``overrides`` come after, and win); named ``NAME_SCALE`` below ``paper``."""
     from .config import apply_overrides
     from .experiments.scale import get_scale, scale_config
+    from .validation import check_form
 
     get_scale(scale)  # an unknown name is an error before any file is read
+    # The overrides' keys and values are checked before scaling, which validates (torch).
+    check_form(apply_overrides(base, file, overrides))
     config = scale_config(apply_overrides(base, file), scale)
     return config if scale == "paper" else config.replace(name=f"{config.name}_{scale}")
 
@@ -131,8 +143,9 @@ def _eval(args: argparse.Namespace) -> int:
     if args.file:
         return _eval_file(args, weights, overrides)
     trust = args.trust_unverified
+    device, progress = resolve_device(args.device), not args.no_progress
     out = evaluate_checkpoint(
-        weights, splits, resolve_device(args.device), overrides, trust_unverified=trust
+        weights, splits, device, overrides, trust_unverified=trust, progress=progress
     )
     if args.json:
         print(json.dumps(out, indent=2))
@@ -284,8 +297,9 @@ def _generate(args: argparse.Namespace) -> int:
         vocab=vocab,
         seed=args.seed,
         use_cache=not args.no_cache,
+        return_prompt=args.echo,
     )
-    print(args.prompt + text)
+    print(text)
     return 0
 
 
@@ -439,7 +453,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="score this whole text file instead (bits, perplexity, OOV; any size: read in "
         "pieces, its ids in a temporary file when large)",
     )
-    p.add_argument("--no-progress", action="store_true", help="no progress bars for --file")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars (on stderr)")
     _weights_option(p)
     _data_path_option(p, "where the corpus lives, if not where it was trained")
     p.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N | mps")
@@ -458,6 +472,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--beams", type=int, help="beam search with this many beams (not sampling)")
     p.add_argument("--stop", action="append", default=[], help="stop at this text (repeatable)")
     p.add_argument("--seed", type=int, default=None, help="sampling seed")
+    p.add_argument("--echo", action="store_true", help="print the prompt before its continuation")
     _weights_option(p)
     p.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N | mps")
     p.add_argument("--no-cache", action="store_true", help="recompute the context every step")

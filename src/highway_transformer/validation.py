@@ -20,7 +20,7 @@ import typing
 from collections.abc import Collection
 from dataclasses import dataclass, fields, is_dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .config import (
     ANNEAL_RULES,
@@ -39,22 +39,16 @@ from .config import (
     ModelConfig,
     apply_overrides,
 )
-from .data.batching import EVAL_LAYOUTS
-from .data.corpora import COUNTED_VOCABULARIES, VOCAB_SPLITS
 from .errors import CheckpointError, ConfigError, HighwayError, unknown_choice
-from .models.builders import ATTENTIONS, GATEABLE
-from .models.families import Family, family_of
-from .models.init import EMBEDDING_SCHEMES, NORM_INITS, SCHEMES
-from .models.sequence import POOLINGS
-from .nn.combiner import ACTIVATIONS
-from .nn.connections import COMBINERS, NORM_POSITIONS, combiner_class
 from .nn.gating import parse_layer_spec
-from .nn.local_rnn import CELLS
-from .nn.norms import NORMS
-from .nn.scores import normalize_score
-from .runtime.strategies import STRATEGIES
 from .storage.folder import CONFIG_FILE, read_config, resolve
-from .tasks import TASKS
+
+if TYPE_CHECKING:
+    from .models.families import Family
+
+# The registries of names (gates, norms, families, tasks, ...) live beside the torch modules
+# they name, so the checks reading them import them inside: the forms of a config (keys,
+# types, ranges) are checked first, without torch, and a typo answers at once.
 
 
 def _choice(what: str, value: str, choices: Collection[str]) -> None:
@@ -91,8 +85,7 @@ def checkpoint_config(folder: str | Path) -> Config:
 
 def validate(config: Config) -> Config:
     """Check every field that can be checked without data; raise ConfigError naming the fix."""
-    check_types(config)
-    check_ranges(config)
+    check_form(config)
     check_task(config)  # first: a task that cannot use a setting says so before the family
     check_model(config.model)
     check_data(config.data)
@@ -101,6 +94,14 @@ def validate(config: Config) -> Config:
 
 
 # --------------------------------------------------------------------------- types and ranges
+
+
+def check_form(config: Config) -> Config:
+    """Types and ranges, the checks that read no registry (and so import no torch): what
+    :func:`validate` checks first."""
+    check_types(config)
+    check_ranges(config)
+    return config
 
 
 @dataclass(frozen=True)
@@ -257,6 +258,9 @@ def check_ranges(config: Config) -> None:
 
 def check_model(config: ModelConfig) -> None:
     """Names, and the settings that apply to some families only, read from the registries."""
+    from .models.families import family_of
+    from .nn.local_rnn import CELLS
+
     family = family_of(config)
     _check_attention(config, family)
     _check_memory(config, family)
@@ -275,6 +279,8 @@ def check_model(config: ModelConfig) -> None:
 
 
 def _check_attention(config: ModelConfig, family: Family) -> None:
+    from .models.builders import ATTENTIONS
+
     if config.attention is not None:
         _choice("attention", config.attention, ATTENTIONS)
         if config.attention not in family.attentions:
@@ -303,6 +309,8 @@ def _check_memory(config: ModelConfig, family: Family) -> None:
 
 def _check_fidelity_options(config: ModelConfig, family: Family) -> None:
     """The reference-code options (docs/fidelity.md): known names, XL-only settings."""
+    from .nn.norms import NORMS
+
     _choice("layer norm (model.layer_norm)", config.layer_norm, NORMS)
     for name in ("final_norm", "embedding_scale"):
         _choice(f"model.{name} value", str(getattr(config, name)).lower(), FLAGS)
@@ -316,6 +324,8 @@ def _check_fidelity_options(config: ModelConfig, family: Family) -> None:
 
 
 def _check_initialisation(config: ModelConfig) -> None:
+    from .models.init import EMBEDDING_SCHEMES, NORM_INITS, SCHEMES
+
     _choice("initialisation", config.init, SCHEMES)
     _choice("LayerNorm initialisation", config.init_norm, NORM_INITS)
     _choice("token table initialisation", config.init_embedding, EMBEDDING_SCHEMES)
@@ -324,6 +334,10 @@ def _check_initialisation(config: ModelConfig) -> None:
 
 
 def _check_gate(config: ModelConfig) -> None:
+    from .models.builders import GATEABLE
+    from .nn.combiner import ACTIVATIONS
+    from .nn.connections import COMBINERS, NORM_POSITIONS, combiner_class
+
     _choice("norm position", config.norm, NORM_POSITIONS)
     gate = config.gate
     _choice("gate", gate.kind, COMBINERS)
@@ -356,6 +370,9 @@ def _check_gate(config: ModelConfig) -> None:
 def check_data(d: DataConfig) -> None:
     """The corpus level, the file-corpus settings, the vocabulary splits, the evaluation
     layout and the windows."""
+    from .data.batching import EVAL_LAYOUTS
+    from .data.corpora import COUNTED_VOCABULARIES, VOCAB_SPLITS
+
     _choice("corpus level", d.level, LEVELS)
     check_file_corpus_config(d)
     _choice("vocabulary splits (data.vocab_splits)", d.vocab_splits, VOCAB_SPLITS)
@@ -393,6 +410,10 @@ def check_file_corpus_config(d: DataConfig) -> None:
 
 def check_task(config: Config) -> None:
     """The ``task`` section, and the model settings the task cannot use."""
+    from .models.sequence import POOLINGS
+    from .nn.scores import normalize_score
+    from .tasks import TASKS
+
     task = config.task
     _choice("task", task.name, TASKS)
     _choice("task.pooling", task.pooling, POOLINGS)
@@ -417,6 +438,8 @@ def check_task(config: Config) -> None:
 def _check_eval_layout(config: Config) -> None:
     """The reference layout is Transformer-XL's data iterator: an XL language model's,
     without history-only positions (the XL scripts' ``ext_len`` 0)."""
+    from .models.families import family_of
+
     d = config.data
     if d.eval_layout != "reference":
         return
@@ -443,6 +466,8 @@ def _check_eval_layout(config: Config) -> None:
 
 def check_training(config: Config) -> None:
     """Optimiser, schedule, precision and the parallel settings."""
+    from .runtime.strategies import STRATEGIES
+
     t = config.train
     _choice("optimizer", t.optimizer, OPTIMIZERS)
     _choice("learning-rate schedule", t.schedule, SCHEDULES)

@@ -158,7 +158,7 @@ def test_cli_trains_evaluates_and_generates_with_a_unigram_vocabulary(
     assert (scored["symbols"], scored["oov"], scored["tokens"]) == (tokens, 0, tokens - 1)
     prompt = "the gate "
     assert cli.main(["generate", str(out), "--prompt", prompt, "--tokens", "4",
-                     "--temperature", "0", "--device", "cpu"]) == 0  # fmt: skip
+                     "--temperature", "0", "--device", "cpu", "--echo"]) == 0  # fmt: skip
     assert capsys.readouterr().out.startswith(prompt)
     assert cli.main(["train", "data.level=unigram"]) == 2  # the embedded corpus: not a subword
     err = capsys.readouterr().err.strip()

@@ -50,3 +50,32 @@ def test_shaw_has_no_cache_but_generates() -> None:
     model = build_lm(LM_FAMILIES["shaw"])
     assert not model.supports_cache
     assert len(generate_ids(model, [1, 2], 5, temperature=0)) == 5
+
+
+@pytest.mark.parametrize("level", ["char", "word"])
+def test_the_prompt_comes_back_only_when_asked(level: str) -> None:
+    """The continuation alone by default; ``return_prompt=True`` puts the prompt (as written)
+    before the same continuation: ids before ids, text before text (a space between words)."""
+    from conftest import LM_VOCAB
+
+    from highway_transformer.data.vocab import Vocabulary
+    from highway_transformer.models.generation import generate, generate_text
+
+    model = build_lm(LM_FAMILIES["transformer"])
+    symbols = [chr(ord("a") + i) * (1 if level == "char" else 2) for i in range(LM_VOCAB)]
+    vocab = Vocabulary(symbols, level)
+    prompt = "abc" if level == "char" else "aa bb"
+    options = {"temperature": 0.0, "vocab": vocab}
+    alone = generate(model, prompt, 6, **options)
+    assert isinstance(alone, str) and alone
+    gap = " " if level == "word" else ""
+    assert generate(model, prompt, 6, return_prompt=True, **options) == prompt + gap + alone
+    assert generate_text(model, vocab, prompt, 6, temperature=0.0) == alone
+    both = generate_text(model, vocab, prompt, 6, temperature=0.0, return_prompt=True)
+    assert both == prompt + gap + alone
+    prompts = [prompt, prompt.split()[0] if level == "word" else prompt[:2]]
+    batch = generate(model, prompts, 4, return_prompt=True, **options)
+    assert batch == [p + gap + generate(model, p, 4, **options) for p in prompts]
+    ids = generate(model, [1, 2, 3], 5, temperature=0.0)
+    assert generate(model, [1, 2, 3], 5, temperature=0.0, return_prompt=True) == [1, 2, 3, *ids]
+    assert model.generate([1, 2, 3], 5, temperature=0.0, return_prompt=True) == [1, 2, 3, *ids]

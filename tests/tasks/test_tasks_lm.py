@@ -85,3 +85,19 @@ def test_a_counted_vocabulary_names_the_earlier_rule(config: Config, tmp_path: P
     write_manifest(tmp_path)
     with pytest.raises(CheckpointError, match=r"this corpus: data.vocab_splits=train\) or"):
         text8.check_checkpoint(tmp_path)
+
+
+@pytest.mark.parametrize("layout", ["every", "reference"])
+def test_the_scoring_reports_every_target(config: Config, layout: str) -> None:
+    """The progress of an evaluation ends at the targets it scored; the metrics do not
+    depend on it being reported."""
+    family = {"model.family": "xl"} if layout == "reference" else {}
+    task = LMTask(validate(config.replace(**{"data.eval_layout": layout, **family})), CPU)
+    model = task.build_model(task.config).eval()
+    reports: list[tuple[int, int]] = []
+    with task.reporting(lambda done, total: reports.append((done, total))):
+        metrics = task.evaluate(model, "valid")
+    assert task.eval_progress is None  # reported inside only
+    assert reports[-1] == (metrics["tokens"], metrics["tokens"])
+    assert [done for done, _ in reports] == sorted(done for done, _ in reports)
+    assert task.evaluate(model, "valid") == metrics

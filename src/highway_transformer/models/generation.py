@@ -70,6 +70,14 @@ def detokenize(vocab: Vocabulary, ids: list[int]) -> str:
     return text.replace("_", " ") if spells_spaces(vocab) else text
 
 
+def with_prompt(vocab: Vocabulary, prompt: str, continuation: str) -> str:
+    """``prompt`` followed by its ``continuation`` as the vocabulary writes text: words are
+    separated by a space (:func:`detokenize` joins them so); characters, bytes and subwords
+    (which carry their own spaces) follow at once. The prompt is kept as it was written."""
+    word_gap = vocab.level == "word" and prompt and continuation and not prompt[-1].isspace()
+    return prompt + (" " if word_gap else "") + continuation
+
+
 def sample_next(
     logits: Tensor,
     temperature: float,
@@ -290,9 +298,11 @@ def generate(
     vocab: Vocabulary | None = None,
     seed: int | None = None,
     use_cache: bool = True,
+    return_prompt: bool = False,
 ) -> list[list[int]] | list[str] | str:
     """Continue one or many prompts (see :meth:`LanguageModel.generate`); ``num_beams``
-    (any number, 1 included) chooses beam search over sampling."""
+    (any number, 1 included) chooses beam search over sampling. Each result is the
+    continuation alone, or with ``return_prompt`` the prompt followed by it."""
     single = isinstance(prompts, str) or (
         isinstance(prompts, Sequence) and bool(prompts) and isinstance(prompts[0], int)
     )
@@ -323,12 +333,24 @@ def generate(
             for i, new in zip(members, continued, strict=True):
                 out[i] = new
     result: list = [detokenize(vocab, o) for o in out] if as_text and vocab else out
+    if return_prompt:
+        result = [
+            with_prompt(vocab, p, r) if as_text and vocab else [*row, *r]
+            for p, row, r in zip(batch, rows, result, strict=True)
+        ]
     return result[0] if single else result
 
 
 def generate_text(
-    model: LanguageModel, vocab: Vocabulary, prompt: str, n_tokens: int, **kwargs
+    model: LanguageModel,
+    vocab: Vocabulary,
+    prompt: str,
+    n_tokens: int,
+    return_prompt: bool = False,
+    **kwargs,
 ) -> str:
-    """The prompt's continuation as text."""
+    """The prompt's continuation as text; with ``return_prompt``, the prompt followed by it
+    (:func:`with_prompt`)."""
     new_ids = generate_ids(model, tokenize_prompt(vocab, prompt), n_tokens, **kwargs)
-    return detokenize(vocab, new_ids)
+    text = detokenize(vocab, new_ids)
+    return with_prompt(vocab, prompt, text) if return_prompt else text

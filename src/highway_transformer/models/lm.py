@@ -330,8 +330,9 @@ class LanguageModel(PretrainedMixin, nn.Module):
         ``prompts``: ids (``[1, 5, 2]``), a batch of id lists or a ``[B, L]`` tensor, or text
         (``"The "`` or a list of strings) with ``vocab=``. Options: ``temperature`` (0:
         greedy), ``top_k``, ``top_p``, ``num_beams`` (beam search; 1 is greedy),
-        ``stop_strings`` (with ``vocab``), ``seed``, ``use_cache``. Returns the new ids of
-        each prompt, or text for text prompts.
+        ``stop_strings`` (with ``vocab``), ``seed``, ``use_cache``, ``return_prompt``.
+        Returns the new ids of each prompt, or text for text prompts (with
+        ``return_prompt=True``: each prompt followed by them).
         """
         if isinstance(prompts, Tensor):
             prompts = prompts.tolist()

@@ -9,9 +9,10 @@ bit for bit.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from itertools import pairwise
 from pathlib import Path
 from typing import Any, ClassVar
@@ -27,6 +28,9 @@ from ..runtime.world import World, shard_batch
 Batch = Any
 #: A task's carried state: JSON-able values and tensors (the checkpoint stores them apart).
 TaskState = dict[str, Any]
+#: Where an evaluation reports its progress: ``(units scored so far, units in all)`` of this
+#: process (a progress bar); never read back, so metrics do not depend on it.
+EvalProgress = Callable[[int, int], None]
 
 
 def check_max_len(config: Config, length: int, what: str) -> None:
@@ -68,12 +72,25 @@ class Task(ABC):
     #: Whether the task's model carries Transformer-XL segment memory between batches
     #: (validation refuses memory settings for the tasks without it).
     supports_memory: ClassVar[bool] = False
+    #: What the evaluation's progress counts (the unit of :data:`EvalProgress`).
+    eval_unit: ClassVar[str] = "example"
 
     def __init__(self, config: Config, device: torch.device) -> None:
         self.config = config  # validated by the caller (highway_transformer.validation)
         self.device = device
         self.generator = torch.Generator().manual_seed(config.train.seed)
         self.world = World(device=device)
+        self.eval_progress: EvalProgress | None = None  # set by :meth:`reporting`
+
+    @contextlib.contextmanager
+    def reporting(self, progress: EvalProgress | None) -> Iterator[None]:
+        """The evaluations inside report their progress to ``progress`` (a progress bar of
+        the caller's: the trainer's, ``highway eval``'s)."""
+        self.eval_progress = progress
+        try:
+            yield
+        finally:
+            self.eval_progress = None
 
     @classmethod
     def for_checkpoint(cls, config: Config, device: torch.device, folder: Path) -> Task:
@@ -138,6 +155,17 @@ class Task(ABC):
             mine = world.uneven_rows(stop - start)
             slices.append(slice(start + mine.start, start + mine.stop))
         return slices
+
+    def scored_slices(self, n: int) -> Iterator[slice]:
+        """:meth:`eval_slices` of ``n`` examples, each batch's examples reported to
+        :attr:`eval_progress` once the loop has scored it."""
+        slices = self.eval_slices(n)
+        total, done = sum(s.stop - s.start for s in slices), 0
+        for rows in slices:
+            yield rows
+            done += rows.stop - rows.start
+            if self.eval_progress is not None:
+                self.eval_progress(done, total)
 
     @property
     def level(self) -> str | None:

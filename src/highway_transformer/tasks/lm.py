@@ -41,6 +41,7 @@ class LMTask(Task):
     metrics = {"loss": "lower", "bpc": "lower", "ppl": "lower"}
     headline = "bpc"
     supports_memory = True
+    eval_unit = "token"
 
     def __init__(self, config: Config, device: torch.device, corpus: Corpus | None = None) -> None:
         self.corpus = corpus if corpus is not None else load_corpus(config.data, download=True)
@@ -124,8 +125,9 @@ class LMTask(Task):
         t = self.config.train
         cap = t.eval_max_tokens if quick else None
         ids = self.corpus.split(split)
+        data, progress = self.config.data, self.eval_progress
         result = evaluate(
-            model, ids, self.config.data, self.device, t.precision, max_tokens=cap, world=self.world
+            model, ids, data, self.device, t.precision, cap, self.world, progress=progress
         )
         return result.as_dict()
 

@@ -21,7 +21,7 @@ from ..models.lm import LanguageModel
 from ..nn.memory import MemoryPolicy
 from ..runtime.device import autocast_context
 from ..runtime.world import World
-from .base import finite_or_none, standard_error
+from .base import EvalProgress, finite_or_none, standard_error
 
 
 @dataclass
@@ -60,6 +60,7 @@ def evaluate(
     world: World | None = None,
     policy: MemoryPolicy | None = None,
     on_window: Callable[[int], None] | None = None,
+    progress: EvalProgress | None = None,
 ) -> EvalResult:
     """Mean NLL of ``ids`` under ``model`` with the evaluation batching of ``data``.
 
@@ -70,7 +71,8 @@ def evaluate(
     single-process figure. A Transformer-XL model runs with ``policy`` (default: the
     evaluation settings of its ``model.memory``), its memory carried from window to window;
     the model itself is left as it was, training mode included. ``on_window`` is called with
-    the number of targets of each window scored (a progress display).
+    the number of targets of each window scored, ``progress`` with the targets scored so far
+    and this process's targets in all (progress displays).
     """
     world = world or World()
     device = torch.device(device)
@@ -87,6 +89,7 @@ def evaluate(
     was_training = model.training
     model.eval()
     total, total_sq, count, memory = 0.0, 0.0, 0, None
+    expected = layout.targets(mine) if progress is not None else 0
     try:
         stream = layout.windows(tokens, mine, seq_len, context, short_last)
         for window in stream if len(range(layout.rows)[mine]) else ():
@@ -106,6 +109,8 @@ def evaluate(
             count += scored
             if on_window is not None:
                 on_window(scored)
+            if progress is not None:
+                progress(count, expected)
     finally:
         model.train(was_training)
     total, total_sq, count = world.all_reduce_sum([total, total_sq, count])

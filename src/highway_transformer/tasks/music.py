@@ -92,7 +92,7 @@ class MusicTask(Task):
         # longest pieces together: less padding (outputs at real steps do not depend on it)
         pieces = sorted(pieces, key=lambda p: int(p.shape[0]))
         total, total_sq, steps = 0.0, 0.0, 0
-        for rows in self.eval_slices(len(pieces)):  # this rank's share, summed over ranks below
+        for rows in self.scored_slices(len(pieces)):  # this rank's share, summed over ranks below
             mine = pieces[rows]
             batch = music_data.music_batches(mine, len(mine), predict_first=False)
             inputs, targets, mask = next(batch)

@@ -76,7 +76,7 @@ class PixelsTask(Task):
             keep = max(1, cap // self.splits.seq_len)
             x_all, y_all = x_all[:keep], y_all[:keep]
         total, total_sq, correct = 0.0, 0.0, 0
-        for rows in self.eval_slices(len(x_all)):  # this rank's share, summed over ranks below
+        for rows in self.scored_slices(len(x_all)):  # this rank's share, summed over ranks below
             x, y = x_all[rows].to(self.device), y_all[rows].to(self.device)
             logits = model(x).float()
             losses = F.cross_entropy(logits, y, reduction="none").double()

@@ -90,7 +90,7 @@ class Seq2SeqTask(Task):
         beam = self.config.task.beam_size
         total, count, n = 0.0, 0, len(data["src"])
         token_hits, exact_hits = 0.0, 0.0
-        for rows in self.eval_slices(n):  # this rank's share, summed over ranks below
+        for rows in self.scored_slices(n):  # this rank's share, summed over ranks below
             src, tgt_in, tgt_out = (
                 _trim(data[k][rows].to(self.device)) for k in ("src", "tgt_in", "tgt_out")
             )

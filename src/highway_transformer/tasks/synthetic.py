@@ -84,7 +84,7 @@ class CopyTask(Task):
     def evaluate(self, model: nn.Module, split: str, quick: bool = False) -> dict[str, float]:
         x_all, y_all = self.eval_sets[split]
         total, total_sq, correct = 0.0, 0.0, 0
-        for rows in self.eval_slices(len(x_all)):  # this rank's share, summed over ranks below
+        for rows in self.scored_slices(len(x_all)):  # this rank's share, summed over ranks below
             x, y = x_all[rows].to(self.device), y_all[rows].to(self.device)
             logits = model(x).float()
             # one loss an example (its steps are not independent): the mean over its steps
@@ -146,7 +146,7 @@ class AddingTask(Task):
     def evaluate(self, model: nn.Module, split: str, quick: bool = False) -> dict[str, float]:
         x_all, y_all = self.eval_sets[split]
         total, total_sq = 0.0, 0.0
-        for rows in self.eval_slices(len(x_all)):  # this rank's share, summed over ranks below
+        for rows in self.scored_slices(len(x_all)):  # this rank's share, summed over ranks below
             x, y = x_all[rows].to(self.device), y_all[rows].to(self.device)
             errors = F.mse_loss(model(x).float().squeeze(-1), y, reduction="none").double()
             total, total_sq = total + float(errors.sum()), total_sq + float(errors.square().sum())

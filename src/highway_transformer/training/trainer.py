@@ -51,6 +51,7 @@ from .runlock import own_run_folder
 from .stopping import StopRequests, interrupted, signal_name
 from .writers import (
     CsvWriter,
+    EvalBar,
     JsonlWriter,
     MetricsWriter,
     Progress,
@@ -275,11 +276,18 @@ class Trainer:
         return self.finish()
 
     def evaluate(self, split: str, quick: bool = False) -> dict[str, float]:
-        """The task's metrics of ``split`` for the current weights (training mode kept)."""
+        """The task's metrics of ``split`` for the current weights (training mode kept), with
+        a progress bar of the scoring when ``progress`` is on."""
         was_training = self.model.training
         self.model.eval()
+        precision = self.config.train.precision
         try:
-            with torch.no_grad(), autocast_context(self.device, self.config.train.precision):
+            with (
+                EvalBar(f"scoring {split}", self.task.eval_unit, self.progress) as bar,
+                self.task.reporting(bar.report),
+                torch.no_grad(),
+                autocast_context(self.device, precision),
+            ):
                 return self.task.evaluate(self.model, split, quick=quick)
         finally:
             self.model.train(was_training)
