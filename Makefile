@@ -7,7 +7,7 @@ TORCH_INDEX ?=
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test docs lint bench install clean
+.PHONY: demo test test-slow docs lint bench install clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,9 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir build/site
+
+test-slow: $(STAMP)
+	$(BIN)/python -m pytest -m slow
 
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir build/site

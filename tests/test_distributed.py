@@ -313,6 +313,7 @@ def test_a_killed_rank_ends_the_run_with_one_line_naming_it(tmp_path, text_file)
     assert ckpt.load_trainer_state(out / "checkpoint").step % 2 == 0
 
 
+@pytest.mark.slow
 @needs_proc
 def test_a_killed_rank_is_restarted_and_the_run_ends_as_if_uninterrupted(tmp_path, text_file):
     """``--max-restarts 1``: rank 1 killed after a checkpoint; torch's launcher starts both
@@ -450,6 +451,7 @@ def _processes_running(module: str) -> list[int]:
     return found
 
 
+@pytest.mark.slow
 @needs_proc
 def test_a_preempted_submitted_row_requeues_and_ends_as_if_uninterrupted(tmp_path, text_file):
     """submitit's local executor, the job warned as Slurm warns a preempted job (USR2): the

@@ -312,6 +312,7 @@ def test_lm_eval_rolling_loglikelihood_is_our_file_score(
     assert theirs == pytest.approx(-score["loss"] * score["tokens"], abs=1e-4)
 
 
+@pytest.mark.slow
 def test_lm_evals_command_line_runs_through_our_module(
     word_run: Path, exported: Path, tmp_path: Path
 ) -> None:

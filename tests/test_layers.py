@@ -32,7 +32,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("tasks",),
     ("validation",),
     ("training", "api"),
-    ("experiments",),
+    ("experiments", "hf"),
     ("report",),
     ("demo",),
     ("cli_experiments",),

@@ -26,7 +26,7 @@ from .runtime.device import autocast_context
 from .storage.folder import VOCAB_FILE, resolve, trusting_unverified
 from .storage.weights import load_weights
 from .tasks import Task, build_task_model, task_class
-from .training.writers import EvalBar
+from .tasks.progress import EvalBar
 from .validation import checkpoint_config, validate, validate_model
 
 #: The splits a checkpoint is evaluated on.

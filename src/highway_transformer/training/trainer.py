@@ -41,6 +41,7 @@ from ..storage import runfolder
 from ..storage.folder import CONFIG_FILE, MODEL_FILE, resolve, trusting_unverified
 from ..tasks import Task, task_class
 from ..tasks.floor import learning_check, plateau_warning
+from ..tasks.progress import EvalBar
 from ..validation import checkpoint_config, validate
 from . import checkpoint as ckpt
 from .accumulation import accumulate_gradients
@@ -51,7 +52,6 @@ from .runlock import own_run_folder
 from .stopping import StopRequests, interrupted, signal_name
 from .writers import (
     CsvWriter,
-    EvalBar,
     JsonlWriter,
     MetricsWriter,
     Progress,
