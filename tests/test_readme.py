@@ -208,7 +208,7 @@ def skip_reason(line: str) -> str | None:
     for placeholder, (_, present) in REAL_DATA.items():
         if placeholder in line and not present:
             return f"no {placeholder} data here (HIGHWAY_PTB / HIGHWAY_MUSIC)"
-    if line.split()[1] in ("eval", "generate", "compare", "report", "prune"):
+    if line.split()[1] in ("eval", "generate", "export", "compare", "report", "prune"):
         missing = [a for a in shlex.split(line) if a.startswith("runs/") and not Path(a).is_dir()]
         if missing:
             return f"reads {missing[0]}, whose training was skipped"
