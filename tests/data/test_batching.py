@@ -111,6 +111,31 @@ def test_every_layout_is_the_default_and_scores_every_target() -> None:
         reference_eval_rows(torch.arange(7), 4)
 
 
+def test_evaluation_windows_are_made_one_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A list of every window's bounds grows with the text (64 MiB for 1 GB scored in 16 rows
+    of 128): evaluation takes them one at a time."""
+    import tracemalloc
+
+    from highway_transformer.data import batching
+
+    columns = 10_000_000
+    tracemalloc.start()
+    count = sum(1 for _ in batching.iter_window_bounds(columns, 128, 0))
+    iterated = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert count == len(window_bounds(columns, 128, 0)) == 78_125
+    assert iterated < 100_000  # bytes: none kept (a list of them holds ~10 MB)
+
+    def listed(*args: object, **kwargs: object) -> None:
+        raise AssertionError("evaluation built the list of every window")
+
+    monkeypatch.setattr(batching, "window_bounds", listed)
+    x = torch.arange(2 * 50).reshape(2, 50)
+    assert len(list(batching.windows(x, x, 8, 2))) == 8
+    layout = row_layout("every", 100, 2)
+    assert len(list(layout.windows(TensorTokens(torch.arange(100)), slice(None), 8, 2))) == 8
+
+
 def test_window_bounds() -> None:
     assert window_bounds(10, 4, 1) == [(0, 4, 0), (3, 7, 1), (6, 10, 1)]
     assert window_bounds(9, 4, 1) == [(0, 4, 0), (3, 7, 1), (5, 9, 2)]  # ragged tail

@@ -146,7 +146,7 @@ class RowLayout:
         valid = (self.limit - 1 - first).clamp(0, self.columns)  # each row's targets
         at, held = 0, torch.zeros(len(picked), 0, dtype=torch.long)  # ids of columns at..
         for i, (start, end, loss_start) in enumerate(
-            window_bounds(self.columns, seq_len, context, memory)
+            iter_window_bounds(self.columns, seq_len, context, memory)
         ):
             if end >= at + held.shape[1]:  # the targets reach column ``end``
                 at, held = start, self._read(tokens, first, valid, start, max(span, end - start))
@@ -192,7 +192,15 @@ def row_layout(name: str, length: int, batch_size: int) -> RowLayout:
 def window_bounds(
     length: int, seq_len: int, context: int, memory: bool = False
 ) -> list[tuple[int, int, int]]:
-    """``(start, end, loss_start)`` of each window over ``length`` positions.
+    """The bounds of :func:`iter_window_bounds` as a list (to index them by step)."""
+    return list(iter_window_bounds(length, seq_len, context, memory))
+
+
+def iter_window_bounds(
+    length: int, seq_len: int, context: int, memory: bool = False
+) -> Iterator[tuple[int, int, int]]:
+    """``(start, end, loss_start)`` of each window over ``length`` positions, one at a time
+    (a list of them grows with the text: about 150 bytes a window).
 
     The first window counts all its positions; each later one ends ``seq_len - context``
     further on and counts only the positions not counted before. A ragged last window
@@ -204,15 +212,13 @@ def window_bounds(
     if not 0 <= context < seq_len:
         raise DataError(f"context={context} must be in [0, seq_len={seq_len})")
     stride = seq_len - context
-    bounds = []
     end = min(seq_len, length)
-    bounds.append((0, end, 0))
+    yield 0, end, 0
     while end < length:
         new_end = min(end + stride, length)
         start = end - context if memory else max(0, new_end - seq_len)
-        bounds.append((start, new_end, end - start))
+        yield start, new_end, end - start
         end = new_end
-    return bounds
 
 
 def windows(
@@ -225,6 +231,6 @@ def windows(
     rows of :data:`EVAL_LAYOUTS` these are the evaluation's windows, which
     :meth:`RowLayout.windows` reads from the stream without the rows (tested equal).
     """
-    bounds = window_bounds(inputs.shape[1], seq_len, context, memory)
+    bounds = iter_window_bounds(inputs.shape[1], seq_len, context, memory)
     for i, (start, end, loss_start) in enumerate(bounds):
         yield Window(inputs[:, start:end].long(), targets[:, start:end].long(), loss_start, i)
