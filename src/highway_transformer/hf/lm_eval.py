@@ -1,5 +1,5 @@
 """``python -m highway_transformer.hf.lm_eval ARGS``: lm-eval's own command line, run in a
-process that registered our classes with the Auto classes first, so ``--model hf
+process where importing this package registered our classes with the Auto classes, so ``--model hf
 --model_args pretrained=DIR`` loads a folder written by ``highway export`` (the plain
 ``lm_eval`` command never imports this package). Every argument is lm-eval's.
 """
@@ -10,7 +10,6 @@ import sys
 from collections.abc import Sequence
 
 from ..extras import import_extra
-from . import register
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -18,7 +17,6 @@ def main(argv: Sequence[str] | None = None) -> None:
     import_extra("lm_eval", "python -m highway_transformer.hf.lm_eval")
     from lm_eval.__main__ import cli_evaluate
 
-    register()  # idempotent: importing the package did it already
     sys.argv = ["lm_eval", *(sys.argv[1:] if argv is None else argv)]
     cli_evaluate()
 

@@ -29,7 +29,6 @@ import torch
 from tqdm.auto import tqdm
 
 from ..config import Config
-from ..data.batching import row_layout
 from ..data.encoding import line_tokens, symbol_table
 from ..data.streams import (
     SPILL_BYTES,
@@ -48,6 +47,7 @@ from ..models.families import memory_policy
 from ..models.generation import spells_spaces
 from ..models.lm import LanguageModel
 from .lm_eval import EvalResult, evaluate
+from .progress import EvalBar
 
 #: Bytes read at a time for a BPE/unigram tokenizer.
 SUBWORD_READ_BYTES = 1 << 16
@@ -210,15 +210,10 @@ def evaluate_file(
     with tokens.ids as ids:
         if len(ids) < 2:
             raise DataError(f"{path} is too short to score: it needs at least 2 symbols")
-        data = config.data
-        layout = row_layout(data.eval_layout, len(ids), data.eval_batch_size)
         policy = memory_policy(config.model, evaluation=True)
-        with tqdm(
-            total=layout.targets(), desc="scoring", unit="tok", unit_scale=True,
-            disable=not progress,
-        ) as bar:  # fmt: skip
+        with EvalBar("scoring", "tok", progress) as bar:
             result = evaluate(
-                model, ids, data, device, config.train.precision, policy=policy,
-                on_window=bar.update,
+                model, ids, config.data, device, config.train.precision, policy=policy,
+                progress=bar.report,
             )  # fmt: skip
     return FileScore(result, tokens.symbols, tokens.oov)

@@ -8,7 +8,6 @@ Transformer-XL's data iterator scores; Transformer-XL memory is carried along ea
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -59,7 +58,6 @@ def evaluate(
     max_tokens: int | None = None,
     world: World | None = None,
     policy: MemoryPolicy | None = None,
-    on_window: Callable[[int], None] | None = None,
     progress: EvalProgress | None = None,
 ) -> EvalResult:
     """Mean NLL of ``ids`` under ``model`` with the evaluation batching of ``data``.
@@ -70,9 +68,8 @@ def evaluate(
     evaluation rows and the summed losses and counts are all-reduced: every rank gets the
     single-process figure. A Transformer-XL model runs with ``policy`` (default: the
     evaluation settings of its ``model.memory``), its memory carried from window to window;
-    the model itself is left as it was, training mode included. ``on_window`` is called with
-    the number of targets of each window scored, ``progress`` with the targets scored so far
-    and this process's targets in all (progress displays).
+    the model itself is left as it was, training mode included. ``progress`` is called with
+    the targets scored so far and this process's targets in all (progress displays).
     """
     world = world or World()
     device = torch.device(device)
@@ -107,8 +104,6 @@ def evaluate(
             ).tolist()
             total, total_sq, scored = total + window_sum, total_sq + window_sq, int(scored)
             count += scored
-            if on_window is not None:
-                on_window(scored)
             if progress is not None:
                 progress(count, expected)
     finally:
