@@ -194,6 +194,11 @@ def test_version_and_help_without_torch(capsys) -> None:
         (["--config", "missing.yaml"], "missing.yaml does not exist"),
         (["--scale", "hugee"], "unknown scale 'hugee'"),
         (["--preset", "ht-table1/t-l3+sigmoid", "--scale", "tiny", "data.seq_len=0"], "seq_len"),
+        (["model.gate.kind=sdux"], "unknown gate 'sdux'"),
+        (["model.family=xll"], "unknown model family 'xll'"),
+        (["data.corpus=ptb-wrod"], "unknown corpus (data.corpus) 'ptb-wrod'"),
+        (["--task", "pixels", "task.dataset=mnsit"], "unknown pixel data set"),
+        (["train.strategy=fsdpp"], "unknown training strategy"),
     ],
 )
 def test_train_typos_answer_before_torch(argv: list[str], message: str, tmp_path) -> None:

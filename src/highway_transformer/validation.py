@@ -38,6 +38,7 @@ from .config import (
     MemoryConfig,
     ModelConfig,
     apply_overrides,
+    names,
 )
 from .errors import CheckpointError, ConfigError, HighwayError, unknown_choice
 from .nn.gating import parse_layer_spec
@@ -46,9 +47,10 @@ from .storage.folder import CONFIG_FILE, read_config, resolve
 if TYPE_CHECKING:
     from .models.families import Family
 
-# The registries of names (gates, norms, families, tasks, ...) live beside the torch modules
-# they name, so the checks reading them import them inside: the forms of a config (keys,
-# types, ranges) are checked first, without torch, and a typo answers at once.
+# The registries (gates, norms, families, tasks, ...) live beside the torch modules they name,
+# so the checks reading them import them inside. The forms of a config (keys, types, ranges,
+# and every name, from the registries' names in config.names) are checked first, without
+# torch, and a typo answers at once.
 
 
 def _choice(what: str, value: str, choices: Collection[str]) -> None:
@@ -97,10 +99,11 @@ def validate(config: Config) -> Config:
 
 
 def check_form(config: Config) -> Config:
-    """Types and ranges, the checks that read no registry (and so import no torch): what
-    :func:`validate` checks first."""
+    """Types, ranges and names, the checks that import no torch: what :func:`validate`
+    checks first."""
     check_types(config)
     check_ranges(config)
+    check_names(config)
     return config
 
 
@@ -253,13 +256,70 @@ def check_ranges(config: Config) -> None:
             raise ConfigError(f"{name} must be {allowed.describe()}, got {item}{fix}")
 
 
+# --------------------------------------------------------------------------- names
+
+
+def check_names(config: Config) -> None:
+    """Every name the config chooses is one a registry knows (read from
+    :mod:`highway_transformer.config.names`, so no torch is imported)."""
+    _check_model_names(config.model)
+    _check_data_names(config.data)
+    _check_task_names(config)
+    _check_training_names(config)
+
+
+def _check_model_names(m: ModelConfig) -> None:
+    _choice("model family", m.family, names.FAMILY_NAMES)
+    if m.attention is not None:
+        _choice("attention", m.attention, names.ATTENTION_NAMES)
+    _choice("local RNN cell", m.local_rnn.cell, names.CELL_NAMES)
+    _choice("positional encoding", m.positional, POSITIONALS)
+    _choice("layer norm (model.layer_norm)", m.layer_norm, names.NORM_NAMES)
+    for name in ("final_norm", "embedding_scale"):
+        _choice(f"model.{name} value", str(getattr(m, name)).lower(), FLAGS)
+    _choice("initialisation", m.init, names.SCHEMES)
+    _choice("LayerNorm initialisation", m.init_norm, names.NORM_INITS)
+    _choice("token table initialisation", m.init_embedding, names.EMBEDDING_SCHEMES)
+    _choice("norm position", m.norm, names.NORM_POSITIONS)
+    _choice("gate", m.gate.kind, names.GATE_NAMES)
+    _choice("gate activation", m.gate.activation, names.ACTIVATION_NAMES)
+    for sub in m.gate.sublayers:
+        _choice("gated sublayer kind", sub, names.GATEABLE_NAMES)
+
+
+def _check_data_names(d: DataConfig) -> None:
+    _choice("corpus (data.corpus)", d.corpus, names.CORPUS_NAMES)
+    _choice("corpus level", d.level, LEVELS)
+    _choice("vocabulary splits (data.vocab_splits)", d.vocab_splits, names.VOCAB_SPLITS)
+    _choice("evaluation layout (data.eval_layout)", d.eval_layout, names.EVAL_LAYOUT_NAMES)
+
+
+def _check_task_names(config: Config) -> None:
+    task = config.task
+    _choice("task", task.name, names.TASK_NAMES)
+    _choice("task.pooling", task.pooling, names.POOLING_NAMES)
+    names.normalize_score(task.score)
+    if task.name == "pixels" and task.dataset.strip():
+        _choice("pixel data set (task.dataset)", task.dataset.strip().lower(), names.PIXEL_DATASETS)
+
+
+def _check_training_names(config: Config) -> None:
+    t = config.train
+    _choice("optimizer", t.optimizer, OPTIMIZERS)
+    _choice("learning-rate schedule", t.schedule, SCHEDULES)
+    _choice("anneal rule", t.anneal_rule, ANNEAL_RULES)
+    _choice("final weights", t.final_weights, FINAL_WEIGHTS)
+    _choice("precision", t.precision, PRECISIONS)
+    _choice("distributed backend", t.dist_backend, DIST_BACKENDS)
+    _choice("training strategy (train.strategy)", t.strategy, names.STRATEGY_NAMES)
+
+
 # --------------------------------------------------------------------------- model
 
 
 def check_model(config: ModelConfig) -> None:
-    """Names, and the settings that apply to some families only, read from the registries."""
+    """The settings that apply to some families only, read from the registries."""
     from .models.families import family_of
-    from .nn.local_rnn import CELLS
 
     family = family_of(config)
     _check_attention(config, family)
@@ -267,8 +327,6 @@ def check_model(config: ModelConfig) -> None:
     _check_fidelity_options(config, family)
     _check_initialisation(config)
     _check_gate(config)
-    _choice("local RNN cell", config.local_rnn.cell, CELLS)
-    _choice("positional encoding", config.positional, POSITIONALS)
     if config.d_head is None and config.d_model % config.n_heads:
         raise ConfigError(
             f"model.d_model={config.d_model} does not divide into model.n_heads="
@@ -279,16 +337,12 @@ def check_model(config: ModelConfig) -> None:
 
 
 def _check_attention(config: ModelConfig, family: Family) -> None:
-    from .models.builders import ATTENTIONS
-
-    if config.attention is not None:
-        _choice("attention", config.attention, ATTENTIONS)
-        if config.attention not in family.attentions:
-            raise ConfigError(
-                f"model.family={config.family} takes model.attention="
-                f"{' or '.join(family.attentions)}, got {config.attention}; "
-                "change the family or leave model.attention unset"
-            )
+    if config.attention is not None and config.attention not in family.attentions:
+        raise ConfigError(
+            f"model.family={config.family} takes model.attention="
+            f"{' or '.join(family.attentions)}, got {config.attention}; "
+            "change the family or leave model.attention unset"
+        )
     kind = config.attention or family.attentions[0]
     inner = config.head_dim * config.n_heads
     if kind == "shaw" and config.d_head is not None and inner != config.d_model:
@@ -308,12 +362,7 @@ def _check_memory(config: ModelConfig, family: Family) -> None:
 
 
 def _check_fidelity_options(config: ModelConfig, family: Family) -> None:
-    """The reference-code options (docs/fidelity.md): known names, XL-only settings."""
-    from .nn.norms import NORMS
-
-    _choice("layer norm (model.layer_norm)", config.layer_norm, NORMS)
-    for name in ("final_norm", "embedding_scale"):
-        _choice(f"model.{name} value", str(getattr(config, name)).lower(), FLAGS)
+    """The reference-code options (docs/fidelity.md) that apply to XL only."""
     if not family.memory:
         for name, value in (("dropout_pos", config.dropout_pos), ("untie_r", config.untie_r)):
             if value not in (None, False):
@@ -324,24 +373,14 @@ def _check_fidelity_options(config: ModelConfig, family: Family) -> None:
 
 
 def _check_initialisation(config: ModelConfig) -> None:
-    from .models.init import EMBEDDING_SCHEMES, NORM_INITS, SCHEMES
-
-    _choice("initialisation", config.init, SCHEMES)
-    _choice("LayerNorm initialisation", config.init_norm, NORM_INITS)
-    _choice("token table initialisation", config.init_embedding, EMBEDDING_SCHEMES)
     if config.init == "torch" and config.init_proj_std is not None:
         raise ConfigError("model.init_proj_std needs model.init=uniform or normal; unset it")
 
 
 def _check_gate(config: ModelConfig) -> None:
-    from .models.builders import GATEABLE
-    from .nn.combiner import ACTIVATIONS
-    from .nn.connections import COMBINERS, NORM_POSITIONS, combiner_class
+    from .nn.connections import combiner_class
 
-    _choice("norm position", config.norm, NORM_POSITIONS)
     gate = config.gate
-    _choice("gate", gate.kind, COMBINERS)
-    _choice("gate activation", gate.activation, ACTIVATIONS)
     combiner = combiner_class(gate.kind)
     if gate.activation not in combiner.activations:  # HT eq. 26 and the authors' code
         raise ConfigError(
@@ -359,8 +398,6 @@ def _check_gate(config: ModelConfig) -> None:
         raise ConfigError(
             "model.gate.layers is empty; write all, none, 1-3, 1,2 or 1-6\\FFN (1-based layers)"
         )
-    for sub in gate.sublayers:
-        _choice("gated sublayer kind", sub, GATEABLE)
     parse_layer_spec(gate.layers, config.n_layers)
 
 
@@ -368,20 +405,15 @@ def _check_gate(config: ModelConfig) -> None:
 
 
 def check_data(d: DataConfig) -> None:
-    """The corpus level, the file-corpus settings, the vocabulary splits, the evaluation
-    layout and the windows."""
-    from .data.batching import EVAL_LAYOUTS
-    from .data.corpora import COUNTED_VOCABULARIES, VOCAB_SPLITS
+    """The file-corpus settings, the vocabulary splits and the windows."""
+    from .data.corpora import COUNTED_VOCABULARIES
 
-    _choice("corpus level", d.level, LEVELS)
     check_file_corpus_config(d)
-    _choice("vocabulary splits (data.vocab_splits)", d.vocab_splits, VOCAB_SPLITS)
     if d.vocab_splits != "auto" and d.corpus not in COUNTED_VOCABULARIES:
         raise ConfigError(
             f"data.vocab_splits applies to data.corpus={' or '.join(COUNTED_VOCABULARIES)} "
             f"(a vocabulary counted from the corpus), not {d.corpus}; remove it"
         )
-    _choice("evaluation layout (data.eval_layout)", d.eval_layout, EVAL_LAYOUTS)
     for ctx_name, len_name in (("context", "seq_len"), ("eval_context", "eval_seq_len")):
         ctx = getattr(d, ctx_name)
         length = getattr(d, len_name) or d.seq_len
@@ -410,14 +442,9 @@ def check_file_corpus_config(d: DataConfig) -> None:
 
 def check_task(config: Config) -> None:
     """The ``task`` section, and the model settings the task cannot use."""
-    from .models.sequence import POOLINGS
-    from .nn.scores import normalize_score
     from .tasks import TASKS
 
     task = config.task
-    _choice("task", task.name, TASKS)
-    _choice("task.pooling", task.pooling, POOLINGS)
-    normalize_score(task.score)
     if task.name == "adding" and task.length < 2:
         raise ConfigError("the adding problem needs task.length >= 2")
     memory = config.model.memory
@@ -465,14 +492,8 @@ def _check_eval_layout(config: Config) -> None:
 
 
 def check_training(config: Config) -> None:
-    """Optimiser, schedule, precision and the parallel settings."""
-    from .runtime.strategies import STRATEGIES
-
+    """Optimiser, schedule, precision and the parallel settings that apply together."""
     t = config.train
-    _choice("optimizer", t.optimizer, OPTIMIZERS)
-    _choice("learning-rate schedule", t.schedule, SCHEDULES)
-    _choice("anneal rule", t.anneal_rule, ANNEAL_RULES)
-    _choice("final weights", t.final_weights, FINAL_WEIGHTS)
     if t.anneal_rule != "best" and t.schedule != "anneal":
         raise ConfigError(
             f"train.anneal_rule={t.anneal_rule} applies to train.schedule=anneal only, "
@@ -484,9 +505,6 @@ def check_training(config: Config) -> None:
             "needs train.lr_step >= 1 (steps between decays), the others take none; set both "
             "or neither"
         )
-    _choice("precision", t.precision, PRECISIONS)
-    _choice("distributed backend", t.dist_backend, DIST_BACKENDS)
-    _choice("training strategy (train.strategy)", t.strategy, STRATEGIES)
     if t.fused_optimizer and t.optimizer == "sgd":
         raise ConfigError(
             "train.fused_optimizer applies to adam and adamw only; set train.optimizer=adamw "

@@ -262,9 +262,11 @@ def test_pre_ln_only_gates_are_found_by_their_class_flag(
     check_model(tiny(gate=GateConfig(kind="mine"), norm="pre"))
 
 
-def test_a_new_attention_kind_is_one_registry_entry(
+def test_a_new_attention_kind_is_one_registry_entry_and_its_name(
     monkeypatch, tiny: Callable[..., ModelConfig]
 ) -> None:
+    from highway_transformer.config import names
+
     built = []
 
     def build(config: ModelConfig, causal: bool) -> nn.Module:
@@ -272,6 +274,7 @@ def test_a_new_attention_kind_is_one_registry_entry(
         return MultiHeadAttention(config.d_model, config.n_heads, causal=causal)
 
     monkeypatch.setitem(ATTENTIONS, "mine", AttentionKind(build, absolute_positions=False))
+    monkeypatch.setattr(names, "ATTENTION_NAMES", (*names.ATTENTION_NAMES, "mine"))
     family = dataclasses.replace(FAMILIES["transformer"], attentions=("dot", "mine"))
     monkeypatch.setitem(FAMILIES, "transformer", family)
     model = build_model(tiny(attention="mine"))

@@ -7,8 +7,9 @@ import math
 import pytest
 import torch
 
+from highway_transformer.config.names import SCORES, normalize_score
 from highway_transformer.errors import ConfigError, DataError
-from highway_transformer.nn.scores import SCORES, ScoredAttention, normalize_score
+from highway_transformer.nn.scores import ScoredAttention
 
 D = 4
 

@@ -95,8 +95,6 @@ class Corpus:
         return getattr(self, name)
 
 
-#: ``data.vocab_splits`` values; ``auto`` counts what the reference code counts.
-VOCAB_SPLITS = ("auto", "train", "all")
 #: The corpora whose vocabulary is counted from a choice of splits. Transformer-XL's ``Corpus``
 #: (``pytorch/data_utils.py``) counts train, valid and test of enwik8 and text8, and so does
 #: ``auto``; ``train`` is the rule of this library's earlier versions.

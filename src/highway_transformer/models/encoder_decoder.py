@@ -10,7 +10,7 @@ Every sublayer rejoins the stream through its own
 :class:`~highway_transformer.nn.connections.Connection` (post-/pre-LN × any combiner: plain
 residual, SDU, highway, gated MHDPA, GTrXL gates), gated where ``model.gate.layers`` says
 (HT §4; the spec numbers the layers of each stack, and encoder-decoder attention counts as
-``attn``). Attention scores are any of :data:`~highway_transformer.nn.scores.SCORES`.
+``attn``). Attention scores are any of :data:`~highway_transformer.config.names.SCORES`.
 
 Batches are right-padded with ``pad_id``; the encoder's key padding mask keeps pads out of
 every attention over the source, and the decoder's causal mask keeps later (and padded)

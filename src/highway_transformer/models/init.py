@@ -32,11 +32,6 @@ from ..errors import ConfigError
 from ..nn.adaptive import AdaptiveInput
 from ..nn.adaptive_softmax import AdaptiveSoftmax
 
-SCHEMES = ("uniform", "normal", "torch")
-#: ``model.init_embedding``: "" draws the token tables like every other weight.
-EMBEDDING_SCHEMES = ("", "uniform", "normal")
-NORM_INITS = ("ones", "normal")
-
 
 @dataclass(frozen=True)
 class _Init:

@@ -27,6 +27,7 @@ from collections.abc import Callable
 
 from torch import Tensor, nn
 
+from ..config.names import NORM_POSITIONS
 from ..errors import ConfigError, unknown_choice
 from .combiner import Combiner, Residual
 from .dropout import Dropout
@@ -60,9 +61,6 @@ def build_combiner(
     """A fresh combiner of the named kind (see :data:`COMBINERS`); ``bias`` is the initial
     gate bias (HT gates: ``b1``; GTrXL: ``b_g``), ``None`` the gate's own default."""
     return combiner_class(kind).build(d_model, activation, bias)
-
-
-NORM_POSITIONS = ("post", "pre")
 
 
 class Connection(nn.Module):

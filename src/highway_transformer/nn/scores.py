@@ -34,21 +34,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..errors import ConfigError, DataError, unknown_choice
+from ..config.names import normalize_score
+from ..errors import ConfigError, DataError
 from .attention import attend, causal_mask
 from .dropout import dropout
-
-SCORES = ("scaled_dot", "dot", "general", "additive", "content", "location")
-_ALIASES = {"scaled-dot": "scaled_dot", "cosine": "content", "concat": "additive"}
-
-
-def normalize_score(name: str) -> str:
-    """The canonical score name for ``name`` (``cosine`` -> ``content`` ...)."""
-    key = str(name).strip().lower()
-    key = _ALIASES.get(key, key)
-    if key not in SCORES:
-        raise unknown_choice("attention score function", name, SCORES)
-    return key
 
 
 def attention_mask(

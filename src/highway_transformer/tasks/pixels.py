@@ -9,6 +9,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..config import Config
+from ..config.names import PIXEL_DATASETS
 from ..data.baselines import class_prior_baselines
 from ..data.classifiers import image_baselines
 from ..data.images import ImageSplits, load_digits_default, load_mnist
@@ -24,7 +25,6 @@ from .base import (
     standard_error,
 )
 
-PIXEL_DATASETS = ("digits", "mnist")
 N_CLASSES = 10
 
 

@@ -1,0 +1,86 @@
+"""The names a config may choose, without the modules they name.
+
+The registries (gate classes, norms, families, tasks, ...) live beside the torch modules
+they map to; importing them costs seconds. These tuples are their names alone, so a
+misspelled name in a config or an override is answered before ``torch`` is imported.
+The plain tuples are the only definition of their names (the torch modules import them);
+for each registry mapping a name to code, a test holds the tuple equal to its keys.
+"""
+
+from __future__ import annotations
+
+from ..errors import unknown_choice
+
+# --------------------------------------------------------------------------- registries' keys
+
+#: ``model.family``: :data:`highway_transformer.models.families.FAMILIES`.
+FAMILY_NAMES = ("transformer", "rtransformer", "xl")
+#: ``model.attention``: :data:`highway_transformer.models.builders.ATTENTIONS`.
+ATTENTION_NAMES = ("dot", "relative", "shaw")
+#: ``model.gate.sublayers``: :data:`highway_transformer.models.builders.GATEABLE`.
+GATEABLE_NAMES = ("attn", "ffn", "rnn")
+#: ``model.local_rnn.cell``: :data:`highway_transformer.nn.local_rnn.CELLS`.
+CELL_NAMES = ("rnn", "gru", "lstm")
+#: ``model.layer_norm``: :data:`highway_transformer.nn.norms.NORMS`.
+NORM_NAMES = ("torch", "rt")
+#: ``model.gate.kind``: :data:`highway_transformer.nn.connections.COMBINERS`.
+GATE_NAMES = (
+    "none",
+    "sdu",
+    "highway",
+    "gated",
+    "gtrxl-input",
+    "gtrxl-output",
+    "gtrxl-highway",
+    "gtrxl-sigmoid-tanh",
+    "gtrxl-gru",
+)
+#: ``model.gate.activation``: :data:`highway_transformer.nn.combiner.ACTIVATIONS`.
+ACTIVATION_NAMES = ("sigmoid", "tanh")
+#: ``data.eval_layout``: :data:`highway_transformer.data.batching.EVAL_LAYOUTS`.
+EVAL_LAYOUT_NAMES = ("every", "reference")
+#: ``data.corpus``: :data:`highway_transformer.data.corpora.CORPORA`.
+CORPUS_NAMES = (
+    "pydoc",
+    "ptb-word",
+    "ptb-char",
+    "ptb-char-rt",
+    "enwik8",
+    "enwik8-xl",
+    "text8",
+    "wikitext-103",
+    "file",
+)
+#: ``task.name``: :data:`highway_transformer.tasks.TASKS`.
+TASK_NAMES = ("lm", "music", "pixels", "copy", "adding", "seq2seq")
+#: ``task.pooling``: :data:`highway_transformer.models.sequence.POOLINGS`.
+POOLING_NAMES = ("last", "mean")
+#: ``train.strategy``: :data:`highway_transformer.runtime.strategies.STRATEGIES`.
+STRATEGY_NAMES = ("ddp", "fsdp")
+
+# --------------------------------------------------------------------------- plain names
+
+#: ``model.norm``: where each sublayer's LayerNorm stands.
+NORM_POSITIONS = ("post", "pre")
+#: ``model.init``.
+SCHEMES = ("uniform", "normal", "torch")
+#: ``model.init_embedding``: "" draws the token tables like every other weight.
+EMBEDDING_SCHEMES = ("", "uniform", "normal")
+#: ``model.init_norm``.
+NORM_INITS = ("ones", "normal")
+#: ``data.vocab_splits`` values; ``auto`` counts what the reference code counts.
+VOCAB_SPLITS = ("auto", "train", "all")
+#: ``task.dataset`` of ``task.name=pixels`` ("" is digits).
+PIXEL_DATASETS = ("digits", "mnist")
+#: ``task.score``: the encoder-decoder's attention score functions, and their other names.
+SCORES = ("scaled_dot", "dot", "general", "additive", "content", "location")
+SCORE_ALIASES = {"scaled-dot": "scaled_dot", "cosine": "content", "concat": "additive"}
+
+
+def normalize_score(name: str) -> str:
+    """The canonical score name for ``name`` (``cosine`` -> ``content`` ...)."""
+    key = str(name).strip().lower()
+    key = SCORE_ALIASES.get(key, key)
+    if key not in SCORES:
+        raise unknown_choice("attention score function", name, SCORES)
+    return key
