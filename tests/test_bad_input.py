@@ -13,10 +13,10 @@ import pytest
 from highway_transformer import cli
 from highway_transformer.api import build_model
 from highway_transformer.config import Config, ModelConfig
+from highway_transformer.config.sampling import check_sampling
 from highway_transformer.data.vocab import Vocabulary
 from highway_transformer.errors import CheckpointError, ConfigError, DataError, HighwayError
 from highway_transformer.files import make_folder
-from highway_transformer.models.generation import check_sampling
 from highway_transformer.report.report import write_report
 from highway_transformer.report.runs import group_runs, load_run
 from highway_transformer.report.tables import mean_curve, paper_rows

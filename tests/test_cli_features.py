@@ -221,6 +221,54 @@ def test_train_typos_answer_before_torch(argv: list[str], message: str, tmp_path
     assert len(done.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["eval", "missing-run"], "no checkpoint at"),
+        (["generate", "missing-run", "--prompt", "a", "--temperature", "-1"], "temperature"),
+        (["export", "missing-run", "--format", "hf", "--out", "x"], "missing-run"),
+        (["baselines", "--preset", "nope"], "unknown preset 'nope'"),
+        (["baselines", "model.gate.kind=sdux"], "unknown gate 'sdux'"),
+        (["presets", "nope"], "unknown preset 'nope'"),
+        (["config", "trian"], "choose one of"),
+        (["demo", "--steps", "0"], "--steps must be >= 1"),
+        (["compare", "missing-run", "--out", "x"], "missing-run has no validation records"),
+        (["experiments", "ht-tabel1"], "ht-tabel1"),
+        (["run", "ht-tabel1"], "ht-tabel1"),
+        (["run", "ht-table1", "--scale", "hugee"], "unknown scale 'hugee'"),
+        (
+            [
+                "ab",
+                "--row",
+                "a=ht-table1/t-l3",
+                "--row",
+                "b=ht-table1/t-l3",
+                "model.gate.kind=sdux",
+            ],
+            "unknown gate 'sdux'",
+        ),
+        (["report", "missing-run", "--out", "x"], "missing-run does not exist"),
+        (["prune", "missing-run"], "missing-run does not exist"),
+    ],
+)
+def test_every_command_answers_a_typo_before_torch(
+    argv: list[str], message: str, tmp_path: Path
+) -> None:
+    """Each command's mistyped argument is one line, exit 2, with torch never imported."""
+    probe = (
+        "import sys\n"
+        "from highway_transformer import cli\n"
+        "code = cli.main(sys.argv[1:])\n"
+        "print(code, 'torch' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe, *argv], capture_output=True, text=True, cwd=tmp_path
+    )
+    assert done.stdout.split()[-2:] == ["2", "False"], done.stderr
+    error = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
+    assert len(error) == 1 and message in error[0], done.stderr
+
+
 def test_every_option_has_help() -> None:
     parser = cli.build_parser()
     commands = parser._subparsers._group_actions[0].choices  # type: ignore[union-attr]

@@ -20,14 +20,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .config.names import TASK_NAMES
 from .errors import ConfigError, HighwayError, PeerFailed, TrainingInterrupted
 
 if TYPE_CHECKING:
     from .config import Config
 
-#: ``--task`` choices; kept here so ``highway --help`` does not import torch (checked
-#: against the task registry by the tests).
-TASK_NAMES = ("lm", "music", "pixels", "copy", "adding", "seq2seq")
 #: ``highway demo``'s default budget: steps per run, seeds per model (``demo.DEMO_STEPS`` and
 #: ``demo.DEMO_SEEDS``, kept here for the same reason; checked by the tests).
 DEMO_STEPS, DEMO_SEEDS = 400, 3
@@ -132,14 +130,15 @@ def _weights(path: str, which: str, trust_unverified: bool = False) -> Path:
 
 
 def _eval(args: argparse.Namespace) -> int:
-    from .api import evaluate_checkpoint
-    from .runtime.device import resolve_device
-
     splits = ["valid", "test"] if args.split == "both" else [args.split]
     weights = _weights(args.checkpoint, args.weights, args.trust_unverified)
     overrides = list(args.overrides)
     if args.data_path:
         overrides.append(f"data.path={args.data_path}")
+    _check_overrides(overrides)
+    from .api import evaluate_checkpoint
+    from .runtime.device import resolve_device
+
     if args.file:
         return _eval_file(args, weights, overrides)
     trust = args.trust_unverified
@@ -152,6 +151,16 @@ def _eval(args: argparse.Namespace) -> int:
     else:
         _print_metrics(out, _level(weights, trust))
     return 0
+
+
+def _check_overrides(overrides: list[str]) -> None:
+    """The keys, types, ranges and names of ``overrides`` on their own (on the defaults),
+    before torch is imported: a typo answers at once; the checkpoint's config with them is
+    validated whole where it is loaded."""
+    from .config import Config, apply_overrides
+    from .validation import check_form
+
+    check_form(apply_overrides(Config(), None, overrides))
 
 
 def _level(weights: Path, trust_unverified: bool) -> str | None:
@@ -193,14 +202,15 @@ def _eval_file(args: argparse.Namespace, weights: Path, overrides: list[str]) ->
 def _baselines(args: argparse.Namespace) -> int:
     """Losses of trivial models of a task's valid/test splits (what a model must beat)."""
     from .config import Config
-    from .data.levels import corpus_level, metric_label
     from .presets import get_preset
-    from .tasks import task_baselines
     from .validation import build_config
 
     base = get_preset(args.preset) if args.preset else Config()
     overrides = [f"data.path={args.data_path}"] if args.data_path else []
-    config = build_config(base, None, overrides + list(args.overrides))
+    config = build_config(base, None, overrides + list(args.overrides))  # forms before torch
+    from .data.levels import corpus_level, metric_label
+    from .tasks import task_baselines
+
     found = task_baselines(config)
     if args.json:
         print(json.dumps({"task": config.task.name, "baselines": found}, indent=2))
@@ -234,6 +244,10 @@ def _presets(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
+    for name in ("steps", "seeds", "jobs"):  # checked by run_demo too, after torch is imported
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            raise ConfigError(f"--{name} must be >= 1, got {value}")
     from .demo import run_demo
 
     summary = run_demo(
@@ -272,12 +286,15 @@ def _download(args: argparse.Namespace) -> int:
 
 
 def _generate(args: argparse.Namespace) -> int:
+    from .config.sampling import check_sampling
+
+    check_sampling(args.tokens, args.temperature, args.top_k, args.top_p, args.seed)
+    weights = _weights(args.checkpoint, args.weights, args.trust_unverified)
     from .api import load_pretrained
     from .errors import CheckpointError
     from .models.generation import generate
     from .runtime.device import resolve_device
 
-    weights = _weights(args.checkpoint, args.weights, args.trust_unverified)
     device = resolve_device(args.device)
     model, config, vocab = load_pretrained(weights, device, trust_unverified=args.trust_unverified)
     if vocab is None:

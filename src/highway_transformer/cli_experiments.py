@@ -206,10 +206,13 @@ def _ab(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from .report.report import write_report
+    from .report.runs import find_run_dirs
 
     if args.data_path and not args.baselines:
         raise ConfigError("--data-path is where --baselines reads the data; pass --baselines too")
+    find_run_dirs(args.run_dirs)  # a mistyped folder answers before torch is imported
+    from .report.report import write_report
+
     report = write_report(
         args.run_dirs,
         args.out,

@@ -14,13 +14,13 @@ batch), beam search (caches reordered with the beams) and stop strings.
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
 
+from ..config.sampling import check_sampling
 from ..data.vocab import SubwordVocabulary, Vocabulary
 from ..errors import ConfigError, DataError
 from .families import memory_policy
@@ -162,24 +162,6 @@ class StopStrings:
             if any(s in detokenize(self.vocab, ids[:n]) for s in self.strings):
                 return n
         return None  # pragma: no cover - the full text holds one
-
-
-def check_sampling(
-    n_tokens: int, temperature: float, top_k: int, top_p: float, seed: int | None
-) -> None:
-    """Raise :class:`ConfigError` for a sampling setting outside its meaningful range."""
-    if n_tokens < 0:
-        raise ConfigError(f"--tokens must be >= 0, got {n_tokens}")
-    if not math.isfinite(temperature) or temperature < 0:
-        raise ConfigError(
-            f"--temperature must be a finite number >= 0 (0 is greedy), got {temperature}"
-        )
-    if top_k < 0:
-        raise ConfigError(f"--top-k must be >= 0 (0 keeps every symbol), got {top_k}")
-    if not 0 < top_p <= 1:  # also refuses NaN
-        raise ConfigError(f"--top-p must be in (0, 1] (1 keeps every symbol), got {top_p}")
-    if seed is not None and not 0 <= seed < 2**63:
-        raise ConfigError(f"--seed must be >= 0, got {seed}")
 
 
 def check_prompt(model: LanguageModel, prompt_ids: Sequence[int]) -> None:

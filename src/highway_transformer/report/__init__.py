@@ -1,6 +1,20 @@
 """Reports: the papers' tables, figures and verdicts from run folders (``highway report``), and
-any runs side by side (``highway compare``)."""
+any runs side by side (``highway compare``).
 
-from .report import write_report
+:func:`write_report` is imported on first use, so the torch-free parts (finding and reading
+run folders) answer a mistyped path before torch is imported.
+"""
+
+from __future__ import annotations
+
+from typing import Any
 
 __all__ = ["write_report"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "write_report":
+        from .report import write_report
+
+        return write_report
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -30,7 +30,6 @@ from ..data.levels import bits_label, corpus_level
 from ..errors import DataError
 from ..experiments.ab import DATA_KEYS
 from ..storage.runfolder import CONFIG_FILE, METRICS_FILE, RESULTS_FILE, flatten
-from ..tasks.floor import plateau_warning
 from .convergence import curve, steps_to_reach
 from .runs import RESULT_FIELDS, check_fields, read_run_json, read_run_metrics
 
@@ -177,6 +176,8 @@ def difference(a: float, a_se: float | None, b: float, b_se: float | None) -> di
 def _row(
     run: RunFolder, base: RunFolder, target: float, target_se: float | None, unit: Unit
 ) -> dict:
+    from ..tasks.floor import plateau_warning  # the tasks import torch: after the inputs' checks
+
     valid_curve = curve(run.records, "valid")
     best, best_se = best_periodic(run.records)
     periodic = [scored_count(r) for r in run.records if r.get("split") == "valid"]
