@@ -15,7 +15,7 @@ $(BIN)/python:
 
 $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/python -m pip install -q "$(TORCH)" $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
-	$(BIN)/python -m pip install -q -e ".[dev,report,music,digits,subword,tensorboard,hub,slurm,hf,docs]"
+	$(BIN)/python -m pip install -q -e ".[dev,report,digits,subword,tensorboard,hub,slurm,hf,docs]"
 	touch $(STAMP)
 
 install: $(STAMP)

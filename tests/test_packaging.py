@@ -37,7 +37,7 @@ def test_every_extra_is_declared_and_heavy_packages_are_optional() -> None:
     extras = PYPROJECT["project"]["optional-dependencies"]
     assert set(EXTRAS.values()) <= set(extras)
     core = " ".join(PYPROJECT["project"]["dependencies"])
-    for heavy in ("matplotlib", "scikit-learn", "scipy", "tokenizers"):
+    for heavy in ("matplotlib", "scikit-learn", "tokenizers"):
         assert heavy not in core
 
 

@@ -164,7 +164,6 @@ def run_demo(
     from .report.report import write_report
 
     import_extra("matplotlib", "the demo's figure")  # fail before minutes of training
-    import_extra("scipy", "the demo's 95% intervals")
     if jobs is not None and jobs < 1:
         raise ConfigError(f"--jobs must be >= 1, got {jobs}")
     out = Path(out)

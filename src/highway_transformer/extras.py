@@ -14,7 +14,6 @@ from .errors import MissingExtra
 #: Top-level module -> the extra (in pyproject.toml) that installs it.
 EXTRAS: dict[str, str] = {
     "matplotlib": "report",
-    "scipy": "music",
     "sklearn": "digits",
     "tokenizers": "subword",
     "tensorboard": "tensorboard",

@@ -25,7 +25,6 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..errors import ConfigError, DataError, unknown_choice
-from ..extras import import_extra
 from .download import cache_dir, fetch, sha256_of
 
 N_KEYS = 88
@@ -210,7 +209,8 @@ def load_music(
     checksum is kept). Files are read with :func:`scipy.io.loadmat`.
     """
     path = _resolve(name_or_path, data_dir, download)
-    loadmat = import_extra("scipy.io", "reading music .mat files").loadmat
+    from scipy.io import loadmat  # imported here: its import costs more than the rest
+
     try:
         contents = loadmat(str(path))
     except Exception as exc:  # scipy raises several unrelated types for bad files
