@@ -113,3 +113,16 @@ def test_attention_dropout_averages_to_the_undropped_weights() -> None:
 def test_attention_dropout_keeps_low_precision() -> None:
     q, k, v = torch.randn(3, 1, 2, 6, 4, dtype=torch.bfloat16).unbind(0)
     assert attention.attend(q, k, v, None, True, 0.1).dtype == torch.bfloat16
+
+
+def test_under_compile_the_masks_are_torchs_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    """numpy's draw cannot be traced: under torch.compile the masks come from torch's
+    generator (same distribution, another random stream than an eager CPU run)."""
+    monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)
+    x = torch.ones(2000)
+    torch.manual_seed(6)
+    masks = (keep_draw((2000,), 0.3), Dropout(0.3).train()(x), dropout_module.dropout(x, 0.3))
+    torch.manual_seed(6)
+    assert torch.equal(masks[0], torch.rand(2000).ge_(0.3))
+    assert torch.equal(masks[1], torch.nn.functional.dropout(x, 0.3))
+    assert torch.equal(masks[2], torch.nn.functional.dropout(x, 0.3))

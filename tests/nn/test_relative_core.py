@@ -102,3 +102,18 @@ def test_zero_rows_align_the_position_score_rows_on_a_gpu_only() -> None:
     assert zero_rows(1024, torch.device("cpu")) == 1  # the reference's one padding column
     assert zero_rows(1024, torch.device("cuda")) == 8  # rows of 1032: 16-byte aligned in bf16
     assert zero_rows(1023, torch.device("cuda")) == 1
+
+
+@pytest.mark.parametrize("pad", [1, 3])
+def test_the_compiled_unshift_writes_what_the_eager_one_does(
+    pad: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under torch.compile the gradient of the shifted view is laid back by
+    ``as_strided_scatter`` (a write through the view cannot be compiled): the same rows."""
+    from highway_transformer.nn.relative_core import _unshift
+
+    n_h, bsz, q_len, k_len = 2, 3, 4, 6
+    d_scores = torch.randn(n_h * bsz, q_len, k_len, dtype=torch.float64)
+    eager = _unshift(d_scores, n_h, bsz, q_len, k_len + pad)
+    monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)
+    assert torch.equal(_unshift(d_scores, n_h, bsz, q_len, k_len + pad), eager)

@@ -8,6 +8,12 @@ The uniform draws themselves come from numpy's SFC64 generator, about twice as f
 torch's Mersenne Twister, seeded by one draw of torch's global generator: ``torch.manual_seed``
 repeats a run, and the RNG state a checkpoint stores resumes it. Elsewhere (CUDA) torch's
 fused kernel is already fast and keeps a one-byte mask, so it is used as is.
+
+Under ``torch.compile`` (:func:`torch.compiler.is_compiling`) every mask is torch's own
+(``F.dropout``, ``torch.rand``), whatever the device: a numpy call cannot be traced, and would
+split the compiled graph in two at every dropout. The distribution is the same; the random
+stream is not, so a compiled CPU run draws other masks than an eager one from the same seed
+(the CUDA masks are torch's in both).
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ class Dropout(nn.Dropout):
     def forward(self, x: Tensor) -> Tensor:
         if not self.training or self.p == 0.0:
             return x
-        if x.device.type != "cpu" or self.p == 1.0 or self.inplace:
+        if x.device.type != "cpu" or self.p == 1.0 or self.inplace or torch.compiler.is_compiling():
             return super().forward(x)
         return dropout(x, self.p)
 
@@ -39,7 +45,7 @@ def dropout(x: Tensor, p: float) -> Tensor:
     :func:`torch.nn.functional.dropout` elsewhere."""
     if p == 0.0:
         return x
-    if x.device.type != "cpu":
+    if x.device.type != "cpu" or torch.compiler.is_compiling():
         return F.dropout(x, p)
     return x * keep_draw(x.shape, p).mul_(1.0 / (1.0 - p)).to(x.dtype)
 
@@ -50,9 +56,9 @@ def keep_draw(shape: tuple[int, ...], p: float, device: torch.device | None = No
 
     On the CPU one float32 per element (24 random bits, as ``torch.rand``) from numpy's SFC64
     generator, seeded by one draw of torch's global generator, so seeded runs repeat; on
-    other devices ``torch.rand`` there.
+    other devices, and under ``torch.compile``, ``torch.rand``.
     """
-    if device is not None and torch.device(device).type != "cpu":
+    if torch.compiler.is_compiling() or (device is not None and torch.device(device).type != "cpu"):
         return torch.rand(shape, dtype=torch.float32, device=device).ge_(p)
     with torch.profiler.record_function(DRAW_LABEL):  # numpy's time, named in profiles
         seed = int(torch.randint(0, 1 << 62, (1,)))

@@ -27,6 +27,11 @@ that keeps per step only what it needs (vanilla RNN: the hidden state; GRU: ``r`
 cell and the input state) and none of the pointwise temporaries autograd would keep. The
 padded projection itself is freed after the forward pass.
 
+Under ``torch.compile`` the same steps run as plain tensor expressions and autograd's backward
+(:func:`_traced_recurrence`): the fused forward writes through ``out=`` views and in place,
+which the compiler cannot trace, and it would split the compiled graph at every LocalRNN. The
+maths is the same, to float rounding; what the backward keeps is then the compiler's choice.
+
 Oracle: :func:`.reference.local_rnn` (eq. 2 as a loop over positions and window steps, also for
 :meth:`LocalRNN.step`'s chunks) and :func:`.reference.local_rnn_windows` (the RT code's form).
 """
@@ -150,6 +155,42 @@ def _lstm_forward(
 
 
 _FORWARD = {"rnn": _rnn_forward, "gru": _gru_forward, "lstm": _lstm_forward}
+
+
+def _traced_recurrence(
+    proj: Tensor, w_hh: Tensor, b_hn: Tensor | None, cell: str, length: int
+) -> Tensor:
+    """The ``k`` steps of :data:`_FORWARD`'s passes as out-of-place expressions, for
+    ``torch.compile`` (autograd differentiates them): the same gates, tanh rows doubled."""
+    _, d, k, _, _ = _dims(proj, length, _GATES[cell])
+    h: Tensor | None = None
+    c: Tensor | None = None
+    for j in range(k):
+        gi = proj[:, j : j + length]
+        gh = None if h is None else torch.matmul(h, w_hh.t())
+        if cell == "rnn":
+            h = torch.sigmoid(gi if gh is None else gi + gh) * 2.0 - 1.0
+        elif cell == "gru":
+            assert b_hn is not None
+            rz = torch.sigmoid(
+                gi[..., : 2 * d] if gh is None else gi[..., : 2 * d] + gh[..., : 2 * d]
+            )
+            r, z = rz[..., :d], rz[..., d:]
+            ghn = b_hn if gh is None else gh[..., 2 * d :] + b_hn
+            n = torch.sigmoid(gi[..., 2 * d :] + r * ghn) * 2.0 - 1.0
+            h = n - z * n if h is None else torch.lerp(n, h, z)
+        else:
+            a = torch.sigmoid(gi if gh is None else gi + gh)
+            i, f, g, o = (
+                a[..., :d],
+                a[..., d : 2 * d],
+                a[..., 2 * d : 3 * d] * 2.0 - 1.0,
+                a[..., 3 * d :],
+            )
+            c = i * g if c is None else i * g + f * c
+            h = (torch.sigmoid(c * 2.0) * 2.0 - 1.0) * o
+    assert h is not None
+    return h
 
 
 # --- backward passes: gradients w.r.t. proj, w_hh and (GRU) b_hn ---------------------------
@@ -354,6 +395,8 @@ class LocalRNN(nn.Module):
         w_hh = w_hh.to(proj.dtype)
         b_hn = b_hn.to(proj.dtype) if b_hn is not None else None
         with _autocast_off(proj.device.type):
+            if torch.compiler.is_compiling():
+                return _traced_recurrence(proj, w_hh, b_hn, self.cell, length)
             if torch.is_grad_enabled() and (
                 proj.requires_grad
                 or w_hh.requires_grad

@@ -66,8 +66,10 @@ def shifted_view(bd: Tensor, bsz: int, q_len: int, k_len: int) -> Tensor:
     # _unshift writes through this view, so refuse instead.
     if not bd.is_contiguous():
         raise ValueError("shifted_view needs a contiguous bd")
-    start = bd.storage_offset() + q_len - 1 + width - k_len
-    return bd.as_strided((n_h * bsz, q_len, k_len), (q_len * width, width - 1, 1), start)
+    # as_strided without an offset starts where its input does: at the first entry read,
+    # a flat view's (reading bd.storage_offset() instead would split a torch.compile graph)
+    start = q_len - 1 + width - k_len
+    return bd.view(-1)[start:].as_strided((n_h * bsz, q_len, k_len), (q_len * width, width - 1, 1))
 
 
 def _dims(q_u: Tensor, q_v: Tensor, key: Tensor) -> tuple[int, int, int, int]:
@@ -82,6 +84,14 @@ def _unshift(d_scores: Tensor, n_h: int, bsz: int, q_len: int, width: int) -> Te
     k_len = d_scores.shape[-1]
     if q_len == 1:
         return d_scores.reshape(n_h, bsz, k_len)
+    if torch.compiler.is_compiling():  # a write through the strided view cannot be compiled
+        return torch.as_strided_scatter(
+            d_scores.new_zeros(n_h, bsz * q_len, width),
+            d_scores,
+            (n_h * bsz, q_len, k_len),
+            (q_len * width, width - 1, 1),
+            q_len - 1 + width - k_len,
+        )
     if width == k_len + 1:  # the view reads all but the first L entries of each block
         padded = d_scores.new_empty(n_h, bsz * q_len, width)
         padded.view(n_h, bsz, q_len * width)[..., :q_len].zero_()
