@@ -3,13 +3,16 @@ where it enters, in one line per problem."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import torch
 
-from highway_transformer.config import Config, ModelConfig
+from highway_transformer.config import Config, ModelConfig, TrainConfig
 from highway_transformer.errors import CheckpointError, ConfigError
+from highway_transformer.runtime.compiling import compiles
 from highway_transformer.storage.folder import write_manifest
 from highway_transformer.training.trainer import train
 from highway_transformer.validation import (
@@ -63,6 +66,12 @@ def test_the_default_config_and_every_field_range_hold() -> None:
         ({"train.schedule": "step"}, "train.lr_step=0 with train.schedule=step: the step"),
         ({"task.name": "copy", "model.memory.mem_len": 4}, "task.name=copy has no segment memory"),
         ({"task.name": "adding", "task.length": 1}, "the adding problem needs task.length >= 2"),
+        ({"train.compile": "maybe"}, "unknown train.compile value 'maybe'; choose one of: auto"),
+        ({"train.compile_mode": "reduce-overhead"}, "unknown torch.compile mode"),
+        (
+            {"train.compile": False, "train.compile_mode": "max-autotune-no-cudagraphs"},
+            "train.compile_mode=max-autotune-no-cudagraphs applies to a compiled model",
+        ),
     ],
 )
 def test_each_problem_is_one_line_naming_the_setting(overrides: dict, message: str) -> None:
@@ -89,3 +98,24 @@ def test_a_checkpoints_invalid_config_names_the_file(tmp_path: Path) -> None:
         checkpoint_config(tmp_path)
     assert str(info.value).startswith(f"{tmp_path / 'config.json'} is not a valid config")
     assert "model.dropout must be" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("written", "device", "compiled"), [(False, "cuda", False), (True, "cpu", True)]
+)
+def test_an_earlier_versions_boolean_train_compile_loads_and_means_the_same(
+    written: bool, device: str, compiled: bool, tmp_path: Path
+) -> None:
+    """Configs and checkpoints written before train.compile=auto hold true / false."""
+    data = Config().to_dict()
+    data["train"]["compile"] = written
+    (tmp_path / "config.json").write_text(json.dumps(data))  # a checkpoint's config
+    write_manifest(tmp_path)
+    (tmp_path / "config.yaml").write_text(f"train:\n  compile: {str(written).lower()}\n")
+    from_file = build_config(Config(), tmp_path / "config.yaml")
+    from_api = validate(Config(train=TrainConfig(compile=written)))
+    for config in (checkpoint_config(tmp_path), from_file, from_api):
+        assert compiles(config.train.compile, torch.device(device)) is compiled
+    assert (
+        checkpoint_config(tmp_path).train.compile == from_file.train.compile == str(written).lower()
+    )

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from .config import (
     ANNEAL_RULES,
+    COMPILE_MODES,
     DIST_BACKENDS,
     FINAL_WEIGHTS,
     FLAGS,
@@ -312,6 +313,9 @@ def _check_training_names(config: Config) -> None:
     _choice("precision", t.precision, PRECISIONS)
     _choice("distributed backend", t.dist_backend, DIST_BACKENDS)
     _choice("training strategy (train.strategy)", t.strategy, names.STRATEGY_NAMES)
+    # an earlier version's boolean reads as true / false
+    _choice("train.compile value", str(t.compile).lower(), FLAGS)
+    _choice("torch.compile mode (train.compile_mode)", t.compile_mode, COMPILE_MODES)
 
 
 # --------------------------------------------------------------------------- model
@@ -504,6 +508,12 @@ def check_training(config: Config) -> None:
             f"train.lr_step={t.lr_step} with train.schedule={t.schedule}: the step schedule "
             "needs train.lr_step >= 1 (steps between decays), the others take none; set both "
             "or neither"
+        )
+    if t.compile_mode != "default" and str(t.compile).lower() == "false":
+        raise ConfigError(
+            f"train.compile_mode={t.compile_mode} applies to a compiled model, and "
+            "train.compile=false does not compile; set train.compile=auto or true, or drop "
+            "compile_mode"
         )
     if t.fused_optimizer and t.optimizer == "sgd":
         raise ConfigError(

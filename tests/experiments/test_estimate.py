@@ -91,4 +91,6 @@ def test_finish_time_schedules_runs_in_order_on_free_slots() -> None:
 def test_machine_here_is_what_a_run_records() -> None:
     here = machine_here("cpu", "fp32", 3)
     assert here["device"] == "cpu" and here["threads"] == 3 and here["precision"] == "fp32"
+    assert here["compiled"] is False  # train.compile=auto: eager on the CPU
+    assert machine_here("cpu", "fp32", 3, "true")["compiled"] is True
     assert "cpu_capability" in here and "cpu_model" in here

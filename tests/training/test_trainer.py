@@ -198,6 +198,7 @@ def test_results_record_run_metadata(
     results = train(tiny_task_config("adding/transformer", **{"train.max_steps": 2}), tmp_path)
     meta = results["metadata"]
     assert {"threads", "device", "precision", "torch", "cpu_capability", "host"} <= set(meta)
+    assert meta["compiled"] is False  # train.compile=auto: eager on the CPU
     assert meta["precision"] == "fp32" and results["train_seconds"] > 0
     assert results["task"] == "adding" and results["headline"] == "mse"
 

@@ -15,6 +15,7 @@ from .loading import (
 )
 from .schema import (
     ANNEAL_RULES,
+    COMPILE_MODES,
     DIST_BACKENDS,
     FINAL_WEIGHTS,
     FLAGS,
@@ -36,6 +37,7 @@ from .schema import (
 
 __all__ = [
     "ANNEAL_RULES",
+    "COMPILE_MODES",
     "DIST_BACKENDS",
     "FINAL_WEIGHTS",
     "FLAGS",

@@ -71,6 +71,11 @@ MEANINGS = {
     "train.eval_interval": "steps between validation evaluations (and checkpoints)",
     "train.log_interval": "steps between training log lines",
     "train.seed": "seed of the weights, data order and dropout",
+    "train.compile": (
+        "torch.compile the training step (on a CPU it has not been shown to pay; an earlier "
+        "version's true / false means the same)"
+    ),
+    "train.compile_mode": "torch.compile's mode; CUDA graphs (reduce-overhead) are not offered",
 }
 
 _COMMENT = re.compile(r"^\s+(\w+)\s*:[^#]*#\s*(.+)$")

@@ -81,6 +81,8 @@ def _coerce(value: Any, hint: Any, where: str) -> Any:
         except (TypeError, ValueError):
             raise ConfigError(f"{where} must be a number, got {value!r}") from None
     if hint is str:
+        if isinstance(value, bool):  # YAML's spelling: the auto | true | false switches
+            return "true" if value else "false"
         if not isinstance(value, str):
             return str(value)
         return value

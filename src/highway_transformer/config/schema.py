@@ -25,7 +25,9 @@ ANNEAL_RULES = ("best", "window", "window-strict")
 FINAL_WEIGHTS = ("best", "last")
 PRECISIONS = ("fp32", "bf16", "fp16")
 DIST_BACKENDS = ("auto", "gloo", "nccl")
-FLAGS = ("auto", "true", "false")  # switches whose "auto" follows the family's reference code
+FLAGS = ("auto", "true", "false")  # switches whose "auto" the family or the device decides
+#: torch.compile's modes offered (train.compile_mode): none with CUDA graphs (docs/gpus.md).
+COMPILE_MODES = ("default", "max-autotune-no-cudagraphs")
 SUBWORD_LEVELS = ("bpe", "unigram")  # trained on the training split (data/subword.py)
 LEVELS = ("char", "word", "byte", *SUBWORD_LEVELS)
 
@@ -170,7 +172,8 @@ class TrainConfig:
     seed: int = 1111
     precision: str = "fp32"  # fp32 | bf16 | fp16 (autocast)
     device: str = "auto"  # auto | cpu | cuda | cuda:N | mps
-    compile: bool = False  # torch.compile the model
+    compile: str | bool = "auto"  # auto | true | false; auto: on CUDA only
+    compile_mode: str = "default"  # default | max-autotune-no-cudagraphs (when compiled)
     threads: int = 0  # torch CPU threads; 0: leave as is
     accumulate: int = 1  # micro-batches of data.batch_size rows per optimizer step
     strategy: str = "ddp"  # several processes: ddp (replicated) | fsdp (sharded model)

@@ -39,12 +39,17 @@ def recorded_stretches(run_dir: Path) -> list[dict[str, Any]]:
     return [s for s in stretches or [] if isinstance(s, dict)]
 
 
-def machine_here(device: str, precision: str, threads: int) -> dict[str, Any]:
-    """What a run started now would record about where it trains."""
-    from ..runtime.device import resolve_device  # torch: only when a plan is priced
+def machine_here(
+    device: str, precision: str, threads: int, compile: str | bool = "auto"
+) -> dict[str, Any]:
+    """What a run started now would record about where it trains (``compile``: its
+    ``train.compile``)."""
+    from ..runtime.compiling import compiles  # torch: only when a plan is priced
+    from ..runtime.device import resolve_device
     from ..runtime.hardware import run_metadata
 
-    return {**run_metadata(resolve_device(device), precision), "threads": threads}
+    where = resolve_device(device)
+    return {**run_metadata(where, precision, compiles(compile, where)), "threads": threads}
 
 
 def ran_here(stretch: dict[str, Any], here: dict[str, Any]) -> bool:

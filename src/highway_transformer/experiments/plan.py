@@ -319,7 +319,7 @@ def _estimate(specs: list[RunSpec], states: list[RunState], jobs: int) -> str:
 
     first = specs[0].config.train
     threads = first.threads or (threads_per_job(jobs) if jobs > 1 else torch.get_num_threads())
-    here = estimate.machine_here(first.device, first.precision, threads)
+    here = estimate.machine_here(first.device, first.precision, threads, first.compile)
     rows: dict[str, list[Path]] = {}
     for spec in specs:
         rows.setdefault(spec.experiment.name, []).append(spec.run_dir)

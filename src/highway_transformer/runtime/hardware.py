@@ -116,8 +116,17 @@ def describe_line(device: torch.device | str = "cpu") -> str:
     return ", ".join(f"{key} {value}" for key, value in describe(device).items())
 
 
-def run_metadata(device: torch.device | str, precision: str) -> dict[str, object]:
+def run_metadata(
+    device: torch.device | str, precision: str, compiled: bool = False
+) -> dict[str, object]:
     """What a training run records about where it ran and which code ran it
-    (``results.json``, each stretch of training): :func:`describe`, the precision, the host
-    name and :func:`~.provenance.code_facts`."""
-    return {**describe(device), "precision": precision, "host": platform.node(), **code_facts()}
+    (``results.json``, each stretch of training): :func:`describe`, the precision, whether
+    its step is compiled (``train.compile``), the host name and
+    :func:`~.provenance.code_facts`."""
+    return {
+        **describe(device),
+        "precision": precision,
+        "compiled": compiled,
+        "host": platform.node(),
+        **code_facts(),
+    }

@@ -21,7 +21,8 @@ Machine = tuple[tuple[str, str], ...]  # (fact, value) pairs, sorted; () when no
 
 def machine_of(facts: dict[str, Any]) -> Machine:
     """A machine, read back from what :func:`run_metadata` recorded: every fact that decides
-    speed (device, CPU, instruction set, threads, precision, torch), in a fixed order."""
+    speed (device, CPU, instruction set, threads, precision, torch, a compiled step), in a
+    fixed order."""
     if facts.get("recorded") is False:
         return ()
     return tuple(sorted((k, str(v)) for k, v in facts.items() if k not in NOT_MACHINE))

@@ -26,6 +26,7 @@ from ..config import Config, save_config
 from ..data.levels import bits_label
 from ..errors import CheckpointError, ConfigError, TrainingDiverged
 from ..models.resources import check_model_size
+from ..runtime.compiling import CompiledModule, check_compile
 from ..runtime.device import autocast_context
 from ..runtime.hardware import run_metadata
 from ..runtime.strategies import strategy
@@ -162,7 +163,11 @@ class Trainer:
         self.model = self.task.build_model(config).to(self.device)
         seed_rank(self.world, t.seed)
         self.wrapped = self.strategy.wrap(self.model, self.world)  # DDP or FSDP: several ranks
-        self.forward = torch.compile(self.wrapped) if t.compile else self.wrapped
+        # train.compile=auto: compiled on CUDA only (runtime/compiling.py)
+        self.compiled = check_compile(t, self.device)
+        self.forward: nn.Module = (
+            CompiledModule(self.wrapped, t.compile_mode) if self.compiled else self.wrapped
+        )
         self.optimizer = build_optimizer(self.model.parameters(), t)
         self.schedule = LRSchedule(t)
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=t.precision == "fp16")
@@ -243,7 +248,7 @@ class Trainer:
                 for writer in self.writers:
                     writer.write(record)
         self.pending = []
-        self.state.open_stretch(run_metadata(self.device, t.precision))
+        self.state.open_stretch(self._machine())
         bar = Progress(t.max_steps, self.state.step, self._title(), self.progress)
         log, self.log = self.log, bar.logger(self.log)
         batches = self.task.local_batches()
@@ -325,7 +330,7 @@ class Trainer:
             "parameters": sum(p.numel() for p in self.model.parameters() if p.requires_grad),
             **scored,
             "final": final,
-            "metadata": run_metadata(self.device, self.config.train.precision),
+            "metadata": self._machine(),
             "stretches": s.stretches,
             "processes": self.world.size,
             # the scored weights' b1, so reports need no weights (run folders stay small)
@@ -565,6 +570,10 @@ class Trainer:
             config = self.config.to_dict()
             writers.append(WandbWriter(self.out_dir, project, self.config.name, config))
         return writers + self.extra_writers
+
+    def _machine(self) -> dict[str, Any]:
+        """Where this process trains, and whether its step is compiled (both decide speed)."""
+        return run_metadata(self.device, self.config.train.precision, self.compiled)
 
     def _title(self) -> str:
         return f"{self.config.name} ({self.task.name})"
