@@ -21,6 +21,13 @@ from torch import Tensor, nn
 from .adaptive import AdaptiveInput, check_cutoffs, cluster_dims
 
 
+def _log_softmax(logits: Tensor) -> Tensor:
+    """Log-probabilities over the last dimension, in fp32 at least: the bf16/fp16 logits of
+    an autocast step (where a CPU's autocast would leave them in bf16) are not normalised in
+    their own precision."""
+    return F.log_softmax(logits, dim=-1, dtype=torch.promote_types(logits.dtype, torch.float32))
+
+
 class AdaptiveSoftmax(nn.Module):
     """``forward(hidden [N, d], target [N]) -> nll [N]``; ``log_prob(hidden) -> [N, V]``."""
 
@@ -64,16 +71,16 @@ class AdaptiveSoftmax(nn.Module):
 
     def log_prob(self, hidden: Tensor) -> Tensor:
         """Log-probabilities of every token ``[N, V]``."""
-        head = F.log_softmax(self._logits(hidden, 0), dim=-1)
+        head = _log_softmax(self._logits(hidden, 0))
         parts = [head[:, : self.bounds[1]]]
         for i in range(1, len(self.bounds) - 1):
-            tail = F.log_softmax(self._logits(hidden, i), dim=-1)
+            tail = _log_softmax(self._logits(hidden, i))
             parts.append(head[:, -i, None] + tail)
         return torch.cat(parts, dim=-1)
 
     def forward(self, hidden: Tensor, target: Tensor) -> Tensor:
         """Negative log-likelihood of each ``target`` (computes only the clusters it needs)."""
-        head = F.log_softmax(self._logits(hidden, 0), dim=-1)
+        head = _log_softmax(self._logits(hidden, 0))
         nll = hidden.new_zeros(target.shape)
         for i in range(len(self.bounds) - 1):
             lo, hi = self.bounds[i], self.bounds[i + 1]
@@ -84,7 +91,7 @@ class AdaptiveSoftmax(nn.Module):
             if i == 0:
                 logprob = head[rows].gather(1, local).squeeze(1)
             else:
-                tail = F.log_softmax(self._logits(hidden[rows], i), dim=-1)
+                tail = _log_softmax(self._logits(hidden[rows], i))
                 logprob = head[rows, -i] + tail.gather(1, local).squeeze(1)
             nll[rows] = -logprob
         return nll

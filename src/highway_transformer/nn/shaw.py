@@ -105,14 +105,19 @@ class ShawAttention(nn.Module):
         if self.causal:
             future = torch.ones(length, length, dtype=torch.bool, device=h.device).triu(1)
             scores.masked_fill_(future, torch.finfo(scores.dtype).min)
-        alpha = torch.softmax(scores, dim=-1)
+        # The probabilities and their bucket sums in fp32 at least (bf16 / fp16 scores: a CPU's
+        # autocast would leave the softmax in bf16, CUDA's promotes it as here); the products
+        # take them in the values' dtype.
+        alpha = torch.softmax(
+            scores, dim=-1, dtype=torch.promote_types(scores.dtype, torch.float32)
+        )
         if self.training and self.dropout_attn > 0.0:
             alpha = dropout(alpha, self.dropout_attn)
 
         # z_i = Σ_j α_ij v_j + Σ_r w_ir a^V_r, w_ir = α summed over the bucket r of row i.
         weights = alpha.new_zeros(b, self.n_heads, length, 2 * self.clip + 1)
         weights = weights.scatter_add(-1, index, alpha)
-        z = alpha @ v + weights @ self.rel_v.weight
+        z = alpha.to(v.dtype) @ v + weights.to(v.dtype) @ self.rel_v.weight
         return self.out(z.transpose(1, 2).reshape(b, length, self.d_model))
 
     def extra_repr(self) -> str:
