@@ -9,9 +9,11 @@ from collections.abc import Callable
 import pytest
 import torch
 from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
 
-from highway_transformer.config import Config
+from highway_transformer.config import Config, GateConfig, ModelConfig
 from highway_transformer.errors import ConfigError
+from highway_transformer.models.lm import LanguageModel
 from highway_transformer.nn import reference
 from highway_transformer.nn.connections import build_combiner
 from highway_transformer.nn.highway_gates import GatedSublayer, HighwayGate, SelfDependencyUnit
@@ -103,3 +105,47 @@ def test_tanh_highway_and_gated_are_rejected(kind: str) -> None:
 def test_unknown_activation_is_an_error() -> None:
     with pytest.raises(ConfigError, match="sigmoid"):
         SelfDependencyUnit(D, "relu")
+
+
+# --------------------------------------------------------------------------- one product
+
+
+class MatrixProducts(TorchDispatchMode):
+    """The matrix products aten runs (after ``linear`` and ``matmul`` are decomposed), with
+    the shape of their second operand."""
+
+    PRODUCTS = ("mm", "addmm", "bmm", "baddbmm")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.shapes: list[tuple[int, ...]] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
+        if func.overloadpacket.__name__ in self.PRODUCTS:
+            self.shapes.append(tuple(args[-1].shape))
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("kind", HT_GATES)
+@pytest.mark.parametrize("device", ["cpu", "meta"])
+def test_each_gate_is_one_product_of_w1_and_w2_together(kind: str, device: str) -> None:
+    """``x W1`` and ``x W2`` are one GEMM of ``[d, 2d]``: ``nn.Linear`` decomposes alike on
+    every device (``linear`` is composite), so the meta device stands for the others."""
+    combiner = build_combiner(kind, D, "sigmoid").to(device)
+    x, y = (t.to(device) for t in _inputs())
+    with MatrixProducts() as products:
+        combiner(x, y)
+    assert products.shapes == [(D, 2 * D)]
+
+
+@pytest.mark.parametrize("kind", HT_GATES)
+def test_a_gated_model_runs_one_more_product_per_gated_sublayer(kind: str) -> None:
+    config = ModelConfig(vocab_size=11, d_model=8, d_inner=16, n_layers=2, n_heads=2, dropout=0.0)
+    tokens = torch.randint(0, 11, (2, 5), generator=torch.Generator().manual_seed(0))
+    counts = []
+    for gate in ("none", kind):
+        model = LanguageModel(ModelConfig(**{**config.__dict__, "gate": GateConfig(kind=gate)}))
+        with torch.no_grad(), MatrixProducts() as products:
+            model(tokens)
+        counts.append(len(products.shapes))
+    assert counts[1] - counts[0] == 2 * 2  # attn and ffn of both layers
