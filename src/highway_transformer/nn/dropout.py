@@ -42,7 +42,7 @@ class Dropout(nn.Dropout):
 
 def dropout(x: Tensor, p: float) -> Tensor:
     """Training-mode dropout of ``x`` (``0 <= p < 1``): :class:`Dropout`'s mask on the CPU,
-    :func:`torch.nn.functional.dropout` elsewhere."""
+    :func:`torch.nn.functional.dropout` elsewhere and under ``torch.compile``."""
     if p == 0.0:
         return x
     if x.device.type != "cpu" or torch.compiler.is_compiling():

@@ -2,18 +2,19 @@
 the compiled forward the trainer calls.
 
 ``train.compile=auto`` compiles on CUDA and not elsewhere: on a CPU compiling has not been
-shown to pay here (no measurement found it faster; each new shape costs a compilation), on
+shown to pay (it has not been measured here, and each new shape costs a compilation), on
 MPS it is not tested. ``true`` compiles on any device, ``false`` never.
 
 Every family's training forward (the model's ``forward`` with targets, as the trainer calls
 it) traces into one graph, without graph breaks: ``tests/training/test_compile.py`` checks
 it with ``fullgraph=True`` for the vanilla Transformer (dot and Shaw attention), the
 R-Transformer and Transformer-XL with its memory. What that took: dropout draws torch's own
-random numbers under compilation (:mod:`..nn.dropout`), the relative-attention shift is a
-view taken without reading a storage offset (:mod:`..nn.relative_core`), the LocalRNN runs
-its steps as plain tensor expressions (:mod:`..nn.local_rnn`), and the call below lets the
-compiler read the parameters of the ``nn.GRU`` / ``nn.LSTM`` / ``nn.RNN`` that a LocalRNN
-keeps them in (it never runs that module: it refuses by default to trace any RNN module).
+random numbers while compiling (:mod:`highway_transformer.nn.dropout`), the relative shift
+is a view taken without reading a storage offset and its gradient is laid back without a
+write through it (:mod:`highway_transformer.nn.relative_core`), the LocalRNN runs its steps
+as plain tensor expressions (:mod:`highway_transformer.nn.local_rnn`), and the call below
+lets the compiler read the parameters of the ``nn.GRU`` / ``nn.LSTM`` / ``nn.RNN`` a LocalRNN
+keeps them in (it never runs that module; the compiler refuses any RNN module by default).
 """
 
 from __future__ import annotations
