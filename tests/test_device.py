@@ -20,6 +20,7 @@ from conftest import LM_FAMILIES, LM_GATES, LM_VOCAB, build_lm
 
 from highway_transformer.config import Config, ModelConfig
 from highway_transformer.models.lm import LanguageModel
+from highway_transformer.runtime.compiling import CompiledModule
 from highway_transformer.storage.folder import STATE_FILE
 from highway_transformer.training.trainer import train
 
@@ -108,6 +109,30 @@ def test_segments_with_memory_equal_the_cpus(family: str) -> None:
         hidden, memory = model(segment, memory=memory)
         device_hidden, device_memory = on_device(segment.to(DEVICE), memory=device_memory)
         torch.testing.assert_close(device_hidden.cpu(), hidden, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("family", ["transformer", "shaw", "rtransformer", "xl"])
+def test_the_compiled_training_step_equals_eager(family: str) -> None:
+    """What train.compile=auto trains on CUDA: Inductor's step, one graph (fullgraph), two
+    segments (XL's memory carried): eager's losses and gradients on the device (dropout 0)."""
+    if DEVICE.type != "cuda":
+        pytest.skip("compiled by default on CUDA only (the CPU's check: test_compile.py)")
+    config = ModelConfig(**{**_with_gate(family, "sdu-sigmoid").__dict__, "dropout": 0.0})
+    eager = build_lm(config).train().to(DEVICE)
+    compiled = copy.deepcopy(eager)
+    steps = ((eager, eager), (compiled, CompiledModule(compiled, fullgraph=True)))
+    tokens = _tokens((2, 15)).to(DEVICE)
+    losses = []
+    for _, forward in steps:
+        memory = None
+        for start in (0, 7):
+            x, y = tokens[:, start : start + 7], tokens[:, start + 1 : start + 8]
+            loss, _, memory = forward(x, memory=memory, targets=y, reduction="sum")
+            loss.backward()
+            losses.append(loss.detach().cpu())
+    torch.testing.assert_close(losses[2:], losses[:2], rtol=1e-4, atol=1e-4)
+    for (name, p), q in zip(eager.named_parameters(), compiled.parameters(), strict=True):
+        torch.testing.assert_close(q.grad.cpu(), p.grad.cpu(), rtol=1e-3, atol=1e-4, msg=name)
 
 
 @pytest.mark.parametrize("family", ["transformer", "rtransformer", "xl", "shaw"])
