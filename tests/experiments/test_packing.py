@@ -95,6 +95,7 @@ def _measured_peak(config: Config) -> int:
         ("ht-table1/t-l3+sigmoid", ("model.dropout_attn=0.1",)),
         ("ht-table2/rt-l3", ()),
         ("ht-table5/l6-xl", ("model.memory.mem_len=64", "model.dropout_attn=0.1")),
+        ("gtrxl/char-ptb-gru", ("model.memory.mem_len=64",)),
     ],
 )
 def test_the_estimate_bounds_a_measured_cpu_peak(preset: str, overrides: tuple[str, ...]) -> None:
