@@ -1,15 +1,18 @@
 """Our T-L3 training step against an x-transformers decoder of the same size, in one run.
 
 Both models: d 128, 3 layers, 8 heads of 16, d_inner 512, 50 symbols (char PTB), batch 16 ×
-``--seq-len`` tokens, fp32, one thread by default. Ours is the ``ht-table1/t-l3`` preset at
-that size (post-LN, sinusoidal positions, ReLU FFN, untied output); x-transformers is
-``TransformerWrapper(Decoder(...))`` as its README builds it (pre-LN, learned positions,
-GELU FFN), with and without its ``attn_flash`` switch. A step is forward, cross-entropy,
-backward and an SGD update. Variants are interleaved over ``--rounds`` rounds (the machine
-may be shared); each round times ``--steps`` steps and the median of the round medians is
-reported, with tokens/s, the ratio to each x-transformers variant and the model FLOP
-utilisation (MFU) against the fp32 matmul peak measured in the same run; the process CPU time
-per step (warm-up included) is printed beside it, a steadier comparison on a shared machine.
+``--seq-len`` tokens, fp32, on the CPU with one thread by default; ``--device cuda
+--precision bf16`` runs both on a GPU under bf16 autocast (the shape options give the
+published T-L3: ``--d-model 512 --d-inner 2048 --seq-len 400``). Ours is the
+``ht-table1/t-l3`` preset at that size (post-LN, sinusoidal positions, ReLU FFN, untied
+output); x-transformers is ``TransformerWrapper(Decoder(...))`` as its README builds it
+(pre-LN, learned positions, GELU FFN), with and without its ``attn_flash`` switch. A step is
+forward, cross-entropy, backward and an SGD update. Variants are interleaved over
+``--rounds`` rounds (the machine may be shared); each round times ``--steps`` steps and the
+median of the round medians is reported, with tokens/s, the ratio to each x-transformers
+variant and the model FLOP utilisation (MFU) against the matmul peak of the autocast dtype
+measured on the same device in the same run; the process CPU time per step (warm-up
+included) is printed beside it, a steadier comparison on a shared machine.
 With dropout, ``ours, torch dropout`` is our model with :class:`torch.nn.Dropout` in place of
 the library's CPU dropout.
 
@@ -21,6 +24,8 @@ both models, so their sum bounds how far any change outside them can move the ra
     python benchmarks/bench_vs_xtransformers.py
     python benchmarks/bench_vs_xtransformers.py --seq-len 400 --rounds 7 --dropout 0.15
     python benchmarks/bench_vs_xtransformers.py --seq-len 400 --dropout 0.15 --profile
+    python benchmarks/bench_vs_xtransformers.py --device cuda --precision bf16 \
+        --d-model 512 --d-inner 2048 --seq-len 400 --dropout 0.15
 """
 
 from __future__ import annotations
@@ -47,10 +52,11 @@ from common import (  # noqa: E402
 )
 
 from highway_transformer.api import build_model  # noqa: E402
-from highway_transformer.config import ModelConfig  # noqa: E402
+from highway_transformer.config import PRECISIONS, ModelConfig  # noqa: E402
 from highway_transformer.models.lm import count_flops_per_token  # noqa: E402
 from highway_transformer.nn.dropout import DRAW_LABEL, Dropout  # noqa: E402
 from highway_transformer.presets import get_preset  # noqa: E402
+from highway_transformer.runtime.device import AUTOCAST_DTYPES, autocast_context  # noqa: E402
 
 VOCAB = 50
 
@@ -95,13 +101,21 @@ def x_transformers_model(args: argparse.Namespace, flash: bool) -> nn.Module:
 
 
 def training_step(
-    model: nn.Module, loss_of: Callable[[Tensor, Tensor], Tensor], x: Tensor, y: Tensor
+    model: nn.Module,
+    loss_of: Callable[[Tensor, Tensor], Tensor],
+    x: Tensor,
+    y: Tensor,
+    precision: str = "fp32",
 ) -> Callable[[], None]:
+    """One step of ``model`` on ``(x, y)`` on their device: the loss under autocast in
+    ``precision``, backward, an SGD update."""
+    model.to(x.device).train()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    model.train()
 
     def step() -> None:
-        loss_of(x, y).backward()
+        with autocast_context(x.device, precision):
+            loss = loss_of(x, y)
+        loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
 
@@ -111,7 +125,8 @@ def training_step(
 def variants(args: argparse.Namespace, x: Tensor, y: Tensor) -> dict[str, Callable[[], None]]:
     torch.manual_seed(0)
     ours = build_model(our_config(args))
-    steps = {"ours": training_step(ours, lambda a, b: ours(a, targets=b).loss, x, y)}
+    p = args.precision
+    steps = {"ours": training_step(ours, lambda a, b: ours(a, targets=b).loss, x, y, p)}
     if args.dropout > 0:  # the same model with torch's own dropout: what nn.dropout saves
         torch.manual_seed(0)
         plain = build_model(our_config(args))
@@ -119,16 +134,16 @@ def variants(args: argparse.Namespace, x: Tensor, y: Tensor) -> dict[str, Callab
             if isinstance(module, Dropout):
                 module.__class__ = nn.Dropout
         steps["ours, torch dropout"] = training_step(
-            plain, lambda a, b: plain(a, targets=b).loss, x, y
+            plain, lambda a, b: plain(a, targets=b).loss, x, y, p
         )
     for name, flash in (("x-transformers", False), ("x-transformers flash", True)):
         torch.manual_seed(0)
         model = x_transformers_model(args, flash)
 
         def loss_of(a: Tensor, b: Tensor, model: nn.Module = model) -> Tensor:
-            return F.cross_entropy(model(a).reshape(-1, VOCAB), b.reshape(-1))
+            return F.cross_entropy(model(a).reshape(-1, VOCAB).float(), b.reshape(-1))
 
-        steps[name] = training_step(model, loss_of, x, y)
+        steps[name] = training_step(model, loss_of, x, y, p)
     return steps
 
 
@@ -179,6 +194,8 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--seq-len", type=int, default=200)
     parser.add_argument("--dropout", type=float, default=0.0, help="dropout of both models")
+    parser.add_argument("--device", default="cpu", help="cpu (default) | cuda | cuda:N")
+    parser.add_argument("--precision", choices=PRECISIONS, default="fp32", help="autocast")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--steps", type=int, default=5, help="timed steps per round")
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds")
@@ -199,12 +216,12 @@ def main() -> None:
         print("skipped: x-transformers is not installed (pip install x-transformers)")
         return
     torch.set_num_threads(args.threads)
-    print_machine()
-    record = Record()
-    x = torch.randint(0, VOCAB, (args.batch, args.seq_len))
-    y = torch.randint(0, VOCAB, (args.batch, args.seq_len))
+    print_machine(args.device)
+    record = Record(args.device)
+    x = torch.randint(0, VOCAB, (args.batch, args.seq_len)).to(args.device)
+    y = torch.randint(0, VOCAB, (args.batch, args.seq_len)).to(args.device)
     steps = variants(args, x, y)
-    peak = matmul_peak_flops(torch.float32)
+    peak = matmul_peak_flops(AUTOCAST_DTYPES.get(args.precision, torch.float32), args.device)
     times: dict[str, list[float]] = {name: [] for name in steps}
     cpu_times: dict[str, list[float]] = {name: [] for name in steps}
     for _ in range(args.rounds):
@@ -234,13 +251,23 @@ def main() -> None:
          "ours/this (CPU time)", "ours/this within each round: median (range)"],
         rows,
         caption=f"T-L3 step, d {args.d_model}, {args.layers} layers, {args.heads} heads, d_inner "
-        f"{args.d_inner}, batch {args.batch} x {args.seq_len}, dropout {args.dropout}, fp32; "
-        f"matmul peak {peak / 1e9:.1f} GFLOP/s; median of {args.rounds} interleaved rounds",
+        f"{args.d_inner}, batch {args.batch} x {args.seq_len}, dropout {args.dropout}, "
+        f"{args.device} {args.precision}; matmul peak {peak / 1e9:.1f} GFLOP/s; median of "
+        f"{args.rounds} interleaved rounds",
         align="lrrrrrrr",
     )  # fmt: skip
+    medians = {name: statistics.median(values) for name, values in times.items()}
     record.write(
         args.json,
-        {"matmul_peak_flops": peak, "seconds": times, "cpu_seconds": cpu_times, "tokens": tokens},
+        {
+            "matmul_peak_flops": peak,
+            "seconds": times,
+            "cpu_seconds": cpu_times,
+            "tokens": tokens,
+            "flops_per_step": flops,
+            "tokens_per_second": {name: tokens / s for name, s in medians.items()},
+            "mfu": {name: flops / s / peak for name, s in medians.items()},
+        },
     )
     if args.profile:
         print_profiles(steps, args.profile)

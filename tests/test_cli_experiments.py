@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
-from highway_transformer.cli_experiments import parse_run_targets, split_targets
+from highway_transformer.cli_experiments import parse_run_targets, split_targets, with_device
 from highway_transformer.errors import ConfigError
 
 
@@ -35,3 +36,24 @@ def test_cli_lists_rows_and_splits_overrides(
     assert (args.targets, args.jobs, args.scale) == (["ht-table2"], 2, "small")
     with pytest.raises(ConfigError, match="unrecognized arguments: --bogus"):
         parse_run_targets(experiments_cli(["run", "ht-table1", "--bogus"]))
+
+
+def test_device_is_every_rows_train_device(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    experiments_cli: Callable[[list[str]], argparse.Namespace],
+) -> None:
+    assert with_device(None, ["train.lr=1"]) == ["train.lr=1"]
+    assert with_device("cuda:1", ["train.lr=1"]) == ["train.lr=1", "train.device=cuda:1"]
+    with pytest.raises(ConfigError, match="--device gpu: use auto, cpu, cuda, cuda:N or mps"):
+        with_device("gpu", [])
+    with pytest.raises(ConfigError, match="give the device once"):
+        with_device("cpu", ["train.device=cuda"])
+    argv = ["run", "ht-table1/t-l3", "--device", "cpu", "--jobs", "2", "--scale", "tiny"]
+    args = parse_run_targets(experiments_cli([*argv, "--plan", "--out", str(tmp_path)]))
+    assert args.device == "cpu"
+    assert args.func(args) == 0  # on a CPU no memory check: the plan as before
+    assert "0 finished, 0 to resume, 1 to start" in capsys.readouterr().out
+    args = experiments_cli(["ab", "--row", "a=ht-table1/t-l3", "--device", "cuda:x", "--plan"])
+    with pytest.raises(ConfigError, match="--device cuda:x"):
+        args.func(args)

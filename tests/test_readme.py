@@ -103,6 +103,10 @@ NOT_RUN = {
     "the same launcher with 2 processes",
     "highway run ht-table1 --scale paper --seeds 3 --launcher slurm": "needs a Slurm "
     "cluster; test_distributed.py runs the same jobs with --launcher submitit-local",
+    "highway run ht-table1 --scale paper --seeds 3 --device cuda": "needs a CUDA device; "
+    "tests/experiments/test_packing.py runs its memory check with the CUDA query replaced",
+    "bash benchmarks/gpu_check.sh": "needs a GPU and minutes; tests/test_gpu_check.py checks "
+    "the script (valid bash, the options it passes, its refusal without CUDA, its summary)",
     ".venv/bin/python benchmarks/": "a benchmark measures for minutes; its figures are the "
     "JSON under docs/benchmarks/, and test_benchmarks.py checks that its variants agree",
     "python benchmarks/": "a benchmark measures for minutes (see .venv/bin/python benchmarks/)",

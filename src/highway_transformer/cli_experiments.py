@@ -12,6 +12,7 @@ highway ab --row "plain=ht-table1/t-l3" --row "tanh=ht-table1/t-l3+tanh" --scale
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 from typing import Any, NoReturn
@@ -83,6 +84,12 @@ def _launch_options(parser: argparse.ArgumentParser) -> None:
     """The options ``highway run`` and ``highway ab`` share: where and how runs train."""
     parser.add_argument("--jobs", type=int, default=1, help="runs trained at once (default 1)")
     parser.add_argument(
+        "--device",
+        help="where every row trains (train.device): auto | cpu | cuda | cuda:N | mps; with "
+        "--jobs N on a GPU the N runs share it, their memory estimated and checked against "
+        "its free memory before any starts",
+    )
+    parser.add_argument(
         "--data-path", "--data-dir", dest="data_path", help="where the corpus lives (data.path)"
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -125,15 +132,43 @@ def parse_run_targets(args: argparse.Namespace) -> argparse.Namespace:
     return parser.parse_intermixed_args(args.targets)
 
 
+#: The forms of ``--device`` (``train.device``), checked before torch is imported.
+_DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?|mps")
+
+
+def with_device(device: str | None, overrides: list[str]) -> list[str]:
+    """``overrides`` with ``train.device=DEVICE`` for ``--device DEVICE`` (every row's)."""
+    if device is None:
+        return overrides
+    if not _DEVICE.fullmatch(device):
+        raise ConfigError(f"--device {device}: use auto, cpu, cuda, cuda:N or mps")
+    if any(o.split("=", 1)[0].strip() == "train.device" for o in overrides):
+        raise ConfigError("give the device once: --device or train.device=, not both")
+    return [*overrides, f"train.device={device}"]
+
+
+def _plan_lines(specs: list[Any], args: argparse.Namespace) -> list[str]:
+    """``--plan``: each run's state and the time estimate; with ``--jobs N`` on a GPU, the
+    memory check the runs would pass before they start."""
+    from .experiments.plan import describe_plan, launch_order
+    from .experiments.runner import check_packed
+
+    lines = describe_plan(specs, args.jobs, args.launcher)
+    if args.launcher == "local":
+        lines += check_packed(launch_order(specs), args.jobs)
+    return lines
+
+
 def _run(args: argparse.Namespace) -> int:
-    from .experiments.plan import describe_plan, plan_runs
+    from .experiments.plan import plan_runs
     from .experiments.runner import JobSettings, run_experiments
 
     args = parse_run_targets(args)
     names, overrides = split_targets(args.targets)
+    overrides = with_device(args.device, overrides)
     if args.plan:
         specs = plan_runs(names, args.out, args.scale, args.seeds, args.data_path, overrides)
-        print("\n".join(describe_plan(specs, args.jobs, args.launcher)))
+        print("\n".join(_plan_lines(specs, args)))
         return 0
     job = _job_settings(args, JobSettings)
     run_dirs = run_experiments(
@@ -171,12 +206,12 @@ def _job_settings(args: argparse.Namespace, settings: Any) -> Any:
 
 def _ab(args: argparse.Namespace) -> int:
     from .experiments.ab import AB_TABLE, plan_ab
-    from .experiments.plan import describe_plan
     from .experiments.runner import JobSettings, run_planned
 
-    plan = plan_ab(args.row, args.out, args.scale, args.seeds, args.data_path, args.overrides)
+    overrides = with_device(args.device, list(args.overrides))
+    plan = plan_ab(args.row, args.out, args.scale, args.seeds, args.data_path, overrides)
     if args.plan:
-        print("\n".join(describe_plan(plan.specs, args.jobs, args.launcher)))
+        print("\n".join(_plan_lines(plan.specs, args)))
         return 0
     if args.seeds == 1:
         from .report.ab import ONE_SEED

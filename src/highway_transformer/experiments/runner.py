@@ -8,6 +8,7 @@ interrupted ones (``checkpoint/`` present) before any run starts afresh.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -98,8 +99,34 @@ def run_planned(
     else:
         measure = [Job(s, PROTOCOL) for s in specs if s.finished and needs_protocol(s, log)]
         if measure or todo:
+            for line in check_packed([job.spec for job in measure] + todo, jobs):
+                log(line)
+            start = time.monotonic()
             run_parallel(measure + [Job(s) for s in todo], jobs, log)
+            _log_aggregate([s.run_dir for s in todo], time.monotonic() - start, jobs, log)
     return [spec.run_dir for spec in specs]
+
+
+def check_packed(specs: list[RunSpec], jobs: int) -> list[str]:
+    """Before ``jobs`` of ``specs`` train at once: on each CUDA device they share, the sum of
+    the largest runs' estimated peak memory against its free memory (a one-line error when it
+    does not fit, naming the ``--jobs`` that does); the lines that say so. Runs on a CPU (or
+    one job at a time) are not checked."""
+    if jobs < 2 or not specs:
+        return []
+    from .packing import check_packing  # torch: only when runs are packed
+
+    return check_packing(((f"{s.experiment.name} seed {s.seed}", s.config) for s in specs), jobs)
+
+
+def _log_aggregate(
+    run_dirs: list[Path], seconds: float, jobs: int, log: Callable[[str], None]
+) -> None:
+    from .packing import aggregate_line
+
+    line = aggregate_line(run_dirs, seconds, jobs)
+    if line:
+        log(line)
 
 
 def _measure_finished(specs: list[RunSpec], log: Callable[[str], None]) -> None:

@@ -1,0 +1,203 @@
+"""``benchmarks/gpu_check.sh``, the one prepared GPU check: valid bash, every benchmark it
+calls accepts the options it passes, it refuses to start without CUDA, its summary computes
+the headline ratios from the steps' records, and the Transformer-XL reference benchmark runs
+on the CPU at a tiny shape (where the reference code is present)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import runpy
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "benchmarks" / "gpu_check.sh"
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import bench_train_step as step_bench  # noqa: E402
+import gpu_check_summary as summary  # noqa: E402
+
+from highway_transformer.presets import get_preset  # noqa: E402
+from highway_transformer.validation import build_config  # noqa: E402
+
+
+def _env(**extra: str) -> dict[str, str]:
+    path = os.environ.get("PYTHONPATH")
+    src = str(ROOT / "src") + (os.pathsep + path if path else "")
+    return {**os.environ, "PYTHON": sys.executable, "PYTHONPATH": src, **extra}
+
+
+def test_the_script_is_valid_bash() -> None:
+    subprocess.run(["bash", "-n", str(SCRIPT)], check=True)
+
+
+def test_it_refuses_to_start_without_cuda(tmp_path: Path) -> None:
+    done = subprocess.run(
+        ["bash", str(SCRIPT)],
+        env=_env(CUDA_VISIBLE_DEVICES="", OUT=str(tmp_path)),
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert done.returncode == 2
+    assert done.stdout == "" and len(done.stderr.splitlines()) == 1
+    assert done.stderr.startswith("gpu_check: torch sees no CUDA device here")
+    assert not any(tmp_path.iterdir())  # nothing written
+
+
+def benchmark_calls(dest: str) -> list[list[str]]:
+    """Each ``"$PYTHON" benchmarks/NAME.py ARGS`` the script runs, as an argv, with
+    ``$DEST`` as ``dest`` and ``${TRAIN[@]}`` expanded."""
+    text = SCRIPT.read_text(encoding="utf-8").replace("\\\n", " ")
+    arrays = dict(re.findall(r"^(\w+)=\((.*?)\)", text, re.S | re.M))
+    assert "TRAIN" in arrays
+    calls = []
+    for line in text.splitlines():
+        line = line.split(" > ", 1)[0]
+        for name, words in arrays.items():
+            line = line.replace(f'"${{{name}[@]}}"', " ".join(words.split()))
+        found = re.search(r'"\$PYTHON" (benchmarks/\S+\.py.*)$', line)
+        if found:
+            calls.append(shlex.split(found.group(1).replace("$DEST", dest)))
+    return calls
+
+
+class _Parsed(Exception):
+    pass
+
+
+def test_every_benchmark_it_calls_accepts_its_options(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = benchmark_calls(str(tmp_path))
+    names = {Path(argv[0]).name for argv in calls}
+    assert {"bench_train_step.py", "bench_xl_reference.py", "bench_vs_xtransformers.py",
+            "gpu_check_summary.py"} <= names  # fmt: skip
+    original = argparse.ArgumentParser.parse_args
+
+    def parse_only(self: argparse.ArgumentParser, args=None, namespace=None):  # noqa: ANN001, ANN202
+        raise _Parsed(original(self, args, namespace))
+
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_args", parse_only)
+    checked = 0
+    for argv in calls:
+        path = ROOT / argv[0]
+        if path.name == "gpu_check_summary.py":
+            assert summary.main(argv[1:]) == 0  # an empty folder: every figure missing
+            continue
+        if not path.is_file():  # bench_fused_relative.py: the script skips it when absent
+            continue
+        monkeypatch.setattr(sys, "argv", [str(path), *argv[1:]])
+        with pytest.raises(_Parsed) as parsed:
+            runpy.run_path(str(path), run_name="__main__")
+        checked += 1
+        if path.name == "bench_train_step.py":  # each preset's config as the child builds it
+            args = parsed.value.args[0]
+            (args.precision,) = args.precision  # one precision a run, as the child gets it
+            for preset in args.presets:  # a refused setting (fused SGD) fails here
+                settings = step_bench.overrides(args, 3 * args.window, args.window)
+                build_config(get_preset(preset), overrides=settings)
+    assert checked >= 8
+    written = json.loads((tmp_path / "gpu_check.json").read_text(encoding="utf-8"))
+    assert written["headline"]["xl_eval_peak_memory"]["value"] is None
+
+
+def _train_record(runs: list[tuple[str, float, float]], peak: float = 1e12) -> dict:
+    """A bench_train_step.py record: (preset, tokens/s, FLOPs per token) per preset."""
+    return {
+        "machine": {"device": "cuda", "gpu": "test"},
+        "results": {
+            "matmul_peak_flops": {"bf16": peak},
+            "runs": [
+                [p, "bf16", [{"rates": [r, r], "flops_per_token": f, "peak_mib": 1.0}]]
+                for p, r, f in runs
+            ],
+        },
+    }
+
+
+def test_the_summary_computes_the_headline_ratios(tmp_path: Path) -> None:
+    def write(stem: str, record: dict) -> None:
+        (tmp_path / f"{stem}.json").write_text(json.dumps(record), encoding="utf-8")
+
+    xl, sigma = "ht-table5/l6-xl", "ht-table5/l6-xl+sigmoid"
+    write("train_eager_l6-xl", _train_record([(xl, 100.0, 1e9), (sigma, 80.0, 1.25e9)]))
+    write("train_compiled_l6-xl", _train_record([(xl, 150.0, 1e9)]))
+    write("train_compiled_l6-xl_sigmoid", _train_record([(sigma, 120.0, 1.25e9)]))
+    write("train_eager_t-l3", _train_record([("ht-table1/t-l3", 1000.0, 1e8)]))
+    rates = {"ours": 900.0, "x-transformers": 600.0, "x-transformers flash": 1800.0}
+    write("vs_xtransformers", {"results": {"tokens_per_second": rates, "mfu": {"ours": 0.05}}})
+    write("xl_reference", {"results": {
+        "tokens_per_second": {"ours": 100.0, "reference MemTransformerLM": 50.0},
+        "ours_over_reference": 2.0, "peak_mib": {"ours": 10.0}, "flops_per_token": 1e9,
+        "matmul_peak_flops": 1e12,
+    }})  # fmt: skip
+    write("fused_relative", {"results": {"eval_peak_mib": {"fused": 300.0, "core": 600.0}}})
+    (tmp_path / "steps.tsv").write_text(
+        "device_tests\t0\t30\t55\t\nxl_reference\tskipped\t0\t0\tabsent\n"
+    )
+    (tmp_path / "device_tests.log").write_text("12 passed in 30.0s\n")
+    head = json.loads(summary.summarise(tmp_path).read_text(encoding="utf-8"))["headline"]
+    l6 = head["l6_xl"]["plain"]
+    assert l6["eager"]["mfu"] == pytest.approx(0.1) and l6["compiled"]["mfu"] == pytest.approx(0.15)
+    assert l6["compiled_over_eager"] == pytest.approx(1.5)
+    cost = head["sigma_sdu"]["l6-xl eager"]
+    assert cost["measured_cost"] == pytest.approx(0.2) and cost["flop_bound"] == pytest.approx(0.2)
+    assert cost["cost_over_bound"] == pytest.approx(1.0)
+    assert head["sigma_sdu"]["l6-xl compiled"]["measured_cost"] == pytest.approx(0.2)
+    assert head["t_l3"]["trainer_eager_mfu"] == pytest.approx(0.1)
+    assert head["t_l3"]["ours_over_xtransformers_flash"] == pytest.approx(0.5)
+    assert head["t_l3"]["ours_over_xtransformers"] == pytest.approx(1.5)
+    assert head["xl_reference"]["ours_over_reference_tokens_per_second"] == 2.0
+    assert head["xl_reference"]["mfu"]["ours"] == pytest.approx(0.1)
+    assert head["xl_eval_peak_memory"]["fused_over_core"] == pytest.approx(0.5)
+    written = json.loads((tmp_path / "gpu_check.json").read_text(encoding="utf-8"))
+    assert written["machine"]["gpu"] == "test"
+    assert [s["status"] for s in written["steps"]] == ["0", "skipped"]
+    assert written["steps"][0]["log_tail"] == ["12 passed in 30.0s"]
+
+
+REFERENCE = ROOT / ".reference" / "transformer-xl" / "pytorch"
+
+
+@pytest.mark.skipif(
+    not (REFERENCE / "mem_transformer.py").is_file(),
+    reason="the Transformer-XL reference code is not in .reference/transformer-xl/pytorch/",
+)
+def test_the_xl_reference_benchmark_runs_on_the_cpu(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import bench_xl_reference as bench
+
+    monkeypatch.setattr(bench, "matmul_peak_flops", lambda dtype, device: 1e9)
+    out = tmp_path / "xl.json"
+    argv = ["--device", "cpu", "--precision", "fp32", "--batch", "2", "--seq-len", "8",
+            "--mem-len", "8", "--set", "model.d_model=16", "model.n_heads=2",
+            "model.d_head=8", "model.d_inner=32", "model.n_layers=2", "--steps", "2",
+            "--warmup", "1", "--rounds", "1", "--json", str(out)]  # fmt: skip
+    assert bench.main(argv) == 0
+    results = json.loads(out.read_text(encoding="utf-8"))["results"]
+    runs = results["runs"]
+    # the same shape: as many parameters (the output layer tied to the embedding in both)
+    assert runs["ours"][0]["parameters"] == runs["reference MemTransformerLM"][0]["parameters"]
+    for rs in runs.values():
+        assert 4.0 < rs[0]["first_loss"] < 6.5  # about ln 204 at the start: both train sanely
+    assert results["ours_over_reference"] > 0
+    assert "reference MemTransformerLM" in capsys.readouterr().out
+
+
+def test_the_xl_reference_benchmark_skips_without_the_code(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import bench_xl_reference as bench
+
+    assert bench.main(["--reference", str(tmp_path), "--device", "cpu"]) == 0
+    assert capsys.readouterr().out.startswith("skipped: the Transformer-XL reference code")
