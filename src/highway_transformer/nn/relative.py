@@ -53,11 +53,14 @@ def attention_function(kernel: str, q_u: Tensor) -> Callable[..., Tensor]:
     :func:`.relative_triton.relative_attention` (the same signature).
 
     ``auto``: the fused kernel on CUDA when triton imports, for float16/bfloat16/float32 and
-    more than one query (a decoding step stays on the core), else the core. ``fused`` where
-    it cannot run is a :class:`ConfigError` saying what to do. Triton is imported here, on
-    first use, never when this module is.
+    more than one query (a decoding step stays on the core), outside ``torch.compile`` (which
+    compiles the core itself; the kernel would be a graph break), else the core. ``fused``
+    where it cannot run is a :class:`ConfigError` saying what to do. Triton is imported
+    here, on first use, never when this module is.
     """
     if kernel == "core" or (kernel == "auto" and q_u.device.type != "cuda"):
+        return relative_attention
+    if kernel == "auto" and torch.compiler.is_compiling():
         return relative_attention
     from . import relative_triton
 

@@ -504,6 +504,7 @@ class _FusedRelativeAttention(torch.autograd.Function):
         return d_q_u, d_q_v, d_key, d_value, d_r.to(r_rows.dtype), None, None, None, None
 
 
+@torch.compiler.disable  # under torch.compile: run as is, between compiled graphs
 def relative_attention(
     q_u: Tensor,
     q_v: Tensor,
