@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
+import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -137,3 +141,46 @@ def test_eval_file_bench_checks_streaming_against_the_text_in_memory(
     assert streamed["tokens"] > 1000 and streamed["seconds"] > 0
     for key in ("loss", "tokens", "loss_se"):
         assert streamed[key] == held[key]
+
+
+_NO_TRITON = importlib.util.find_spec("triton") is None
+
+
+@pytest.mark.skipif(_NO_TRITON, reason="the fused kernel needs triton (pip install triton)")
+def test_fused_relative_bench_runs_tiny_shapes_through_the_interpreter(tmp_path) -> None:
+    """bench_fused_relative.py --device cpu --interpret --tiny: every figure is written, and
+    the kernel agrees with the core (float32) at both shapes."""
+    out = tmp_path / "fused.json"
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_fused_relative.py"
+    argv = ["--device", "cpu", "--interpret", "--tiny", "--precision", "fp32", "--reps", "1"]
+    done = subprocess.run(
+        [sys.executable, str(script), *argv, "--warmup", "0", "--json", str(out)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    results = json.loads(out.read_text())["results"]
+    assert results["versions"]["interpreter"] is True and results["versions"]["triton"]
+    train, evaluation = results["train"], results["eval"]
+    assert train["fused fwd+bwd ms"] > 0 and evaluation["core fwd ms"] > 0
+    assert len(train["max |fused - core|"]) == 6 and list(evaluation["max |fused - core|"]) == [
+        "output"
+    ]
+    for figures in (train, evaluation):
+        assert max(figures["max |fused - core|"].values()) < 1e-5
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(_NO_TRITON, reason="the fused kernel needs triton (pip install triton)")
+def test_fused_relative_kernels_compile_for_an_h100_without_one(tmp_path) -> None:
+    """--compile-for 90: the bf16 kernels compile for sm_90 here (Triton's own ptxas) and fit
+    an H100's shared memory (227 KiB a block)."""
+    out = tmp_path / "compiled.json"
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_fused_relative.py"
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    done = subprocess.run(
+        [sys.executable, str(script), "--compile-for", "90", "--json", str(out)],
+        capture_output=True, text=True, timeout=600, env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    shared = json.loads(out.read_text())["results"]["shared_bytes"]
+    assert len(shared) == 3 and all(0 < s <= 227 * 1024 for s in shared.values())

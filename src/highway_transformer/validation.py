@@ -275,6 +275,9 @@ def _check_model_names(m: ModelConfig) -> None:
         _choice("attention", m.attention, names.ATTENTION_NAMES)
     _choice("local RNN cell", m.local_rnn.cell, names.CELL_NAMES)
     _choice("positional encoding", m.positional, POSITIONALS)
+    _choice(
+        "attention kernel (model.attention_kernel)", m.attention_kernel, names.ATTENTION_KERNELS
+    )
     _choice("layer norm (model.layer_norm)", m.layer_norm, names.NORM_NAMES)
     for name in ("final_norm", "embedding_scale"):
         _choice(f"model.{name} value", str(getattr(m, name)).lower(), FLAGS)
@@ -348,6 +351,11 @@ def _check_attention(config: ModelConfig, family: Family) -> None:
             "change the family or leave model.attention unset"
         )
     kind = config.attention or family.attentions[0]
+    if kind != "relative" and config.attention_kernel != "auto":
+        raise ConfigError(
+            f"model.attention_kernel applies to relative attention (model.family=xl), not to "
+            f"{kind} attention of model.family={config.family}; remove it"
+        )
     inner = config.head_dim * config.n_heads
     if kind == "shaw" and config.d_head is not None and inner != config.d_model:
         raise ConfigError("Shaw attention needs d_head * n_heads == d_model; unset model.d_head")

@@ -60,6 +60,8 @@ STRATEGY_NAMES = ("ddp", "fsdp")
 
 # --------------------------------------------------------------------------- plain names
 
+#: ``model.attention_kernel``: what computes relative attention (``nn/relative.py``).
+ATTENTION_KERNELS = ("auto", "core", "fused")
 #: ``model.norm``: where each sublayer's LayerNorm stands.
 NORM_POSITIONS = ("post", "pre")
 #: ``model.init``.

@@ -59,6 +59,7 @@ def _relative(config: ModelConfig, causal: bool) -> nn.Module:
         config.head_dim,
         config.dropout_attn,
         own_biases=config.untie_r,
+        kernel=config.attention_kernel,
     )
 
 

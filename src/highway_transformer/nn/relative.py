@@ -18,7 +18,9 @@ Efficient form (post on Transformer-XL, "Bonus"): ``(q + v)`` is multiplied once
 ``K`` position keys ``W_kR R`` for the distances ``K-1 … 0`` (``B̃``, ``[B, H, L, K]``);
 row ``i`` of the wanted ``BD`` matrix is row ``i`` of ``B̃`` shifted left by ``L-1-i``,
 done with the pad-and-reshape trick of the reference code. Scores, softmax and the value
-product run in :mod:`.relative_core` (one fused pass where autograd would make several).
+product run in :mod:`.relative_core` (one fused pass where autograd would make several) or,
+by the layer's ``kernel`` (``model.attention_kernel``), in the Triton kernel of
+:mod:`.relative_triton` (tiles of queries and keys, no ``[B, H, L, K]`` tensor in memory).
 
 Oracle: :func:`.reference.rel_multihead_attention` (terms :func:`.reference.rel_score_terms`,
 mask :func:`.reference.xl_attention_mask`, ``R`` :func:`.reference.relative_sinusoid`).
@@ -27,17 +29,48 @@ mask :func:`.reference.xl_attention_mask`, ``R`` :func:`.reference.relative_sinu
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..errors import ConfigError
+from ..config.names import ATTENTION_KERNELS
+from ..errors import ConfigError, unknown_choice
 from .decoding import DistanceTable, KVCache
 from .dropout import Dropout
 from .positional import encoding_dtype, sinusoid
 from .relative_core import relative_attention, zero_rows
+
+#: The dtypes ``auto`` gives the fused kernel (float64 stays on the core).
+_FUSED_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+
+
+def attention_function(kernel: str, q_u: Tensor) -> Callable[..., Tensor]:
+    """What computes relative attention for ``kernel`` (``model.attention_kernel``) and
+    operands like ``q_u``: :func:`.relative_core.relative_attention` or the Triton kernel's
+    :func:`.relative_triton.relative_attention` (the same signature).
+
+    ``auto``: the fused kernel on CUDA when triton imports, for float16/bfloat16/float32 and
+    more than one query (a decoding step stays on the core), outside ``torch.compile`` (which
+    compiles the core itself; the kernel would be a graph break), else the core. ``fused``
+    where it cannot run is a :class:`ConfigError` saying what to do. Triton is imported
+    here, on first use, never when this module is.
+    """
+    if kernel == "core" or (kernel == "auto" and q_u.device.type != "cuda"):
+        return relative_attention
+    if kernel == "auto" and torch.compiler.is_compiling():
+        return relative_attention
+    from . import relative_triton
+
+    if kernel == "fused":
+        reason = relative_triton.unavailable_reason(q_u.device)
+        if reason is not None:
+            raise ConfigError(reason)
+        return relative_triton.relative_attention
+    usable = relative_triton.available() and q_u.dtype in _FUSED_DTYPES and q_u.shape[1] > 1
+    return relative_triton.relative_attention if usable else relative_attention
 
 
 def rel_shift(x: Tensor) -> Tensor:
@@ -236,6 +269,9 @@ class RelativeMultiHeadAttention(nn.Module):
         own_biases: hold this layer's own ``u`` / ``v``; without them the biases come with
             the :class:`RelativeInputs` of each call (shared across layers, the reference
             code's default).
+        kernel: what computes scores, softmax and the value product: ``core``
+            (:mod:`.relative_core`), ``fused`` (the Triton kernel, :mod:`.relative_triton`)
+            or ``auto`` (fused on CUDA where triton imports; see :func:`attention_function`).
     """
 
     def __init__(
@@ -245,6 +281,7 @@ class RelativeMultiHeadAttention(nn.Module):
         d_head: int,
         dropout_attn: float = 0.0,
         own_biases: bool = True,
+        kernel: str = "auto",
     ) -> None:
         super().__init__()
         for name, value in (("d_model", d_model), ("n_heads", n_heads), ("d_head", d_head)):
@@ -255,7 +292,10 @@ class RelativeMultiHeadAttention(nn.Module):
         self.d_model = d_model
         self.n_heads = n_heads
         self.d_head = d_head
+        if kernel not in ATTENTION_KERNELS:
+            raise unknown_choice("attention kernel", kernel, ATTENTION_KERNELS)
         self.dropout_attn = float(dropout_attn)
+        self.kernel = kernel
         inner = n_heads * d_head
         self.qkv = nn.Linear(d_model, 3 * inner, bias=False)
         self.r_net = nn.Linear(d_model, inner, bias=False)  # W_kR
@@ -358,8 +398,9 @@ class RelativeMultiHeadAttention(nn.Module):
         r_rows = F.pad(r_k, (0, 0, pad, 0)) if pad else r_k
         r_rows = r_rows.view(-1, n_h, d_h).transpose(0, 1)  # [H, K(+p), dh]
         u, v = self._biases(relative, q.dtype)
-        attn = relative_attention(
-            (q + u[:, None, None, :]).reshape(n_h * bsz, q_len, d_h),  # (a) + (c): AC query
+        q_u = (q + u[:, None, None, :]).reshape(n_h * bsz, q_len, d_h)  # (a) + (c): AC query
+        attn = attention_function(self.kernel, q_u)(
+            q_u,
             (q + v[:, None, None, :]).reshape(n_h, bsz * q_len, d_h),  # (b) + (d): BD query
             key.transpose(0, 1).reshape(n_h * bsz, k_len, d_h).to(q.dtype),
             value.transpose(0, 1).reshape(n_h * bsz, k_len, d_h).to(q.dtype),
