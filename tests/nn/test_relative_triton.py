@@ -247,14 +247,22 @@ def test_auto_picks_the_core_on_a_cpu_and_core_always() -> None:
     assert attention_function("core", q_u) is relative_core.relative_attention
 
 
+def test_auto_keeps_the_core_until_the_kernel_is_verified_on_a_gpu() -> None:
+    like = SimpleNamespace(device=torch.device("cuda"), dtype=torch.bfloat16, shape=(2, 4, 8))
+    assert not relative_triton.VERIFIED_ON_GPU  # flip it once gpu_check.sh has checked it
+    assert attention_function("auto", like) is relative_core.relative_attention
+
+
 def test_auto_picks_the_kernel_on_cuda_where_it_applies(monkeypatch: pytest.MonkeyPatch) -> None:
-    """On CUDA (operands stood in for: only their device, dtype and length are read) ``auto``
-    is the kernel for fp32/bf16/fp16 segments, the core for one query, float64, under
-    ``torch.compile`` and without triton; ``fused`` is the kernel there."""
+    """Once verified on a GPU, on CUDA (operands stood in for: only their device, dtype and
+    length are read) ``auto`` is the kernel for fp32/bf16/fp16 segments, the core for one
+    query, float64, under ``torch.compile`` and without triton; ``fused`` is the kernel
+    there."""
 
     def like(dtype: torch.dtype = torch.bfloat16, q_len: int = 4) -> SimpleNamespace:
         return SimpleNamespace(device=torch.device("cuda"), dtype=dtype, shape=(2, q_len, 8))
 
+    monkeypatch.setattr(relative_triton, "VERIFIED_ON_GPU", True)
     core, kernel = relative_core.relative_attention, relative_triton.relative_attention
     if relative_triton.available():
         for dtype in (torch.float32, torch.bfloat16, torch.float16):

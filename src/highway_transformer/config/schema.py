@@ -92,7 +92,7 @@ class ModelConfig:
     positional: str = "sinusoidal"  # sinusoidal | none (relative attention ignores it)
     attention: str | None = None  # dot | shaw | relative; None: the family's own (models.families)
     shaw_clip: int = 16
-    attention_kernel: str = "auto"  # relative attention: core | fused (Triton) | auto (CUDA: fused)
+    attention_kernel: str = "auto"  # XL attention: core | fused (Triton) | auto (core till checked)
     gate: GateConfig = field(default_factory=GateConfig)
     local_rnn: LocalRNNConfig = field(default_factory=LocalRNNConfig)
     memory: MemoryConfig = field(default_factory=MemoryConfig)

@@ -52,9 +52,11 @@ def attention_function(kernel: str, q_u: Tensor) -> Callable[..., Tensor]:
     operands like ``q_u``: :func:`.relative_core.relative_attention` or the Triton kernel's
     :func:`.relative_triton.relative_attention` (the same signature).
 
-    ``auto``: the fused kernel on CUDA when triton imports, for float16/bfloat16/float32 and
-    more than one query (a decoding step stays on the core), outside ``torch.compile`` (which
-    compiles the core itself; the kernel would be a graph break), else the core. ``fused``
+    ``auto``: the core until the kernel has been checked on a GPU
+    (:data:`.relative_triton.VERIFIED_ON_GPU`); then the fused kernel on CUDA when triton
+    imports, for float16/bfloat16/float32 and more than one query (a decoding step stays on
+    the core), outside ``torch.compile`` (which compiles the core itself; the kernel would be
+    a graph break), else the core. ``fused``
     where it cannot run is a :class:`ConfigError` saying what to do. Triton is imported
     here, on first use, never when this module is.
     """
@@ -69,7 +71,8 @@ def attention_function(kernel: str, q_u: Tensor) -> Callable[..., Tensor]:
         if reason is not None:
             raise ConfigError(reason)
         return relative_triton.relative_attention
-    usable = relative_triton.available() and q_u.dtype in _FUSED_DTYPES and q_u.shape[1] > 1
+    usable = relative_triton.VERIFIED_ON_GPU and relative_triton.available()
+    usable = usable and q_u.dtype in _FUSED_DTYPES and q_u.shape[1] > 1
     return relative_triton.relative_attention if usable else relative_attention
 
 

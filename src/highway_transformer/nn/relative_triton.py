@@ -57,6 +57,11 @@ _LOG2E = 1.4426950408889634
 GPU_BLOCKS = {torch.float16: 64, torch.bfloat16: 64, torch.float32: 32, torch.float64: 16}
 #: In Triton's interpreter: small tiles, so the tests cross tile boundaries at tiny sizes.
 INTERPRETER_BLOCK = 16
+#: Whether the kernel has been checked on a GPU against the core (``tests/nn/
+#: test_relative_triton.py`` on CUDA, through ``benchmarks/gpu_check.sh``). Until then
+#: ``model.attention_kernel=auto`` keeps the core on every device: an unmeasured kernel is
+#: opted into (``fused``), never chosen for a user.
+VERIFIED_ON_GPU = False
 _DTYPES = tuple(GPU_BLOCKS)
 
 
