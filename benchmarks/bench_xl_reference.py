@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import statistics
 import sys
 import time
@@ -51,15 +52,32 @@ from highway_transformer.validation import build_config  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / ".reference" / "transformer-xl" / "pytorch"
-REFERENCE_FILES = (
-    "mem_transformer.py",
-    "utils/proj_adaptive_softmax.py",
-    "utils/log_uniform_sampler.py",
-)
+#: kimiyoung/transformer-xl at commit 44781ed, pytorch/: each file's SHA-256. Code is imported
+#: only when every file is exactly this (nothing read can run code we have not read).
+REFERENCE_SHA256 = {
+    "mem_transformer.py": "38cbc93a8f7b06b85976e88e161349b34f2ac226b8a7796bd6d82c30dc592827",
+    "utils/proj_adaptive_softmax.py": (
+        "fe7ff45785c24c200462f181206efed632036d658fa5a77a4968a987c3b924f4"
+    ),
+    "utils/log_uniform_sampler.py": (
+        "48ef19d323485065a9b69f0dad5dbc3926926e1f6af9379ce9e3b5331c44b458"
+    ),
+}
+REFERENCE_FILES = tuple(REFERENCE_SHA256)
 
 
 def missing_reference(folder: Path) -> list[str]:
     return [name for name in REFERENCE_FILES if not (folder / name).is_file()]
+
+
+def check_reference(folder: Path) -> None:
+    """Refuse (one line) reference files whose content is not the pinned commit's."""
+    for name, digest in REFERENCE_SHA256.items():
+        if hashlib.sha256((folder / name).read_bytes()).hexdigest() != digest:
+            raise SystemExit(
+                f"{folder / name} is not kimiyoung/transformer-xl@44781ed's file (SHA-256 "
+                "differs); put the unmodified file there"
+            )
 
 
 def import_reference(folder: Path) -> type[nn.Module]:
@@ -240,6 +258,7 @@ def main(argv: list[str] | None = None) -> int:
     config = our_config(args)
     if config.model.family != "xl":
         raise SystemExit(f"--preset {args.preset} is not a Transformer-XL (model.family=xl)")
+    check_reference(args.reference)
     reference = import_reference(args.reference)
     print_machine(args.device)
     record = Record(args.device)

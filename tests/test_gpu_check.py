@@ -201,3 +201,14 @@ def test_the_xl_reference_benchmark_skips_without_the_code(
 
     assert bench.main(["--reference", str(tmp_path), "--device", "cpu"]) == 0
     assert capsys.readouterr().out.startswith("skipped: the Transformer-XL reference code")
+
+
+def test_the_xl_reference_benchmark_refuses_altered_code(tmp_path: Path) -> None:
+    """Reference files are imported (run) only when each is the pinned commit's, byte for byte."""
+    import bench_xl_reference as bench
+
+    for name in bench.REFERENCE_FILES:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("import os  # not the reference\n", encoding="utf-8")
+    with pytest.raises(SystemExit, match="SHA-256 differs"):
+        bench.main(["--device", "cpu", "--reference", str(tmp_path)])
