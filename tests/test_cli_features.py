@@ -199,6 +199,7 @@ def test_version_and_help_without_torch(capsys) -> None:
         (["data.corpus=ptb-wrod"], "unknown corpus (data.corpus) 'ptb-wrod'"),
         (["--task", "pixels", "task.dataset=mnsit"], "unknown pixel data set"),
         (["train.strategy=fsdpp"], "unknown training strategy"),
+        (["train.device=gpu"], "train.device gpu: use auto, cpu, cuda, cuda:N or mps"),
     ],
 )
 def test_train_typos_answer_before_torch(argv: list[str], message: str, tmp_path) -> None:

@@ -12,7 +12,6 @@ highway ab --row "plain=ht-table1/t-l3" --row "tanh=ht-table1/t-l3+tanh" --scale
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from pathlib import Path
 from typing import Any, NoReturn
@@ -132,16 +131,13 @@ def parse_run_targets(args: argparse.Namespace) -> argparse.Namespace:
     return parser.parse_intermixed_args(args.targets)
 
 
-#: The forms of ``--device`` (``train.device``), checked before torch is imported.
-_DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?|mps")
-
-
 def with_device(device: str | None, overrides: list[str]) -> list[str]:
     """``overrides`` with ``train.device=DEVICE`` for ``--device DEVICE`` (every row's)."""
     if device is None:
         return overrides
-    if not _DEVICE.fullmatch(device):
-        raise ConfigError(f"--device {device}: use auto, cpu, cuda, cuda:N or mps")
+    from .config.names import check_device_name
+
+    check_device_name(device, "--device")
     if any(o.split("=", 1)[0].strip() == "train.device" for o in overrides):
         raise ConfigError("give the device once: --device or train.device=, not both")
     return [*overrides, f"train.device={device}"]

@@ -316,6 +316,7 @@ def _check_training_names(config: Config) -> None:
     _choice("precision", t.precision, PRECISIONS)
     _choice("distributed backend", t.dist_backend, DIST_BACKENDS)
     _choice("training strategy (train.strategy)", t.strategy, names.STRATEGY_NAMES)
+    names.check_device_name(t.device)
     # an earlier version's boolean reads as true / false
     _choice("train.compile value", str(t.compile).lower(), FLAGS)
     _choice("torch.compile mode (train.compile_mode)", t.compile_mode, COMPILE_MODES)

@@ -60,3 +60,16 @@ def test_names_import_no_torch() -> None:
 )
 def test_score_aliases(given: str, canonical: str) -> None:
     assert names.normalize_score(given) == canonical
+
+
+@pytest.mark.parametrize("name", ["auto", "cpu", "cuda", "cuda:1", "mps", "xpu:0", "meta"])
+def test_device_names_torch_means_pass(name: str) -> None:
+    names.check_device_name(name)
+
+
+@pytest.mark.parametrize("name", ["gpu", "cuda0", "auto:0", "CUDA", "cuda:", ""])
+def test_device_names_torch_cannot_mean_are_refused(name: str) -> None:
+    from highway_transformer.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="use auto, cpu, cuda, cuda:N or mps"):
+        names.check_device_name(name)

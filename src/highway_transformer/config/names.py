@@ -9,7 +9,9 @@ for each registry mapping a name to code, a test holds the tuple equal to its ke
 
 from __future__ import annotations
 
-from ..errors import unknown_choice
+import re
+
+from ..errors import ConfigError, unknown_choice
 
 # --------------------------------------------------------------------------- registries' keys
 
@@ -77,6 +79,16 @@ PIXEL_DATASETS = ("digits", "mnist")
 #: ``task.score``: the encoder-decoder's attention score functions, and their other names.
 SCORES = ("scaled_dot", "dot", "general", "additive", "content", "location")
 SCORE_ALIASES = {"scaled-dot": "scaled_dot", "cosine": "content", "concat": "additive"}
+
+
+#: ``train.device``: ``auto`` or a torch device type, with ``:N`` where it has several.
+DEVICE_FORM = re.compile(r"auto|(cpu|cuda|mps|xpu|hpu|mtia|meta)(:\d+)?")
+
+
+def check_device_name(name: str, what: str = "train.device") -> None:
+    """Refuse a device name torch cannot mean (before torch is imported)."""
+    if not DEVICE_FORM.fullmatch(str(name)):
+        raise ConfigError(f"{what} {name}: use auto, cpu, cuda, cuda:N or mps")
 
 
 def normalize_score(name: str) -> str:
