@@ -184,6 +184,22 @@ def test_version_and_help_without_torch(capsys) -> None:
     assert done.stdout.strip().splitlines()[-1] == "False"
 
 
+_PROBE = (
+    "import sys\n"
+    "from highway_transformer import cli\n"
+    "code = cli.main(sys.argv[1:])\n"
+    "print(code, 'torch' in sys.modules)\n"
+)
+
+
+def _run_probing_torch(argv: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``highway ARGV`` in a fresh interpreter; its last stdout line is the exit code and
+    whether torch was imported."""
+    return subprocess.run(
+        [sys.executable, "-c", _PROBE, *argv], capture_output=True, text=True, cwd=cwd
+    )
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
@@ -205,18 +221,7 @@ def test_version_and_help_without_torch(capsys) -> None:
 def test_train_typos_answer_before_torch(argv: list[str], message: str, tmp_path) -> None:
     """A typo in the options or overrides of ``highway train`` is one line, exit 2, and
     torch is never imported (the answer does not wait for it)."""
-    probe = (
-        "import sys\n"
-        "from highway_transformer import cli\n"
-        "code = cli.main(sys.argv[1:])\n"
-        "print(code, 'torch' in sys.modules)\n"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", probe, "train", *argv],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-    )
+    done = _run_probing_torch(["train", *argv], tmp_path)
     assert done.stdout.split() == ["2", "False"], done.stderr
     assert done.stderr.startswith("error: ") and message in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
@@ -256,15 +261,7 @@ def test_every_command_answers_a_typo_before_torch(
     argv: list[str], message: str, tmp_path: Path
 ) -> None:
     """Each command's mistyped argument is one line, exit 2, with torch never imported."""
-    probe = (
-        "import sys\n"
-        "from highway_transformer import cli\n"
-        "code = cli.main(sys.argv[1:])\n"
-        "print(code, 'torch' in sys.modules)\n"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", probe, *argv], capture_output=True, text=True, cwd=tmp_path
-    )
+    done = _run_probing_torch(argv, tmp_path)
     assert done.stdout.split()[-2:] == ["2", "False"], done.stderr
     error = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
     assert len(error) == 1 and message in error[0], done.stderr

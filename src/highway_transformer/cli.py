@@ -97,11 +97,10 @@ def _scaled(base: Config, file: str | None, scale: str, overrides: list[str]) ->
     command-line ``overrides`` come after, and win); named ``NAME_SCALE`` below ``paper``."""
     from .config import apply_overrides
     from .experiments.scale import get_scale, scale_config
-    from .validation import check_form
+    from .validation import check_overrides
 
     get_scale(scale)  # an unknown name is an error before any file is read
-    # The overrides' keys and values are checked before scaling, which validates (torch).
-    check_form(apply_overrides(base, file, overrides))
+    check_overrides(base, file, overrides)  # before scaling, which validates (torch)
     config = scale_config(apply_overrides(base, file), scale)
     return config if scale == "paper" else config.replace(name=f"{config.name}_{scale}")
 
@@ -135,7 +134,10 @@ def _eval(args: argparse.Namespace) -> int:
     overrides = list(args.overrides)
     if args.data_path:
         overrides.append(f"data.path={args.data_path}")
-    _check_overrides(overrides)
+    from .config import Config
+    from .validation import check_overrides
+
+    check_overrides(Config(), None, overrides)  # on the defaults: the checkpoint's comes later
     from .api import evaluate_checkpoint
     from .runtime.device import resolve_device
 
@@ -151,16 +153,6 @@ def _eval(args: argparse.Namespace) -> int:
     else:
         _print_metrics(out, _level(weights, trust))
     return 0
-
-
-def _check_overrides(overrides: list[str]) -> None:
-    """The keys, types, ranges and names of ``overrides`` on their own (on the defaults),
-    before torch is imported: a typo answers at once; the checkpoint's config with them is
-    validated whole where it is loaded."""
-    from .config import Config, apply_overrides
-    from .validation import check_form
-
-    check_form(apply_overrides(Config(), None, overrides))
 
 
 def _level(weights: Path, trust_unverified: bool) -> str | None:

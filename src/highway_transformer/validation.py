@@ -99,6 +99,15 @@ def validate(config: Config) -> Config:
 # --------------------------------------------------------------------------- types and ranges
 
 
+def check_overrides(
+    base: Config, file: str | Path | None = None, overrides: list[str] | None = None
+) -> Config:
+    """``base`` updated by ``file`` and ``overrides``, its forms checked (:func:`check_form`):
+    the typos of a file or an override answered before anything imports torch, where the
+    whole config is validated later (after scaling, or against a checkpoint's config)."""
+    return check_form(apply_overrides(base, file, overrides))
+
+
 def check_form(config: Config) -> Config:
     """Types, ranges and names, the checks that import no torch: what :func:`validate`
     checks first."""

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..config import Config, apply_overrides, parse_override
+from ..config import Config, parse_override
 from ..errors import ConfigError, HighwayError
 from ..runtime.provenance import code_facts
 from ..storage import runfolder
@@ -77,12 +77,11 @@ def experiment_config(
 ) -> Config:
     """The row's preset scaled to ``scale``, then ``data.path``, the overrides and the row's
     own overrides, then the seed."""
-    from ..validation import build_config, check_form  # torch: only when a run is planned
+    from ..validation import build_config, check_overrides  # torch: only when a run is planned
 
     extra = ([f"data.path={data_path}"] if data_path is not None else []) + list(overrides)
     extra += list(experiment.overrides)
-    # the overrides' forms first: scaling validates the whole config, which imports torch
-    check_form(apply_overrides(experiment.config(), None, extra))
+    check_overrides(experiment.config(), None, extra)  # before scaling, which imports torch
     config = build_config(scale_config(experiment.config(), scale), None, extra)
     if experiment.match_params_of:
         matched = get_experiment(experiment.match_params_of)

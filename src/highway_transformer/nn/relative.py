@@ -274,7 +274,8 @@ class RelativeMultiHeadAttention(nn.Module):
             code's default).
         kernel: what computes scores, softmax and the value product: ``core``
             (:mod:`.relative_core`), ``fused`` (the Triton kernel, :mod:`.relative_triton`)
-            or ``auto`` (fused on CUDA where triton imports; see :func:`attention_function`).
+            or ``auto`` (the core until the kernel is verified on a GPU; see
+            :func:`attention_function`).
     """
 
     def __init__(
