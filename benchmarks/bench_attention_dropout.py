@@ -1,10 +1,12 @@
-"""Dropout on the attention weights on the CPU: ours (``nn.attention.attend``) against torch's
-``scaled_dot_product_attention`` with ``dropout_p`` (what users would call), forward and
-backward of one layer's attention at the shapes of the presets that drop attention weights,
-interleaved over rounds; the same attention without dropout (torch's fused kernel) as the
-floor. Prints milliseconds per call (median of rounds) and torch's time over ours.
+"""Dropout on the attention weights on the CPU: ours (``nn.attention.attend``: fp32 takes the
+queries a block at a time) against torch's ``scaled_dot_product_attention`` with
+``dropout_p`` (what users would call), forward and backward of one layer's attention at the
+shapes of the presets that drop attention weights, interleaved over rounds; the same maths on
+whole tensors (``attend_written_out``, the route before the blocks) and the attention without
+dropout (torch's fused kernel, the floor) beside them. Prints milliseconds per call (median of
+rounds) and torch's time over ours.
 
-    python benchmarks/bench_attention_dropout.py            # HT 2, HT 4 and RT 1 at the cpu scale
+    python benchmarks/bench_attention_dropout.py            # HT 2, HT 4, RT 1 digits and MNIST
     python benchmarks/bench_attention_dropout.py --threads 2
 """
 
@@ -22,13 +24,14 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import Record, add_json_argument, median_seconds, print_machine  # noqa: E402
 
-from highway_transformer.nn.attention import attend  # noqa: E402
+from highway_transformer.nn.attention import attend, attend_written_out  # noqa: E402
 
 #: name -> (batch, heads, length, d_head, dropout): the attention of each preset's `cpu` scale.
 SHAPES = {
     "ht-table2/rt-l3 (char)": (16, 8, 100, 16, 0.15),
     "ht-table4/rt-l3 (word)": (16, 8, 20, 16, 0.35),
-    "rt-table1/rtransformer": (32, 2, 64, 16, 0.05),
+    "rt-table1/rtransformer (digits)": (32, 2, 64, 16, 0.05),
+    "rt-table1/* (MNIST)": (32, 2, 784, 16, 0.05),
 }
 
 
@@ -42,6 +45,7 @@ def fwd_bwd(fn: Callable[..., torch.Tensor], q, k, v) -> Callable[[], None]:
 def variants(p: float) -> dict[str, Callable[..., torch.Tensor]]:
     return {
         "ours": lambda q, k, v: attend(q, k, v, None, True, p),
+        "written out": lambda q, k, v: attend_written_out(q, k, v, None, True, p),
         "torch sdpa": lambda q, k, v: F.scaled_dot_product_attention(
             q, k, v, dropout_p=p, is_causal=True
         ),
@@ -83,12 +87,14 @@ def main(argv: list[str] | None = None) -> None:
         r = measure(shape, args.rounds, args.repeats)
         low, high = r["range"]
         rows.append([
-            f"{name} {shape}", f"{r['ours']:.2f}", f"{r['torch sdpa']:.2f}",
-            f"{r['no dropout']:.2f}", f"{r['ratio']:.2f}× ({low:.2f}–{high:.2f})",
+            f"{name} {shape}", f"{r['ours']:.2f}", f"{r['written out']:.2f}",
+            f"{r['torch sdpa']:.2f}", f"{r['no dropout']:.2f}",
+            f"{r['ratio']:.2f}× ({low:.2f}–{high:.2f})",
         ])  # fmt: skip
         raw[name] = r
     record.table(
-        ["attention (B, H, L, d_head, p)", "ours ms", "torch sdpa ms", "no dropout ms",
+        ["attention (B, H, L, d_head, p)", "ours ms", "written out ms", "torch sdpa ms",
+         "no dropout ms",
          "sdpa / ours"],
         rows,
         caption=f"forward + backward, {args.threads} thread(s), median of {args.rounds} rounds "

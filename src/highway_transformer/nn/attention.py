@@ -5,9 +5,10 @@ The product runs through :func:`torch.nn.functional.scaled_dot_product_attention
 picks a fused kernel per device and handles masking safely in bf16/fp16. One exception:
 dropout on the attention weights on the CPU, where torch has no fused kernel and falls back
 to its reference maths, drawing the mask with ``bernoulli_`` (slow on the CPU) and checking
-its masks on every call; there the same maths is written out (:func:`attend`), the mask
-drawn as every other dropout mask here (:mod:`.dropout`): one layer's attention forward and
-backward 1.2–1.6× faster at HT Table 2's `cpu` size (``benchmarks/bench_attention_dropout.py``).
+its masks on every call. There fp32/fp64 attention takes the queries a block at a time
+(:mod:`.attention_dropout`: nothing of ``[B, H, Lq, Lk]`` but the mask is kept), fp16/bf16
+the same maths written out (:func:`attend`), the masks drawn as every other dropout mask here
+(:mod:`.dropout`); ``benchmarks/bench_attention_dropout.py`` times both against torch.
 Oracles: :func:`.reference.multi_head_attention`, :func:`.reference.scaled_dot_attention`.
 """
 
@@ -17,10 +18,15 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .attention_dropout import block_attention
 from .decoding import KVCache
 from .dropout import dropout
 
 __all__ = ["KVCache", "MultiHeadAttention", "attend", "causal_mask"]
+
+#: Dtypes whose CPU dropout path takes the queries a block at a time (:mod:`.attention_dropout`);
+#: fp16/bf16 keep the written-out maths, whose softmax runs in fp32.
+_BLOCK_DTYPES = (torch.float32, torch.float64)
 
 
 def causal_mask(n_queries: int, n_keys: int, device: torch.device) -> Tensor:
@@ -47,6 +53,22 @@ def attend(  # noqa: PLR0913 - scaled_dot_product_attention's operands
         return F.scaled_dot_product_attention(
             q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale
         )
+    if q.dtype in _BLOCK_DTYPES and not torch.compiler.is_compiling():
+        return block_attention(q, k, v, mask, is_causal, dropout_p, scale)
+    return attend_written_out(q, k, v, mask, is_causal, dropout_p, scale)
+
+
+def attend_written_out(  # noqa: PLR0913 - scaled_dot_product_attention's operands
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    mask: Tensor | None,
+    is_causal: bool,
+    dropout_p: float,
+    scale: float | None = None,
+) -> Tensor:
+    """:func:`attend`'s dropout maths on whole ``[..., Lq, Lk]`` tensors (fp16/bf16, and
+    under ``torch.compile``), the softmax in fp32."""
     scale = q.shape[-1] ** -0.5 if scale is None else scale
     scores = torch.matmul(q, k.transpose(-1, -2)).mul_(scale)
     if is_causal:

@@ -50,6 +50,23 @@ def dropout(x: Tensor, p: float) -> Tensor:
     return x * keep_draw(x.shape, p).mul_(1.0 / (1.0 - p)).to(x.dtype)
 
 
+class KeepDraws:
+    """A stream of uniform draws for the masks of one operation made piece by piece (the
+    blocks of :mod:`.attention_dropout`): numpy's SFC64 generator seeded by one draw of
+    torch's global generator, as :func:`keep_draw`, so seeded runs repeat."""
+
+    def __init__(self) -> None:
+        seed = int(torch.randint(0, 1 << 62, (1,)))
+        self._generator = np.random.Generator(np.random.SFC64(seed))
+
+    def uniform(self, shape: tuple[int, ...]) -> Tensor:
+        """``U[0, 1)`` float32 of ``shape``: the stream's next ``prod(shape)`` draws."""
+        draws = torch.empty(shape, dtype=torch.float32)
+        with torch.profiler.record_function(DRAW_LABEL):
+            self._generator.random(out=draws.numpy().reshape(-1), dtype=np.float32)
+        return draws
+
+
 def keep_draw(shape: tuple[int, ...], p: float, device: torch.device | None = None) -> Tensor:
     """1.0 where an element is kept (``U[0, 1) >= p``), else 0.0, float32: the draw of every
     dropout mask here (:class:`Dropout`, the relative-attention core).
