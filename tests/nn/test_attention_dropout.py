@@ -106,11 +106,13 @@ def test_seeded_calls_repeat_and_drop_at_the_rate() -> None:
     assert abs(dropped.float().mean().item() - 0.2) < 0.002  # > 5 standard errors
 
 
-def test_attend_takes_the_blocks_for_fp32_dropout_on_the_cpu(monkeypatch) -> None:
+def test_attend_takes_the_blocks_for_large_fp32_dropout_on_the_cpu(monkeypatch) -> None:
     calls = []
     monkeypatch.setattr(attention, "block_attention", lambda *args: calls.append(args) or args[0])
+    monkeypatch.setattr(attention_dropout, "MIN_ELEMENTS", 2 * 6 * 6)
     q, k, v = torch.randn(3, 1, 2, 6, 4).unbind(0)
     attention.attend(q, k, v, None, True, 0.1)
     attention.attend(q, k, v, None, True, 0.0)  # no dropout: torch's fused kernel
     attention.attend(*(t.bfloat16() for t in (q, k, v)), None, True, 0.1)  # the written maths
+    attention.attend(q[..., :5, :], k[..., :5, :], v[..., :5, :], None, True, 0.1)  # cached
     assert len(calls) == 1

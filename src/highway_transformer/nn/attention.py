@@ -5,9 +5,10 @@ The product runs through :func:`torch.nn.functional.scaled_dot_product_attention
 picks a fused kernel per device and handles masking safely in bf16/fp16. One exception:
 dropout on the attention weights on the CPU, where torch has no fused kernel and falls back
 to its reference maths, drawing the mask with ``bernoulli_`` (slow on the CPU) and checking
-its masks on every call. There fp32/fp64 attention takes the queries a block at a time
-(:mod:`.attention_dropout`: nothing of ``[B, H, Lq, Lk]`` but the mask is kept), fp16/bf16
-the same maths written out (:func:`attend`), the masks drawn as every other dropout mask here
+its masks on every call. There fp32/fp64 attention whose scores outgrow the caches takes
+the queries a block at a time (:mod:`.attention_dropout`: nothing of ``[B, H, Lq, Lk]`` but
+the mask is kept), the rest the same maths written out (:func:`attend_written_out`), the
+masks drawn as every other dropout mask here
 (:mod:`.dropout`); ``benchmarks/bench_attention_dropout.py`` times both against torch.
 Oracles: :func:`.reference.multi_head_attention`, :func:`.reference.scaled_dot_attention`.
 """
@@ -18,6 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from . import attention_dropout
 from .attention_dropout import block_attention
 from .decoding import KVCache
 from .dropout import dropout
@@ -34,6 +36,17 @@ def causal_mask(n_queries: int, n_keys: int, device: torch.device) -> Tensor:
     offset = n_keys - n_queries
     queries = torch.arange(n_queries, device=device)[:, None] + offset
     return torch.arange(n_keys, device=device)[None, :] <= queries
+
+
+def _takes_blocks(q: Tensor, k: Tensor) -> bool:
+    """Whether CPU dropout attention runs a block of queries at a time: fp32/fp64 scores too
+    large for the caches (:data:`.attention_dropout.MIN_ELEMENTS`), outside ``torch.compile``."""
+    scores = q.shape[:-1].numel() * k.shape[-2]
+    return (
+        q.dtype in _BLOCK_DTYPES
+        and scores >= attention_dropout.MIN_ELEMENTS
+        and not torch.compiler.is_compiling()
+    )
 
 
 def attend(  # noqa: PLR0913 - scaled_dot_product_attention's operands
@@ -53,7 +66,7 @@ def attend(  # noqa: PLR0913 - scaled_dot_product_attention's operands
         return F.scaled_dot_product_attention(
             q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale
         )
-    if q.dtype in _BLOCK_DTYPES and not torch.compiler.is_compiling():
+    if _takes_blocks(q, k):
         return block_attention(q, k, v, mask, is_causal, dropout_p, scale)
     return attend_written_out(q, k, v, mask, is_causal, dropout_p, scale)
 

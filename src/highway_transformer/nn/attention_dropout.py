@@ -33,6 +33,13 @@ from .dropout import KeepDraws
 BLOCK_ELEMENTS = 1 << 20
 
 
+#: Scores (``B·H·Lq·Lk``) from which :func:`.attention.attend` takes the blocks: below, the
+#: whole tensors fit the caches and the written-out maths is faster (one thread, AVX512,
+#: 2026-11-28: 0.5-0.8x at 0.3-1.3 M scores, 1.0x at 3.3 M, 2.3-2.5x at 8-20 M, 2.7-3.5x at
+#: RT Table 1's 39 M).
+MIN_ELEMENTS = 4 * BLOCK_ELEMENTS
+
+
 def block_rows(batch_heads: int, n_keys: int) -> int:
     """Queries per block: as many as keep ``batch_heads × rows × n_keys`` near
     :data:`BLOCK_ELEMENTS` (read at each call, so tests can make blocks small)."""
