@@ -19,16 +19,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from . import attention_dropout
-from .attention_dropout import block_attention
+from .attention_dropout import block_attention, takes_blocks
 from .decoding import KVCache
 from .dropout import dropout
 
 __all__ = ["KVCache", "MultiHeadAttention", "attend", "causal_mask"]
-
-#: Dtypes whose CPU dropout path takes the queries a block at a time (:mod:`.attention_dropout`);
-#: fp16/bf16 keep the written-out maths, whose softmax runs in fp32.
-_BLOCK_DTYPES = (torch.float32, torch.float64)
 
 
 def causal_mask(n_queries: int, n_keys: int, device: torch.device) -> Tensor:
@@ -36,17 +31,6 @@ def causal_mask(n_queries: int, n_keys: int, device: torch.device) -> Tensor:
     offset = n_keys - n_queries
     queries = torch.arange(n_queries, device=device)[:, None] + offset
     return torch.arange(n_keys, device=device)[None, :] <= queries
-
-
-def _takes_blocks(q: Tensor, k: Tensor) -> bool:
-    """Whether CPU dropout attention runs a block of queries at a time: fp32/fp64 scores too
-    large for the caches (:data:`.attention_dropout.MIN_ELEMENTS`), outside ``torch.compile``."""
-    scores = q.shape[:-1].numel() * k.shape[-2]
-    return (
-        q.dtype in _BLOCK_DTYPES
-        and scores >= attention_dropout.MIN_ELEMENTS
-        and not torch.compiler.is_compiling()
-    )
 
 
 def attend(  # noqa: PLR0913 - scaled_dot_product_attention's operands
@@ -66,7 +50,7 @@ def attend(  # noqa: PLR0913 - scaled_dot_product_attention's operands
         return F.scaled_dot_product_attention(
             q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale
         )
-    if _takes_blocks(q, k):
+    if takes_blocks(q, k):
         return block_attention(q, k, v, mask, is_causal, dropout_p, scale)
     return attend_written_out(q, k, v, mask, is_causal, dropout_p, scale)
 
@@ -80,8 +64,8 @@ def attend_written_out(  # noqa: PLR0913 - scaled_dot_product_attention's operan
     dropout_p: float,
     scale: float | None = None,
 ) -> Tensor:
-    """:func:`attend`'s dropout maths on whole ``[..., Lq, Lk]`` tensors (fp16/bf16, and
-    under ``torch.compile``), the softmax in fp32."""
+    """:func:`attend`'s dropout maths on whole ``[..., Lq, Lk]`` tensors, the softmax in
+    fp32: the CPU route where :func:`.attention_dropout.takes_blocks` says no."""
     scale = q.shape[-1] ** -0.5 if scale is None else scale
     scores = torch.matmul(q, k.transpose(-1, -2)).mul_(scale)
     if is_causal:

@@ -40,6 +40,17 @@ BLOCK_ELEMENTS = 1 << 20
 MIN_ELEMENTS = 4 * BLOCK_ELEMENTS
 
 
+#: Dtypes that take the blocks; fp16/bf16 keep the written-out maths, whose softmax runs in fp32.
+BLOCK_DTYPES = (torch.float32, torch.float64)
+
+
+def takes_blocks(q: Tensor, k: Tensor) -> bool:
+    """Whether CPU dropout attention of ``q`` over ``k`` runs a block of queries at a time:
+    fp32/fp64 scores of at least :data:`MIN_ELEMENTS`, outside ``torch.compile``."""
+    scores = q.shape[:-1].numel() * k.shape[-2]
+    return q.dtype in BLOCK_DTYPES and scores >= MIN_ELEMENTS and not torch.compiler.is_compiling()
+
+
 def block_rows(batch_heads: int, n_keys: int) -> int:
     """Queries per block: as many as keep ``batch_heads × rows × n_keys`` near
     :data:`BLOCK_ELEMENTS` (read at each call, so tests can make blocks small)."""
@@ -55,25 +66,24 @@ def _key_end(end: int, offset: int, n_keys: int, causal: bool) -> int:
     return min(n_keys, end + offset) if causal else n_keys
 
 
-def _block_bias(  # noqa: PLR0913 - one block's coordinates
-    mask: Tensor | None,
-    causal: bool,
-    start: int,
-    end: int,
-    key_end: int,
-    offset: int,
-    dtype: torch.dtype,
-) -> Tensor | None:
-    """The additive ``-inf`` bias of queries ``start:end`` over keys ``:key_end``, or None."""
+def _block_scores(  # noqa: PLR0913 - one block's coordinates
+    q: Tensor, k: Tensor, mask: Tensor | None, causal: bool, start: int, end: int, scale: float
+) -> tuple[Tensor, int]:
+    """``scale · q kᵀ`` of queries ``start:end`` over the keys they read, hidden keys at
+    ``-inf``, and how many keys that is."""
+    n_queries, n_keys = q.shape[-2], k.shape[-2]
+    offset = n_keys - n_queries
+    key_end = _key_end(end, offset, n_keys, causal)
+    scores = torch.matmul(q[..., start:end, :], k[..., :key_end, :].mT).mul_(scale)
     allowed = None if mask is None else mask[..., start:end, :key_end]
-    if causal:
+    if causal and end - start > 1:  # a block's first queries do not see its last keys
         queries = torch.arange(start, end)[:, None] + offset
         diagonal = torch.arange(key_end)[None, :] <= queries
-        if not bool(diagonal.all()):
-            allowed = diagonal if allowed is None else allowed & diagonal
-    if allowed is None:
-        return None
-    return torch.zeros(allowed.shape, dtype=dtype).masked_fill_(~allowed, float("-inf"))
+        allowed = diagonal if allowed is None else allowed & diagonal
+    if allowed is not None:  # added as a bias: one small [.., rows, keys] fill, broadcast
+        bias = torch.zeros(allowed.shape, dtype=q.dtype).masked_fill_(~allowed, float("-inf"))
+        scores.add_(bias)
+    return scores, key_end
 
 
 class _BlockAttention(torch.autograd.Function):
@@ -89,19 +99,13 @@ class _BlockAttention(torch.autograd.Function):
         scale: float,
         draws: KeepDraws,
     ) -> Tensor:
-        batch_heads = q.shape[:-2].numel()
-        n_queries, n_keys = q.shape[-2], k.shape[-2]
-        offset = n_keys - n_queries
-        rows = block_rows(batch_heads, n_keys)
+        n_queries = q.shape[-2]
+        rows = block_rows(q.shape[:-2].numel(), k.shape[-2])
         out = torch.empty_like(q)
         lse = torch.empty(q.shape[:-1], dtype=q.dtype)
         keeps = []  # per block: 1 / (1 - p) where a weight is kept, else 0
         for start, end in _blocks(n_queries, rows):
-            key_end = _key_end(end, offset, n_keys, causal)
-            scores = torch.matmul(q[..., start:end, :], k[..., :key_end, :].mT).mul_(scale)
-            bias = _block_bias(mask, causal, start, end, key_end, offset, q.dtype)
-            if bias is not None:
-                scores.add_(bias)
+            scores, key_end = _block_scores(q, k, mask, causal, start, end, scale)
             top = scores.amax(dim=-1, keepdim=True)
             probs = scores.sub_(top).exp_()
             total = probs.sum(dim=-1, keepdim=True)
@@ -118,19 +122,13 @@ class _BlockAttention(torch.autograd.Function):
     def backward(ctx, d_out: Tensor):  # noqa: ANN205 - autograd's signature
         q, k, v, out, lse, mask, *keeps = ctx.saved_tensors
         causal, scale = ctx.causal, ctx.scale
-        n_queries, n_keys = q.shape[-2], k.shape[-2]
-        offset = n_keys - n_queries
         d_out = d_out.contiguous()
         row_dot = (d_out * out).sum(dim=-1, keepdim=True)  # D = rowsum(dO ∘ O)
         d_q, d_k, d_v = torch.empty_like(q), torch.zeros_like(k), torch.zeros_like(v)
-        for (start, end), keep in zip(_blocks(n_queries, ctx.rows), keeps, strict=True):
-            key_end = _key_end(end, offset, n_keys, causal)
+        for (start, end), keep in zip(_blocks(q.shape[-2], ctx.rows), keeps, strict=True):
+            scores, key_end = _block_scores(q, k, mask, causal, start, end, scale)
             q_block, k_keys, v_keys = q[..., start:end, :], k[..., :key_end, :], v[..., :key_end, :]
             g_block = d_out[..., start:end, :]
-            scores = torch.matmul(q_block, k_keys.mT).mul_(scale)
-            bias = _block_bias(mask, causal, start, end, key_end, offset, q.dtype)
-            if bias is not None:
-                scores.add_(bias)
             probs = scores.sub_(lse[..., start:end, None]).exp_()
             # dP = (dO Vᵀ) ∘ Z / (1 − p); dS = P ∘ (dP − D), scaled
             d_scores = torch.matmul(g_block, v_keys.mT).mul_(keep)

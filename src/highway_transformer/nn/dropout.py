@@ -18,8 +18,6 @@ stream is not, so a compiled CPU run draws other masks than an eager one from th
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -62,7 +60,7 @@ class KeepDraws:
     def uniform(self, shape: tuple[int, ...]) -> Tensor:
         """``U[0, 1)`` float32 of ``shape``: the stream's next ``prod(shape)`` draws."""
         draws = torch.empty(shape, dtype=torch.float32)
-        with torch.profiler.record_function(DRAW_LABEL):
+        with torch.profiler.record_function(DRAW_LABEL):  # numpy's time, named in profiles
             self._generator.random(out=draws.numpy().reshape(-1), dtype=np.float32)
         return draws
 
@@ -77,8 +75,4 @@ def keep_draw(shape: tuple[int, ...], p: float, device: torch.device | None = No
     """
     if torch.compiler.is_compiling() or (device is not None and torch.device(device).type != "cpu"):
         return torch.rand(shape, dtype=torch.float32, device=device).ge_(p)
-    with torch.profiler.record_function(DRAW_LABEL):  # numpy's time, named in profiles
-        seed = int(torch.randint(0, 1 << 62, (1,)))
-        generator = np.random.Generator(np.random.SFC64(seed))
-        draws = generator.random(math.prod(shape), dtype=np.float32)
-        return torch.from_numpy(draws).view(shape).ge_(p)
+    return KeepDraws().uniform(shape).ge_(p)
