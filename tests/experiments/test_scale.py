@@ -99,12 +99,17 @@ def test_cpu_mnist_is_one_pass_over_mnist_with_the_rt_image_schedule(row: str) -
     t = config.train
     assert t.max_steps == MNIST_STEPS_PER_EPOCH == 1719  # 55,000 images / batch 32, rounded up
     assert t.max_steps * config.data.batch_size >= 55_000
-    # the published step schedule (/10 every 10 epochs) compressed like the steps
-    assert (t.schedule, t.lr_step, t.lr, t.optimizer) == ("step", 344, 1e-3, "adam")
+    # the published step schedule (/10 every 10 epochs) kept, not compressed: the run is the
+    # published run's first epoch, at the published rate throughout
+    assert (t.schedule, t.lr_step, t.lr, t.optimizer) == ("step", 10 * 1719, 1e-3, "adam")
+    assert t.lr_step == get_experiment(row).config().train.lr_step
+    assert cpu.train.lr_step == 10 * 1719 // 5  # the cpu scale compresses it with the steps
     assert (t.eval_interval, t.eval_max_tokens // 784) == (1719 // 20, 256)
     assert (config.model, config.data, config.task) == (cpu.model, cpu.data, cpu.task)
     assert (config.model.d_model, config.task.max_len, config.task.dataset) == (32, 784, "mnist")
-    assert "a tenth of the cpu scale's steps" in describe_scale("cpu-mnist")
+    assert "a tenth of the cpu scale's steps, the step schedule's interval as published" in (
+        describe_scale("cpu-mnist")
+    )
 
 
 def test_table5_analogue_at_cpu_short_runs_2000_steps_at_adam_1e3() -> None:
