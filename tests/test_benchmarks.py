@@ -68,6 +68,17 @@ def test_attention_dropout_bench_times_the_same_attention() -> None:
     assert times["ratio"] == times["range"][0] == times["range"][1]
 
 
+def test_attention_precision_bench_times_the_same_attention() -> None:
+    import bench_attention_precision as precision_bench
+
+    q, k, v = torch.randn(3, 2, 2, 5, 4).bfloat16().unbind(0)
+    ours, torchs = (fn(q, k, v).float() for fn in precision_bench.variants().values())
+    torch.testing.assert_close(ours, torchs, atol=2e-2, rtol=2e-2)  # bf16 kernel's rounding
+    times = precision_bench.measure((2, 2, 5, 4), torch.bfloat16, rounds=1, repeats=1)
+    assert all(times[name] > 0 for name in ("ours", "torch sdpa", "fp32"))
+    assert times["ratio"] == times["range"][0] == times["range"][1]
+
+
 def test_profile_summary_counts_busy_time_once() -> None:
     """profile_train_step.py: overlapping kernels count once in busy time; classes and names
     add up per step."""

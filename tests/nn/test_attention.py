@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from highway_transformer.nn import reference
+from highway_transformer.nn import attention, reference
 from highway_transformer.nn.attention import MultiHeadAttention, attend, causal_mask
 from highway_transformer.nn.decoding import KVCache
 
@@ -38,6 +38,39 @@ def test_attend_is_softmax_of_scaled_scores_times_v(scale: float | None) -> None
     torch.testing.assert_close(
         causal, reference.scaled_dot_attention(*square, hidden), atol=1e-12, rtol=0
     )
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("masked", [False, True])
+def test_reduced_precision_narrow_heads_attend_on_fp32_copies_on_the_cpu(
+    dtype: torch.dtype, masked: bool
+) -> None:
+    """CPU bf16/fp16 attention with heads <= MAX_FP32_HEAD_DIM runs on fp32 copies: the
+    result and every gradient in the operands' dtype, each the fp64 oracle's value (on the
+    same rounded operands) rounded once, under autocast too; by a mask or the causal flag."""
+    operands = [t.to(dtype) for t in _qkv(5, 5)]
+    hidden = ~causal_mask(5, 5, torch.device("cpu"))
+    exact_in = [t.double().requires_grad_() for t in operands]
+    exact = reference.scaled_dot_attention(*exact_in, hidden)
+    grad = torch.randn(exact.shape, generator=torch.Generator().manual_seed(1)).to(dtype)
+    exact_grads = torch.autograd.grad(exact, exact_in, grad.double())
+    q, k, v = (t.clone().requires_grad_() for t in operands)
+    assert attention.runs_faster_in_fp32(q)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = attend(q, k, v, ~hidden if masked else None, not masked, 0.0)
+    got = torch.autograd.grad(out, (q, k, v), grad)
+    assert out.dtype == dtype and all(g.dtype == dtype for g in got)
+    eps = torch.finfo(dtype).eps  # one rounding of the fp32 result: within eps relative
+    torch.testing.assert_close(out.double(), exact, atol=eps, rtol=eps)
+    for g, e in zip(got, exact_grads, strict=True):
+        torch.testing.assert_close(g.double(), e, atol=eps, rtol=eps)
+
+
+def test_wide_heads_and_fp32_keep_torchs_own_kernel() -> None:
+    wide = torch.zeros(1, 1, 2, attention.MAX_FP32_HEAD_DIM + 1, dtype=torch.bfloat16)
+    assert not attention.runs_faster_in_fp32(wide)
+    assert not attention.runs_faster_in_fp32(torch.zeros(1, 1, 2, 16))
+    assert attention.runs_faster_in_fp32(torch.zeros(1, 1, 2, 16, dtype=torch.float16))
 
 
 def _module(causal: bool = True) -> MultiHeadAttention:

@@ -2,8 +2,10 @@
 
 ``head = softmax(Q Kᵀ / √d_head) V`` per head, heads concatenated and projected by ``Wo``.
 The product runs through :func:`torch.nn.functional.scaled_dot_product_attention`, which
-picks a fused kernel per device and handles masking safely in bf16/fp16. One exception:
-dropout on the attention weights on the CPU, where torch has no fused kernel and falls back
+picks a fused kernel per device and handles masking safely in bf16/fp16. Two exceptions,
+both on the CPU. Its bf16/fp16 kernel is slower than its fp32 one for narrow heads, so there
+those operands go through fp32 copies (:func:`fused_in_fp32`; the result in their dtype).
+And dropout on the attention weights, where torch has no fused kernel and falls back
 to its reference maths, drawing the mask with ``bernoulli_`` (slow on the CPU) and checking
 its masks on every call. There fp32/fp64 attention whose scores outgrow the caches takes
 the queries a block at a time (:mod:`.attention_dropout`: nothing of ``[B, H, Lq, Lk]`` but
@@ -46,6 +48,8 @@ def attend(  # noqa: PLR0913 - scaled_dot_product_attention's operands
     is True where a query may attend) with dropout ``dropout_p`` on the weights, times ``v``:
     :func:`~torch.nn.functional.scaled_dot_product_attention` itself, except for dropout on
     the CPU, where its maths is written out (see the module's note)."""
+    if dropout_p == 0.0 and runs_faster_in_fp32(q):
+        return fused_in_fp32(q, k, v, mask, is_causal, scale)
     if dropout_p == 0.0 or q.device.type != "cpu":
         return F.scaled_dot_product_attention(
             q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale
@@ -53,6 +57,35 @@ def attend(  # noqa: PLR0913 - scaled_dot_product_attention's operands
     if takes_blocks(q, k):
         return block_attention(q, k, v, mask, is_causal, dropout_p, scale)
     return attend_written_out(q, k, v, mask, is_causal, dropout_p, scale)
+
+
+#: Operand dtypes whose fused CPU attention may run faster on fp32 copies.
+REDUCED_ON_CPU = (torch.bfloat16, torch.float16)
+#: Up to this head width it does: torch's bf16 CPU flash attention (forward + backward) took
+#: 1.3-4.3x the time of ours at d_head 16 and 2.5x at 32 (lengths 120-784, 1 thread, on a
+#: CPU with AMX), while at 64 it was 0.9-1.7x and at 128 0.6x
+#: (``benchmarks/bench_attention_precision.py``, docs/benchmarks.md).
+MAX_FP32_HEAD_DIM = 32
+
+
+def runs_faster_in_fp32(q: Tensor) -> bool:
+    """Whether fused attention on these queries is faster on fp32 copies (CPU, bf16/fp16,
+    narrow heads)."""
+    return q.device.type == "cpu" and q.dtype in REDUCED_ON_CPU and q.shape[-1] <= MAX_FP32_HEAD_DIM
+
+
+def fused_in_fp32(
+    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, is_causal: bool, scale: float | None
+) -> Tensor:
+    """Torch's fused attention on fp32 copies of ``q``, ``k``, ``v`` (and a float
+    ``mask``), the result (and so the operands' gradients) in their own dtype: no dropout."""
+    if mask is not None and mask.is_floating_point():
+        mask = mask.float()
+    with torch.autocast("cpu", enabled=False):  # CPU autocast would cast the copies back
+        out = F.scaled_dot_product_attention(
+            q.float(), k.float(), v.float(), attn_mask=mask, is_causal=is_causal, scale=scale
+        )
+    return out.to(q.dtype)
 
 
 def attend_written_out(  # noqa: PLR0913 - scaled_dot_product_attention's operands

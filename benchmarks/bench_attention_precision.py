@@ -1,0 +1,104 @@
+"""Attention without dropout on the CPU in reduced precision: ours (``nn.attention.attend``:
+bf16/fp16 operands through torch's fused kernel on fp32 copies) against torch's
+``scaled_dot_product_attention`` called on the bf16 operands themselves (what users would
+call, and what CPU autocast does), with fp32 operands as the floor; forward and backward of one
+layer's causal attention at the presets' `cpu` and paper shapes, interleaved over rounds.
+Prints milliseconds per call (median of rounds) and torch's time over ours.
+
+    python benchmarks/bench_attention_precision.py
+    python benchmarks/bench_attention_precision.py --threads 2 --dtype float16
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import Record, add_json_argument, median_seconds, print_machine  # noqa: E402
+
+from highway_transformer.nn.attention import attend  # noqa: E402
+
+#: name -> (batch, heads, length, d_head): the attention of each preset at a scale (length:
+#: the queries and keys of one segment with its context).
+SHAPES = {
+    "ht-table1/t-l3 char, cpu": (16, 8, 130, 16),
+    "ht-table3/t-l3 word, paper": (16, 8, 120, 16),
+    "ht-table1/t-l3 char, paper": (16, 8, 520, 64),
+    "rt-table1/* MNIST (no dropout)": (32, 2, 784, 16),
+}
+
+
+def fwd_bwd(fn: Callable[..., torch.Tensor], q, k, v) -> Callable[[], None]:
+    def call() -> None:
+        fn(q, k, v).float().sum().backward()
+
+    return call
+
+
+def variants() -> dict[str, Callable[..., torch.Tensor]]:
+    return {
+        "ours": lambda q, k, v: attend(q, k, v, None, True, 0.0),
+        "torch sdpa": lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+    }
+
+
+def measure(shape: tuple[int, int, int, int], dtype: torch.dtype, rounds: int, repeats: int):
+    def operands(dt: torch.dtype) -> list[torch.Tensor]:
+        return [torch.randn(*shape, dtype=dt, requires_grad=True) for _ in range(3)]
+
+    reduced, full = operands(dtype), operands(torch.float32)
+    times: dict[str, list[float]] = {"ours": [], "torch sdpa": [], "fp32": []}
+    ratios = []
+    for _ in range(rounds):
+        now = {name: median_seconds(fwd_bwd(fn, *reduced), repeats) * 1e3
+               for name, fn in variants().items()}  # fmt: skip
+        now["fp32"] = median_seconds(fwd_bwd(variants()["torch sdpa"], *full), repeats) * 1e3
+        for name, ms in now.items():
+            times[name].append(ms)
+        ratios.append(now["torch sdpa"] / now["ours"])
+    return {name: statistics.median(ms) for name, ms in times.items()} | {
+        "ratio": statistics.median(ratios),
+        "range": (min(ratios), max(ratios)),
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--dtype", choices=("bfloat16", "float16"), default="bfloat16")
+    add_json_argument(parser)
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    dtype = getattr(torch, args.dtype)
+    print_machine()
+    record = Record()
+    rows, raw = [], {}
+    for name, shape in SHAPES.items():
+        r = measure(shape, dtype, args.rounds, args.repeats)
+        low, high = r["range"]
+        rows.append([
+            f"{name} {shape}", f"{r['ours']:.2f}", f"{r['torch sdpa']:.2f}", f"{r['fp32']:.2f}",
+            f"{r['ratio']:.2f}× ({low:.2f}–{high:.2f})",
+        ])  # fmt: skip
+        raw[name] = r
+    record.table(
+        ["causal attention (B, H, L, d_head)", f"ours ({args.dtype}) ms",
+         f"torch sdpa ({args.dtype}) ms", "torch sdpa (fp32) ms", "sdpa / ours"],
+        rows,
+        caption=f"forward + backward, {args.threads} thread(s), median of {args.rounds} rounds "
+        f"of {args.repeats} calls",
+    )  # fmt: skip
+    record.write(args.json, raw)
+
+
+if __name__ == "__main__":
+    main()
