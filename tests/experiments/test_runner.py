@@ -163,3 +163,35 @@ def test_parallel_jobs_as_processes(tmp_path: Path, word_corpus: Path) -> None:
         results = json.loads((d / "results.json").read_text(encoding="utf-8"))
         assert results["steps"] == 4 and results["valid"]["ppl"] > 1
         assert (d / "train.log").is_file()
+
+
+def test_a_busy_cpu_is_said_before_rows_train_on_it(
+    tmp_path: Path, word_corpus: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from highway_transformer.experiments import runner
+    from highway_transformer.runtime import hardware
+
+    loads: list[int] = []
+
+    def contention(threads: int) -> str:
+        loads.append(threads)
+        return f"busy for {threads}"
+
+    monkeypatch.setattr(hardware, "cpu_contention", contention)
+    overrides = [*file_overrides(word_corpus), "train.device=cpu"]
+    specs = plan_runs(["ht-table1/t-l3", "ht-table1/t-l3+tanh"], tmp_path, "tiny",
+                      overrides=overrides)  # fmt: skip
+    assert runner.busy_cpu_warning(specs, jobs=1) == f"busy for {loads[-1]}"
+    monkeypatch.setattr(runner, "threads_per_job", lambda jobs: 3)
+    assert runner.busy_cpu_warning(specs, jobs=2) == "busy for 6"  # 2 runs at once x 3
+    assert runner.busy_cpu_warning(specs[:1], jobs=4) == "busy for 3"  # only 1 run to train
+    threaded = plan_runs("ht-table1/t-l3", tmp_path / "t", "tiny",
+                         overrides=[*overrides, "train.threads=5"])  # fmt: skip
+    assert runner.busy_cpu_warning(threaded, jobs=1) == "busy for 5"
+    messages: list[str] = []
+    run_experiments("ht-table1/t-l3", tmp_path, "tiny", log=messages.append,
+                    overrides=[*overrides, "train.max_steps=2"])  # fmt: skip
+    assert messages[0].startswith("busy for ")  # said before the run trains
+    on_gpu = [*file_overrides(word_corpus), "train.device=cuda"]
+    elsewhere = plan_runs("ht-table1/t-l3", tmp_path / "g", "tiny", overrides=on_gpu)
+    assert runner.busy_cpu_warning(elsewhere, jobs=1) == ""  # an accelerator trains it

@@ -68,3 +68,13 @@ def test_cli_bf16_on_an_avx2_only_cpu_is_one_line_and_writes_nothing(
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and "avx512_bf16" in lines[0] and "train.precision=fp32" in lines[0]
     assert not out.exists() or not any(out.iterdir())
+
+
+def test_cpu_contention_warns_only_when_threads_would_outnumber_the_free_cores() -> None:
+    assert hardware.cpu_contention(2, load=0.1, cores=2) == ""  # an idle machine
+    assert hardware.cpu_contention(1, load=1.0, cores=2) == ""  # one core free, one thread
+    assert hardware.cpu_contention(1, load=1.4, cores=2) == ""  # within half a core
+    busy = hardware.cpu_contention(1, load=2.0, cores=2)
+    assert busy.startswith("warning: the CPU is busy (load average 2.0 on 2 cores)")
+    assert "OMP_NUM_THREADS" in busy and "\n" not in busy
+    assert hardware.cpu_contention(2, load=1.0, cores=2) != ""  # two threads, one core free

@@ -15,7 +15,14 @@ from pathlib import Path
 from ..errors import ConfigError, ExperimentFailed, TrainingInterrupted, unknown_choice
 from .comparisons import Comparison
 from .jobs import PROTOCOL, Job, run_inline, run_parallel, stopped_at_checkpoint
-from .plan import RunSpec, check_existing, launch_order, plan_runs, write_experiment_file
+from .plan import (
+    RunSpec,
+    check_existing,
+    launch_order,
+    plan_runs,
+    threads_per_job,
+    write_experiment_file,
+)
 from .protocols import measure_protocol, measured_line, needs_protocol
 from .registry import Experiment
 from .slurm import JobSettings, run_submitted
@@ -84,6 +91,10 @@ def run_planned(
             write_experiment_file(spec)
             log(f"{spec.experiment.name} seed {spec.seed}: finished, skipped")
     todo = launch_order(specs)
+    if launcher == "local" and todo:
+        warning = busy_cpu_warning(todo, jobs)
+        if warning:
+            log(warning)
     if launcher != "local":
         if todo:
             run_submitted(todo, launcher, Path(out_root) / "jobs", job or JobSettings(), log)
@@ -105,6 +116,24 @@ def run_planned(
             run_parallel(measure + [Job(s) for s in todo], jobs, log)
             _log_aggregate([s.run_dir for s in todo], time.monotonic() - start, jobs, log)
     return [spec.run_dir for spec in specs]
+
+
+def busy_cpu_warning(todo: list[RunSpec], jobs: int) -> str:
+    """Before ``todo`` trains on this machine's CPU, ``jobs`` at once: a warning when the
+    threads they take would share the cores with work already running (else "")."""
+    import torch  # only when rows train on this machine
+
+    from ..runtime.device import resolve_device
+    from ..runtime.hardware import cpu_contention
+
+    devices = {s.config.train.device for s in todo}
+    if devices - {"auto", "cpu"} or ("auto" in devices and resolve_device("auto").type != "cpu"):
+        return ""  # an accelerator trains them
+    if jobs == 1:
+        threads = todo[0].config.train.threads or torch.get_num_threads()
+    else:
+        threads = threads_per_job(jobs) * min(jobs, len(todo))
+    return cpu_contention(threads)
 
 
 def check_packed(specs: list[RunSpec], jobs: int) -> list[str]:

@@ -85,6 +85,26 @@ def check_precision(device: torch.device, precision: str) -> None:
     )
 
 
+def cpu_contention(threads: int, load: float | None = None, cores: int | None = None) -> str:
+    """A one-line warning when ``threads`` more CPU threads would share the cores with work
+    already running (the 1-minute load average ``load`` on ``cores``; both read here when
+    not given), else "". Threads that outnumber the cores make every run several times
+    slower (two runs of one thread each beside another on 2 cores: about 10x)."""
+    cores = cores or os.cpu_count() or 1
+    if load is None:
+        try:
+            load = os.getloadavg()[0]
+        except (AttributeError, OSError):  # no load average on this platform
+            return ""
+    if load + threads <= cores + 0.5:
+        return ""
+    return (
+        f"warning: the CPU is busy (load average {load:.1f} on {cores} cores) and these runs "
+        f"take {threads} thread(s): sharing cores slows every run several-fold; wait for the "
+        f"other work, or give the runs only the free cores (OMP_NUM_THREADS=N, or --jobs)"
+    )
+
+
 def cpu_capability() -> str:
     """The vector instruction set torch dispatches to on this CPU (``AVX2``, ``AVX512``...)."""
     getter = getattr(torch.backends.cpu, "get_cpu_capability", None)
