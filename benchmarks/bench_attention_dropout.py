@@ -13,7 +13,6 @@ rounds) and torch's time over ours.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -22,7 +21,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import Record, add_json_argument, median_seconds, print_machine  # noqa: E402
+from common import Record, add_json_argument, interleaved_ms, print_machine  # noqa: E402
 
 from highway_transformer.nn.attention import attend, attend_written_out  # noqa: E402
 
@@ -56,20 +55,8 @@ def variants(p: float) -> dict[str, Callable[..., torch.Tensor]]:
 def measure(shape: tuple[int, int, int, int, float], rounds: int, repeats: int) -> dict:
     batch, heads, length, d_head, p = shape
     q, k, v = (torch.randn(batch, heads, length, d_head, requires_grad=True) for _ in range(3))
-    times: dict[str, list[float]] = {name: [] for name in variants(p)}
-    ratios = []
-    for _ in range(rounds):
-        now = {
-            name: median_seconds(fwd_bwd(fn, q, k, v), repeats) * 1e3
-            for name, fn in variants(p).items()
-        }
-        for name, ms in now.items():
-            times[name].append(ms)
-        ratios.append(now["torch sdpa"] / now["ours"])
-    return {name: statistics.median(ms) for name, ms in times.items()} | {
-        "ratio": statistics.median(ratios),
-        "range": (min(ratios), max(ratios)),
-    }
+    calls = {name: fwd_bwd(fn, q, k, v) for name, fn in variants(p).items()}
+    return interleaved_ms(calls, rounds, repeats, ratio=("torch sdpa", "ours"))
 
 
 def main(argv: list[str] | None = None) -> None:

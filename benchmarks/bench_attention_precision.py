@@ -12,7 +12,6 @@ Prints milliseconds per call (median of rounds) and torch's time over ours.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -21,7 +20,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import Record, add_json_argument, median_seconds, print_machine  # noqa: E402
+from common import Record, add_json_argument, interleaved_ms, print_machine  # noqa: E402
 
 from highway_transformer.nn.attention import attend  # noqa: E402
 
@@ -54,19 +53,9 @@ def measure(shape: tuple[int, int, int, int], dtype: torch.dtype, rounds: int, r
         return [torch.randn(*shape, dtype=dt, requires_grad=True) for _ in range(3)]
 
     reduced, full = operands(dtype), operands(torch.float32)
-    times: dict[str, list[float]] = {"ours": [], "torch sdpa": [], "fp32": []}
-    ratios = []
-    for _ in range(rounds):
-        now = {name: median_seconds(fwd_bwd(fn, *reduced), repeats) * 1e3
-               for name, fn in variants().items()}  # fmt: skip
-        now["fp32"] = median_seconds(fwd_bwd(variants()["torch sdpa"], *full), repeats) * 1e3
-        for name, ms in now.items():
-            times[name].append(ms)
-        ratios.append(now["torch sdpa"] / now["ours"])
-    return {name: statistics.median(ms) for name, ms in times.items()} | {
-        "ratio": statistics.median(ratios),
-        "range": (min(ratios), max(ratios)),
-    }
+    calls = {name: fwd_bwd(fn, *reduced) for name, fn in variants().items()}
+    calls["fp32"] = fwd_bwd(variants()["torch sdpa"], *full)
+    return interleaved_ms(calls, rounds, repeats, ratio=("torch sdpa", "ours"))
 
 
 def main(argv: list[str] | None = None) -> None:

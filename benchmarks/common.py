@@ -40,6 +40,25 @@ def median_seconds(fn: Callable[[], None], repeats: int, warmup: int = 1) -> flo
     return statistics.median(times)
 
 
+def interleaved_ms(
+    calls: dict[str, Callable[[], None]], rounds: int, repeats: int, ratio: tuple[str, str]
+) -> dict:
+    """Milliseconds per call of each of ``calls``, timed in turn over ``rounds`` (median of
+    ``repeats`` a round, then of the rounds), with ``ratio``: the first named call's time
+    over the second's, the median of the rounds, and its ``range`` over them."""
+    times: dict[str, list[float]] = {name: [] for name in calls}
+    ratios = []
+    for _ in range(rounds):
+        now = {name: median_seconds(call, repeats) * 1e3 for name, call in calls.items()}
+        for name, ms in now.items():
+            times[name].append(ms)
+        ratios.append(now[ratio[0]] / now[ratio[1]])
+    return {name: statistics.median(ms) for name, ms in times.items()} | {
+        "ratio": statistics.median(ratios),
+        "range": (min(ratios), max(ratios)),
+    }
+
+
 def matmul_peak_flops(dtype: torch.dtype, device: str = "cpu", repeats: int = 5) -> float:
     """Best achieved FLOP/s over a few large matmuls (squares and a Transformer-FFN shape):
     the peak that model FLOP utilisation is measured against, in the same run."""
