@@ -65,6 +65,10 @@ def test_the_default_config_and_every_field_range_hold() -> None:
         ),
         ({"train.schedule": "step"}, "train.lr_step=0 with train.schedule=step: the step"),
         ({"task.name": "copy", "model.memory.mem_len": 4}, "task.name=copy has no segment memory"),
+        (
+            {"task.name": "adding", "data.max_eval_tokens": 100},
+            "data.max_train_tokens / data.max_eval_tokens cap the splits of the tasks lm, music,",
+        ),
         ({"task.name": "adding", "task.length": 1}, "the adding problem needs task.length >= 2"),
         ({"train.compile": "maybe"}, "unknown train.compile value 'maybe'; choose one of: auto"),
         ({"train.compile_mode": "reduce-overhead"}, "unknown torch.compile mode"),

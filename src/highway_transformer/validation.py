@@ -476,6 +476,15 @@ def check_task(config: Config) -> None:
             f"{memory.mem_len} (eval_mem_len={memory.eval_mem_len}); set them to 0 or train "
             "task.name=lm"
         )
+    data = config.data
+    if task.name not in names.SPLIT_CAPPED_TASKS and (
+        data.max_train_tokens or data.max_eval_tokens
+    ):
+        raise ConfigError(
+            f"data.max_train_tokens / data.max_eval_tokens cap the splits of the tasks "
+            f"{', '.join(names.SPLIT_CAPPED_TASKS)}; task.name={task.name} generates its data: "
+            "remove them"
+        )
     if config.model.dropout_out is not None and task.name != "lm":
         raise ConfigError(
             f"model.dropout_out applies to language models only; remove it for "

@@ -252,3 +252,14 @@ def test_small_scale_is_uniform_across_a_table() -> None:
     assert scale_config(paper, "paper").to_dict() == paper.to_dict()
     with pytest.raises(ConfigError, match="Did you mean 'small'"):
         scale_config(paper, "smal")
+
+
+def test_a_scale_caps_only_the_splits_a_task_reads_from_data() -> None:
+    from highway_transformer.config import Config
+    from highway_transformer.experiments.scale import scale_config
+
+    generated = Config().replace(**{"task.name": "copy"})
+    tiny = scale_config(generated, "tiny")  # valid: no cap on data the task generates
+    assert tiny.data.max_train_tokens is tiny.data.max_eval_tokens is None
+    lm = scale_config(Config(), "tiny")
+    assert (lm.data.max_train_tokens, lm.data.max_eval_tokens) == (20_000, 2_000)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from highway_transformer.api import evaluate_checkpoint, load_pretrained
 from highway_transformer.config import Config
@@ -52,6 +53,20 @@ def test_pixels_max_len_violation(tmp_path, rt_preset_config: Callable[..., Conf
     config = rt_preset_config("digits/transformer", **{"task.max_len": 32})
     with pytest.raises(DataError, match="task.max_len=32"):
         train(config, tmp_path, progress=False)
+
+
+def test_pixel_split_caps_keep_the_first_whole_images(rt_preset_config: Callable[..., Config]):
+    from highway_transformer.tasks.pixels import PixelsTask
+
+    pytest.importorskip("sklearn")
+    config = rt_preset_config("digits/transformer")
+    whole = PixelsTask(config, torch.device("cpu")).splits
+    capped = config.replace(**{"data.max_train_tokens": 64 * 10 + 5, "data.max_eval_tokens": 7})
+    splits = PixelsTask(capped, torch.device("cpu")).splits
+    assert torch.equal(splits.train[0], whole.train[0][:10])  # 10 whole 8 x 8 images
+    assert torch.equal(splits.train[1], whole.train[1][:10])
+    for cut, full in ((splits.valid, whole.valid), (splits.test, whole.test)):
+        assert len(cut[1]) == 1 and torch.equal(cut[0], full[0][:1])  # at least one image
 
 
 def _mnist_like(root: Path, monkeypatch: pytest.MonkeyPatch, n_train: int, n_test: int) -> None:

@@ -70,6 +70,20 @@ def test_music_periodic_evaluation_honours_eval_max_tokens(
     assert counted(3, quick=False) == counted(None, quick=True) == 6 + 9 + 4
 
 
+def test_music_split_caps_keep_the_first_whole_pieces(
+    tmp_path, rt_preset_config: Callable[..., Config], write_music_file: Callable[..., Path]
+):
+    pytest.importorskip("scipy.io")
+    mat = write_music_file(tmp_path / "tiny.mat")  # every split: pieces of 7, 10 and 5 steps
+    config = rt_preset_config("rt-table2/transformer", **{"task.dataset": str(mat)})
+    whole = MusicTask(config, torch.device("cpu")).splits
+    capped = config.replace(**{"data.max_train_tokens": 17, "data.max_eval_tokens": 3})
+    splits = MusicTask(capped, torch.device("cpu")).splits
+    assert [len(p) for p in splits.train] == [len(p) for p in whole.train[:2]]  # 7 + 10
+    for cut, full in ((splits.valid, whole.valid), (splits.test, whole.test)):
+        assert len(cut) == 1 and torch.equal(cut[0], full[0])  # at least one piece
+
+
 def test_music_run_on_a_small_file(
     tmp_path, rt_preset_config: Callable[..., Config], write_music_file: Callable[..., Path]
 ):

@@ -55,6 +55,9 @@ CORPUS_NAMES = (
 )
 #: ``task.name``: :data:`highway_transformer.tasks.TASKS`.
 TASK_NAMES = ("lm", "music", "pixels", "copy", "adding", "seq2seq")
+#: The tasks that read their splits from data, which ``data.max_train_tokens`` and
+#: ``data.max_eval_tokens`` cap (the others generate theirs).
+SPLIT_CAPPED_TASKS = ("lm", "music", "pixels")
 #: ``task.pooling``: :data:`highway_transformer.models.sequence.POOLINGS`.
 POOLING_NAMES = ("last", "mean")
 #: ``train.strategy``: :data:`highway_transformer.runtime.strategies.STRATEGIES`.

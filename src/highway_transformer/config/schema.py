@@ -137,8 +137,8 @@ class DataConfig:
     eval_seq_len: int | None = None  # None: as seq_len
     eval_context: int | None = None  # None: as context
     eval_layout: str = "every"  # every | reference (Transformer-XL's LMOrderedIterator)
-    max_train_tokens: int | None = None  # truncate the training stream (scaled-down runs)
-    max_eval_tokens: int | None = None  # truncate valid/test (scaled-down runs)
+    max_train_tokens: int | None = None  # first tokens of train (music: steps, pixels: images)
+    max_eval_tokens: int | None = None  # first tokens of valid/test (whole pieces or images)
 
 
 @dataclass

@@ -86,6 +86,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..config import Config
+from ..config.names import SPLIT_CAPPED_TASKS
 from ..errors import unknown_choice
 
 
@@ -304,9 +305,10 @@ def _budget_updates(config: Config, scale: Scale) -> dict[str, Any]:
         "train.warmup_steps": _times(t.warmup_steps, scale.steps, minimum=0),
         "train.lr_step": _lr_step(t.lr_step, scale),
         "train.eval_max_tokens": _cap(t.eval_max_tokens, scale.eval_max_tokens),
-        "data.max_train_tokens": _cap(d.max_train_tokens, scale.max_train_tokens),
-        "data.max_eval_tokens": _cap(d.max_eval_tokens, scale.max_eval_tokens),
     }
+    if config.task.name in SPLIT_CAPPED_TASKS:  # the others generate their data
+        updates["data.max_train_tokens"] = _cap(d.max_train_tokens, scale.max_train_tokens)
+        updates["data.max_eval_tokens"] = _cap(d.max_eval_tokens, scale.max_eval_tokens)
     if scale.evaluations:
         updates["train.eval_interval"] = max(1, steps // scale.evaluations)
         updates["train.log_interval"] = max(1, min(t.log_interval, steps // 50))

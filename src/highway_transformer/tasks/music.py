@@ -8,7 +8,7 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from ..config import Config
+from ..config import Config, DataConfig
 from ..data import music as music_data
 from ..data.baselines import music_baselines
 from ..errors import DataError
@@ -47,6 +47,21 @@ def first_pieces(pieces: list[Tensor], max_steps: int) -> list[Tensor]:
     return kept
 
 
+def capped_pieces(splits: music_data.MusicSplits, data: DataConfig) -> music_data.MusicSplits:
+    """The first pieces of each split up to ``data.max_train_tokens`` (train) and
+    ``data.max_eval_tokens`` (valid, test) time steps (:func:`first_pieces`); uncapped splits
+    as they are."""
+
+    def first(pieces: list[Tensor], cap: int | None) -> list[Tensor]:
+        return first_pieces(pieces, cap) if cap else pieces
+
+    return music_data.MusicSplits(
+        first(splits.train, data.max_train_tokens),
+        first(splits.valid, data.max_eval_tokens),
+        first(splits.test, data.max_eval_tokens),
+    )
+
+
 class MusicTask(Task):
     """Piano rolls as 88 Bernoulli logits a step; NLL per time step.
 
@@ -61,7 +76,7 @@ class MusicTask(Task):
 
     def __init__(self, config: Config, device: torch.device) -> None:
         super().__init__(config, device)
-        self.splits = load_music_splits(config)
+        self.splits = capped_pieces(load_music_splits(config), config.data)
         parts = (self.splits.train, self.splits.valid, self.splits.test)
         for split, pieces in zip(("train", "valid", "test"), parts, strict=True):
             longest = max(int(p.shape[0]) for p in pieces)

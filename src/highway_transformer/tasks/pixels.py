@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..config import Config
+from ..config import Config, DataConfig
 from ..config.names import PIXEL_DATASETS
 from ..data.baselines import class_prior_baselines
 from ..data.classifiers import image_baselines
-from ..data.images import ImageSplits, load_digits_default, load_mnist
+from ..data.images import ImageSplits, Split, load_digits_default, load_mnist
 from ..errors import unknown_choice
 from ..models.sequence import build_sequence_model
 from .base import (
@@ -41,6 +42,25 @@ def load_pixel_splits(config: Config) -> ImageSplits:
     return load_mnist(config.data.path, download=True, permute=config.task.permute, seed=seed)
 
 
+def capped_images(splits: ImageSplits, data: DataConfig) -> ImageSplits:
+    """The first images of each split up to ``data.max_train_tokens`` (train) and
+    ``data.max_eval_tokens`` (valid, test) pixels, whole images, at least one; uncapped
+    splits as they are."""
+
+    def first(split: Split, cap: int | None) -> Split:
+        if not cap:
+            return split
+        keep = max(1, cap // splits.seq_len)
+        return split[0][:keep], split[1][:keep]
+
+    return replace(
+        splits,
+        train=first(splits.train, data.max_train_tokens),
+        valid=first(splits.valid, data.max_eval_tokens),
+        test=first(splits.test, data.max_eval_tokens),
+    )
+
+
 class PixelsTask(Task):
     """Digits (8x8 default) or (p)MNIST, a pooled head over 10 classes; cross-entropy and
     accuracy."""
@@ -51,7 +71,7 @@ class PixelsTask(Task):
 
     def __init__(self, config: Config, device: torch.device) -> None:
         super().__init__(config, device)
-        self.splits = load_pixel_splits(config)
+        self.splits = capped_images(load_pixel_splits(config), config.data)
         check_max_len(config, self.splits.seq_len, "a pixel sequence")
         self.order = EpochOrder(len(self.splits.train[0]), config.data.batch_size, self.generator)
 
