@@ -46,8 +46,9 @@ def attend(  # noqa: PLR0913 - scaled_dot_product_attention's operands
 ) -> Tensor:
     """``softmax(scale · q kᵀ + mask)`` (``scale`` default ``1/√d_head``; a boolean ``mask``
     is True where a query may attend) with dropout ``dropout_p`` on the weights, times ``v``:
-    :func:`~torch.nn.functional.scaled_dot_product_attention` itself, except for dropout on
-    the CPU, where its maths is written out (see the module's note)."""
+    :func:`~torch.nn.functional.scaled_dot_product_attention` itself, on fp32 copies for
+    bf16/fp16 narrow heads on the CPU; for dropout on the CPU its maths written out (see the
+    module's note)."""
     if dropout_p == 0.0 and runs_faster_in_fp32(q):
         return fused_in_fp32(q, k, v, mask, is_causal, scale)
     if dropout_p == 0.0 or q.device.type != "cpu":
