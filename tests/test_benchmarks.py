@@ -79,6 +79,20 @@ def test_attention_precision_bench_times_the_same_attention() -> None:
     assert times["ratio"] == times["range"][0] == times["range"][1]
 
 
+def test_linear_cross_entropy_bench_times_the_same_loss() -> None:
+    import bench_linear_cross_entropy as ce_bench
+
+    x, w = torch.randn(6, 4), torch.randn(30, 4)
+    b, t = torch.randn(30), torch.randint(0, 30, (6,))
+    ours, torchs = (fn(x, w, b, t) for fn in ce_bench.variants().values())
+    torch.testing.assert_close(ours, torchs, rtol=1e-5, atol=0)
+    times = ce_bench.measure((6, 4, 30), rounds=1, repeats=1)
+    assert times["ours"] > 0 and times["torch"] > 0
+    assert times["ratio"] == times["range"][0] == times["range"][1]
+    step = ce_bench.step_measure("ht-table3/t-l3", 1000, rounds=1, repeats=1)
+    assert step["ours"] > 0 and step["torch"] > 0
+
+
 def test_profile_summary_counts_busy_time_once() -> None:
     """profile_train_step.py: overlapping kernels count once in busy time; classes and names
     add up per step."""

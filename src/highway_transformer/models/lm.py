@@ -33,6 +33,7 @@ from ..nn.connections import combiner_class
 from ..nn.decoding import AppendBuffer, DistanceTable, KVCache
 from ..nn.dropout import Dropout
 from ..nn.gating import parse_layer_spec
+from ..nn.linear_cross_entropy import linear_cross_entropy, takes_row_blocks
 from ..nn.memory import MemoryPolicy, check_memory, update_memory
 from ..nn.positional import SinusoidalPositionalEncoding
 from ..nn.relative import RelativePositions
@@ -223,10 +224,10 @@ class LanguageModel(PretrainedMixin, nn.Module):
         hidden, new_memory = self._hidden(tokens, memory, state, policy)
         if targets is None:
             return hidden, new_memory
-        nll = self.token_nll(hidden[:, hidden.shape[1] - targets.shape[1] :], targets)
+        scored = hidden[:, hidden.shape[1] - targets.shape[1] :]
         if reduction == "none":
-            return LMOutput(nll, hidden, new_memory)
-        loss = nll.sum()
+            return LMOutput(self.token_nll(scored, targets), hidden, new_memory)
+        loss = self.summed_nll(scored, targets)
         if reduction == "mean":
             loss = loss / (targets != -100).sum().clamp_min(1)
         return LMOutput(loss, hidden, new_memory)
@@ -287,6 +288,16 @@ class LanguageModel(PretrainedMixin, nn.Module):
             flat = hidden.reshape(-1, hidden.shape[-1]).float()
             return self.output.log_prob(flat).view(*hidden.shape[:-1], -1)
         return self.output(hidden)
+
+    def summed_nll(self, hidden: Tensor, targets: Tensor) -> Tensor:
+        """The NLL in nats of every target that is not -100, summed: on the CPU a block of
+        rows at a time through the output layer (:mod:`..nn.linear_cross_entropy`), else
+        :meth:`token_nll`'s sum."""
+        output = self.output
+        if isinstance(output, nn.Linear) and takes_row_blocks(hidden, output.out_features):
+            flat = hidden.reshape(-1, hidden.shape[-1])
+            return linear_cross_entropy(flat, output.weight, output.bias, targets.reshape(-1))
+        return self.token_nll(hidden, targets).sum()
 
     def token_nll(self, hidden: Tensor, targets: Tensor) -> Tensor:
         """Per-token negative log-likelihood in nats; targets of -100 are ignored (give 0)."""
