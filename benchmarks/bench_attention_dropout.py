@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import Record, add_json_argument, interleaved_ms, print_machine  # noqa: E402
+from common import Record, interleaved_ms, parse_timing_arguments, ratio_cell  # noqa: E402
 
 from highway_transformer.nn.attention import attend, attend_written_out  # noqa: E402
 
@@ -61,22 +61,15 @@ def measure(shape: tuple[int, int, int, int, float], rounds: int, repeats: int) 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--repeats", type=int, default=10)
-    parser.add_argument("--threads", type=int, default=1)
-    add_json_argument(parser)
-    args = parser.parse_args(argv)
-    torch.set_num_threads(args.threads)
-    print_machine()
+    args = parse_timing_arguments(parser, argv, rounds=7, repeats=10)
     record = Record()
     rows, raw = [], {}
     for name, shape in SHAPES.items():
         r = measure(shape, args.rounds, args.repeats)
-        low, high = r["range"]
         rows.append([
             f"{name} {shape}", f"{r['ours']:.2f}", f"{r['written out']:.2f}",
             f"{r['torch sdpa']:.2f}", f"{r['no dropout']:.2f}",
-            f"{r['ratio']:.2f}× ({low:.2f}–{high:.2f})",
+            ratio_cell(r),
         ])  # fmt: skip
         raw[name] = r
     record.table(

@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import Record, add_json_argument, interleaved_ms, print_machine  # noqa: E402
+from common import Record, interleaved_ms, parse_timing_arguments, ratio_cell  # noqa: E402
 
 from highway_transformer.nn.linear_cross_entropy import linear_cross_entropy  # noqa: E402
 
@@ -93,20 +93,13 @@ def step_measure(preset: str, vocab: int, rounds: int, repeats: int) -> dict:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--threads", type=int, default=1)
-    add_json_argument(parser)
-    args = parser.parse_args(argv)
-    torch.set_num_threads(args.threads)
-    print_machine()
+    args = parse_timing_arguments(parser, argv, rounds=5, repeats=5)
     record = Record()
     rows, raw = [], {}
     for name, shape in SHAPES.items():
         r = measure(shape, args.rounds, args.repeats)
-        low, high = r["range"]
         rows.append([f"{name} {shape}", f"{r['ours']:.2f}", f"{r['torch']:.2f}",
-                     f"{r['ratio']:.2f}× ({low:.2f}–{high:.2f})"])  # fmt: skip
+                     ratio_cell(r)])  # fmt: skip
         raw[name] = r
     record.table(
         ["output layer + summed NLL (rows, d_model, V)", "ours ms", "torch ms", "torch / ours"],
@@ -117,9 +110,8 @@ def main(argv: list[str] | None = None) -> None:
     steps = []
     for preset in STEP_PRESETS:
         r = step_measure(preset, 10_000, args.rounds, args.repeats)
-        low, high = r["range"]
         steps.append([f"{preset} (word PTB, V 10,000)", f"{r['ours']:.1f}", f"{r['torch']:.1f}",
-                      f"{r['ratio']:.2f}× ({low:.2f}–{high:.2f})"])  # fmt: skip
+                      ratio_cell(r)])  # fmt: skip
         raw[f"step {preset}"] = r
     record.table(
         ["whole training step at the paper's size", "ours ms", "torch route ms", "torch / ours"],

@@ -103,6 +103,27 @@ def add_shape_arguments(parser: argparse.ArgumentParser) -> None:
 NOTABLE_FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_fp16", "amx")
 
 
+def parse_timing_arguments(
+    parser: argparse.ArgumentParser, argv: list[str] | None, rounds: int, repeats: int
+) -> argparse.Namespace:
+    """``--rounds``, ``--repeats``, ``--threads`` (default 1) and ``--json`` of an
+    interleaved benchmark, parsed; torch's threads set and the machine printed."""
+    parser.add_argument("--rounds", type=int, default=rounds)
+    parser.add_argument("--repeats", type=int, default=repeats)
+    parser.add_argument("--threads", type=int, default=1)
+    add_json_argument(parser)
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    print_machine()
+    return args
+
+
+def ratio_cell(result: dict) -> str:
+    """An :func:`interleaved_ms` result's ratio with its range over the rounds."""
+    low, high = result["range"]
+    return f"{result['ratio']:.2f}× ({low:.2f}–{high:.2f})"
+
+
 def add_json_argument(parser: argparse.ArgumentParser) -> None:
     """``--json PATH``: also write the figures, with the machine and commit they come from."""
     parser.add_argument(
