@@ -71,6 +71,22 @@ def test_frozen_weights_and_no_gradients() -> None:
     torch.testing.assert_close(quiet, expected.detach(), rtol=1e-12, atol=0)
 
 
+@pytest.mark.parametrize("trained", ["hidden", "weight", "bias"])
+def test_each_input_alone_gets_torchs_gradient(trained: str) -> None:
+    """The bias is a column of the weight's gradient inside: each one asked alone."""
+    operands = dict(zip(("hidden", "weight", "bias"), _operands(torch.float64)[:3], strict=True))
+    for name, tensor in operands.items():
+        tensor.requires_grad_(name == trained)
+    hidden, weight, bias = operands.values()
+    targets = _operands(torch.float64)[3]
+    expected = F.cross_entropy(F.linear(hidden, weight, bias), targets, reduction="sum")
+    (mine,) = torch.autograd.grad(
+        linear_cross_entropy(hidden, weight, bias, targets), operands[trained]
+    )
+    (theirs,) = torch.autograd.grad(expected, operands[trained])
+    torch.testing.assert_close(mine, theirs, rtol=1e-12, atol=1e-12)
+
+
 def test_every_target_ignored_counts_nothing() -> None:
     hidden, weight, bias, targets = _operands(torch.float64)
     loss = linear_cross_entropy(hidden, weight, bias, torch.full_like(targets, -100))

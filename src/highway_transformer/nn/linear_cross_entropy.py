@@ -5,13 +5,15 @@ reduction="sum")`` computes; for a word-level vocabulary that route writes the `
 logits, their log-softmax and its gradient (three tensors of ~50 MB for T-L3 on word PTB)
 and reads each several times, which on a CPU costs about as much as the output layer's
 matrix products themselves. Here the logits of ``ROWS_ELEMENTS / V`` rows at a time are
-made, and, when a gradient is wanted, turned in place by one exponential pass into the loss
-and the softmax, less the one-hot targets: that block's ``dx`` and its share of ``dW`` and
-``db`` come at once, in the forward (no logits are kept or recomputed). The backward scales
-them by the loss's gradient, a scalar: the function returns the *sum* of the NLL only,
-which is what training reduces it to (``reduction="sum"`` or ``"mean"``). Same maths, other
-summation order: :func:`torch.nn.functional.cross_entropy` on
-:func:`torch.nn.functional.linear` is the oracle (``tests/nn/test_linear_cross_entropy.py``);
+made into one buffer (the bias rides in the matrix product as one more column), and, when a
+gradient is wanted, turned in place by one exponential pass into ``exp(logit - row max)``:
+the softmax less the one-hot targets is never written out, its row sums scale the small
+operands of that block's ``dx`` and ``dW`` products instead, and the one-hot part is a gather
+and a scatter of rows. ``dx``, ``dW`` and ``db`` come at once, in the forward (no logits are
+kept or recomputed). The backward scales them by the loss's gradient, a scalar: the function
+returns the *sum* of the NLL only, which is what training reduces it to (``reduction="sum"``
+or ``"mean"``). Same maths, other summation order: :func:`torch.nn.functional.cross_entropy`
+on :func:`torch.nn.functional.linear` is the oracle (``tests/nn/test_linear_cross_entropy.py``);
 ``benchmarks/bench_linear_cross_entropy.py`` times both.
 """
 
@@ -68,64 +70,80 @@ def _block_nll(logits: Tensor, targets: Tensor, counted: Tensor) -> Tensor:
     return nll.masked_fill(~counted, 0.0).sum()
 
 
-def _block_nll_and_grad(logits: Tensor, targets: Tensor, counted: Tensor) -> tuple[Tensor, Tensor]:
-    """The summed NLL of one block's counted targets and its gradient by the logits
-    (softmax less one-hot; 0 on ignored rows), made in place of the logits by one
-    exponential pass."""
-    picked = targets.clamp_min(0)[:, None]
-    chosen = logits.gather(1, picked).squeeze(1)
+def _with_bias_column(hidden: Tensor, weight: Tensor, bias: Tensor | None) -> tuple[Tensor, Tensor]:
+    """``hidden`` and ``weight`` with the bias as one more column (and a column of ones):
+    the matrix products then add the bias and make its gradient, with no pass of their own
+    over the logits (``addmm`` copies the bias into every row of its output first)."""
+    if bias is None:
+        return hidden, weight
+    ones = hidden.new_ones((hidden.shape[0], 1))
+    return torch.cat([hidden, ones], dim=1), torch.cat([weight, bias[:, None]], dim=1)
+
+
+def _block_nll_and_exps(
+    logits: Tensor, targets: Tensor, counted: Tensor
+) -> tuple[Tensor, Tensor, Tensor]:
+    """The summed NLL of one block's counted targets; ``exp(logits - row max)``, made in
+    place of the logits by one exponential pass; and each row's ``1 / sum`` of them (0 on
+    ignored rows): the softmax is ``exps * inverse_mass``, left for the matrix products to
+    scale, which costs them nothing."""
+    chosen = logits.gather(1, targets.clamp_min(0)[:, None]).squeeze(1)
     peak = logits.amax(dim=-1, keepdim=True)
-    grad = logits.sub_(peak).exp_()
-    mass = grad.sum(dim=-1, keepdim=True)
+    exps = logits.sub_(peak).exp_()
+    mass = exps.sum(dim=-1, keepdim=True)
     nll = (peak + mass.log()).squeeze(1) - chosen
-    grad.div_(mass)
-    grad.scatter_add_(1, picked, torch.full_like(picked, -1, dtype=grad.dtype))
-    if not bool(counted.all()):
-        grad[~counted] = 0.0
-    return nll.masked_fill(~counted, 0.0).sum(), grad
+    inverse_mass = mass.reciprocal_().masked_fill_(~counted[:, None], 0.0)
+    return nll.masked_fill(~counted, 0.0).sum(), exps, inverse_mass
 
 
 class _LinearCrossEntropy(torch.autograd.Function):
+    """The gradient by the logits is ``softmax - onehot`` = ``exps / mass - onehot``; neither
+    term is written out: ``d_hidden = (exps @ W) / mass - W[targets]`` and
+    ``d_weight = expsᵀ @ (x / mass) - (x scattered to the targets' rows)``, so the only
+    passes over a block's logits are the max, the exponential and the sum besides the
+    three matrix products."""
+
     @staticmethod
     def forward(  # type: ignore[override]
         ctx: Any, hidden: Tensor, weight: Tensor, bias: Tensor | None, targets: Tensor
     ) -> Tensor:
         wants = ctx.needs_input_grad
+        wants_weight = wants[1] or (bias is not None and wants[2])
+        hidden_in, weight_in = _with_bias_column(hidden, weight, bias)
         d_hidden = torch.empty_like(hidden) if wants[0] else None  # every block writes its rows
-        d_weight = torch.zeros_like(weight) if wants[1] else None
-        d_bias = torch.zeros_like(bias) if bias is not None and wants[2] else None
-        gradients = any(g is not None for g in (d_hidden, d_weight, d_bias))
+        d_weight_in = torch.zeros_like(weight_in) if wants_weight else None  # bias: last column
+        rows = max(1, min(_block_rows(weight.shape[0]), hidden.shape[0]))
+        buffer = hidden.new_empty((rows, weight.shape[0]))  # the logits of every block in turn
         total = hidden.new_zeros(())
-        rows = _block_rows(weight.shape[0])
         for start in range(0, hidden.shape[0], rows):
-            x, t = hidden[start : start + rows], targets[start : start + rows]
-            logits = x @ weight.t() if bias is None else torch.addmm(bias, x, weight.t())
+            x_in, t = hidden_in[start : start + rows], targets[start : start + rows]
+            logits = torch.mm(x_in, weight_in.t(), out=buffer[: x_in.shape[0]])
             counted = t != IGNORE_INDEX
-            if not gradients:
+            if d_hidden is None and d_weight_in is None:
                 total += _block_nll(logits, t, counted)
                 continue
-            nll, grad = _block_nll_and_grad(logits, t, counted)
+            nll, exps, inverse_mass = _block_nll_and_exps(logits, t, counted)
             total += nll
+            picked = t.clamp_min(0)
             if d_hidden is not None:
-                torch.mm(grad, weight, out=d_hidden[start : start + rows])
-            if d_weight is not None:
-                d_weight.addmm_(grad.t(), x)
-            if d_bias is not None:
-                d_bias += grad.sum(0)
+                d_x = torch.mm(exps, weight, out=d_hidden[start : start + rows]).mul_(inverse_mass)
+                d_x.sub_(weight[picked] * counted[:, None])
+            if d_weight_in is not None:
+                d_weight_in.addmm_(exps.t(), x_in * inverse_mass)
+                d_weight_in.index_add_(0, picked[counted], x_in[counted], alpha=-1)
         empty = hidden.new_empty(0)
-        ctx.save_for_backward(
-            *(g if g is not None else empty for g in (d_hidden, d_weight, d_bias))
-        )
+        ctx.save_for_backward(*(g if g is not None else empty for g in (d_hidden, d_weight_in)))
+        ctx.width = hidden.shape[1]
         ctx.has_bias = bias is not None
         return total
 
     @staticmethod
     def backward(ctx: Any, grad_total: Tensor) -> tuple[Tensor | None, ...]:  # type: ignore[override]
-        d_hidden, d_weight, d_bias = ctx.saved_tensors
+        d_hidden, d_weight_in = ctx.saved_tensors
         wants = ctx.needs_input_grad
         return (
             d_hidden * grad_total if wants[0] else None,
-            d_weight * grad_total if wants[1] else None,
-            d_bias * grad_total if ctx.has_bias and wants[2] else None,
+            d_weight_in[:, : ctx.width] * grad_total if wants[1] else None,
+            d_weight_in[:, ctx.width] * grad_total if ctx.has_bias and wants[2] else None,
             None,
         )
