@@ -93,6 +93,21 @@ def test_linear_cross_entropy_bench_times_the_same_loss() -> None:
     assert step["ours"] > 0 and step["torch"] > 0
 
 
+def test_dropout_mask_bench_times_the_same_mask() -> None:
+    """The float draws it compares with are the words' mask bit for bit, from one seed."""
+    import bench_dropout_mask as mask_bench
+
+    for p in (0.1, 0.35):
+        torch.manual_seed(3)
+        ours = mask_bench.variants(1001, p)["ours"]()
+        torch.manual_seed(3)
+        assert torch.equal(ours, mask_bench.variants(1001, p)["float draws"]())
+    times = mask_bench.interleaved_ms(
+        mask_bench.variants(100, 0.2), rounds=1, repeats=1, ratio=("float draws", "ours")
+    )
+    assert all(times[name] > 0 for name in ("ours", "float draws", "torch.rand", "bernoulli_"))
+
+
 def test_profile_summary_counts_busy_time_once() -> None:
     """profile_train_step.py: overlapping kernels count once in busy time; classes and names
     add up per step."""

@@ -20,10 +20,10 @@ class RecordedDraws(KeepDraws):
         self._torch_generator = torch.Generator().manual_seed(seed)
         self.blocks: list[torch.Tensor] = []
 
-    def uniform(self, shape: tuple[int, ...]) -> torch.Tensor:
+    def keep(self, shape: tuple[int, ...], p: float) -> torch.Tensor:
         draws = torch.rand(shape, generator=self._torch_generator)
         self.blocks.append(draws)
-        return draws.clone()
+        return draws.ge(p).float()
 
 
 def full_keep(draws: RecordedDraws, shape, n_queries: int, n_keys: int, causal: bool, p: float):

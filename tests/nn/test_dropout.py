@@ -3,12 +3,13 @@ attention-weight dropout on the CPU against a float64 oracle."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
 from highway_transformer.nn import attention
 from highway_transformer.nn import dropout as dropout_module
-from highway_transformer.nn.dropout import Dropout, keep_draw
+from highway_transformer.nn.dropout import Dropout, KeepDraws, keep_draw, keep_threshold
 from highway_transformer.nn.reference import scaled_dot_attention
 
 
@@ -63,6 +64,43 @@ def test_the_mask_follows_torchs_generator_state() -> None:
     after = keep_draw((1000,), 0.2)
     torch.set_rng_state(state)
     assert torch.equal(keep_draw((1000,), 0.2), after)
+
+
+def _float_draws_kept(seed: int, sizes: list[int], p: float) -> list[torch.Tensor]:
+    """The oracle: numpy's float32 draws of one generator, call after call, compared with
+    ``p`` by torch (the masks before the draws were compared as words)."""
+    generator = np.random.Generator(np.random.SFC64(seed))
+    return [torch.from_numpy(generator.random(n, dtype=np.float32)).ge_(p) for n in sizes]
+
+
+@pytest.mark.parametrize("p", [1e-9, 0.05, 0.1, 0.15, 0.25, 1 / 3, 0.35, 0.5, 0.9, 0.999999])
+def test_the_words_make_numpys_float_draws_mask_bit_for_bit(p: float) -> None:
+    """Odd sizes in a row (numpy keeps the unused half of a 64-bit output for the next
+    call, and so do the words) and every dropout rate of the presets."""
+    sizes = [7, 1, 0, 12, 333, 1000, 5]
+    torch.manual_seed(11)
+    seed = int(torch.randint(0, 1 << 62, (1,)))
+    torch.manual_seed(11)
+    draws = KeepDraws()
+    for mine, oracle in zip(
+        (draws.keep((n,), p) for n in sizes), _float_draws_kept(seed, sizes, p), strict=True
+    ):
+        assert mine.dtype == torch.float32
+        assert torch.equal(mine, oracle)
+
+
+def test_the_threshold_is_torchs_comparison_at_its_edges() -> None:
+    """Exactly at a 24-bit draw, just below and above it, and p rounding to 1 in float32."""
+    for count in (1, 5_872_026, (1 << 24) - 1):
+        draw = count / (1 << 24)
+        for p in (draw, np.nextafter(draw, 0.0), np.nextafter(draw, 1.0)):
+            threshold = keep_threshold(float(p))
+            words = np.array([(count << 8) - 1, count << 8, (count << 8) + 255], dtype=np.uint32)
+            kept = torch.from_numpy(((words >> 8) / (1 << 24)).astype(np.float32)).ge(float(p))
+            assert torch.equal(torch.from_numpy(words >= threshold), kept)
+    assert keep_threshold(1 - 1e-12) is None
+    torch.manual_seed(12)
+    assert not keep_draw((100,), 1 - 1e-12).any()
 
 
 # --------------------------------------------------------------------------- attention weights

@@ -111,7 +111,7 @@ class _BlockAttention(torch.autograd.Function):
             total = probs.sum(dim=-1, keepdim=True)
             probs.div_(total)
             lse[..., start:end] = (top + total.log()).squeeze(-1)
-            keep = draws.uniform(probs.shape).ge_(p).to(q.dtype).mul_(1.0 / (1.0 - p))
+            keep = draws.keep(probs.shape, p).to(q.dtype).mul_(1.0 / (1.0 - p))
             keeps.append(keep)
             out[..., start:end, :] = torch.matmul(probs.mul_(keep), v[..., :key_end, :])
         ctx.save_for_backward(q, k, v, out, lse, mask, *keeps)
