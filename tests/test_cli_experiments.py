@@ -57,3 +57,19 @@ def test_device_is_every_rows_train_device(
     args = experiments_cli(["ab", "--row", "a=ht-table1/t-l3", "--device", "cuda:x", "--plan"])
     with pytest.raises(ConfigError, match="--device cuda:x"):
         args.func(args)
+
+
+def test_trust_unverified_is_an_option_of_run_and_ab(
+    tmp_path: Path, experiments_cli: Callable[[list[str]], argparse.Namespace]
+) -> None:
+    """Both commands take it (its effect: ``tests/experiments/test_runner.py``); where no
+    run resumes it is refused."""
+    argv = ["run", "ht-table1/t-l3", "--scale", "tiny", "--out", str(tmp_path)]
+    args = parse_run_targets(experiments_cli([*argv, "--trust-unverified"]))
+    assert args.trust_unverified
+    with pytest.raises(ConfigError, match="no run here resumes: drop it"):
+        args.func(args)
+    ab = ["ab", "--row", "a=ht-table1/t-l3", "--row", "b=ht-table1/t-l3+tanh", "--scale", "tiny"]
+    args = experiments_cli([*ab, "--out", str(tmp_path), "--trust-unverified"])
+    with pytest.raises(ConfigError, match="no run here resumes: drop it"):
+        args.func(args)

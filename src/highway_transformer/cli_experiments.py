@@ -18,6 +18,7 @@ from typing import Any, NoReturn
 
 from .errors import ConfigError
 from .experiments.scale import AS_CONFIGURED, SCALES
+from .storage.folder import trusting_unverified
 
 
 def _log(message: str) -> None:
@@ -110,6 +111,12 @@ def _launch_options(parser: argparse.ArgumentParser) -> None:
         help="submitted jobs with --nproc: start a row's processes again from its last "
         "checkpoint when one fails, up to M times",
     )
+    parser.add_argument(
+        "--trust-unverified",
+        action="store_true",
+        help="runs that resume may read a checkpoint folder without manifest.json (its files "
+        "cannot be checked: only for folders you trust)",
+    )
     parser.add_argument("--time", type=int, help="submitted jobs: time limit, minutes")
     parser.add_argument("--partition", help="submitted jobs: the Slurm partition")
 
@@ -156,10 +163,15 @@ def _plan_lines(specs: list[Any], args: argparse.Namespace) -> list[str]:
 
 
 def _run(args: argparse.Namespace) -> int:
+    args = parse_run_targets(args)
+    with trusting_unverified(args.trust_unverified):  # --plan reads the checkpoints too
+        return _run_targets(args)
+
+
+def _run_targets(args: argparse.Namespace) -> int:
     from .experiments.plan import plan_runs
     from .experiments.runner import JobSettings, run_experiments
 
-    args = parse_run_targets(args)
     names, overrides = split_targets(args.targets)
     overrides = with_device(args.device, overrides)
     if args.plan:
@@ -179,6 +191,7 @@ def _run(args: argparse.Namespace) -> int:
         progress=not args.no_progress and args.jobs == 1,
         launcher=args.launcher,
         job=job,
+        trust_unverified=args.trust_unverified,
     )
     for run_dir in run_dirs:
         print(run_dir)
@@ -201,6 +214,11 @@ def _job_settings(args: argparse.Namespace, settings: Any) -> Any:
 
 
 def _ab(args: argparse.Namespace) -> int:
+    with trusting_unverified(args.trust_unverified):  # --plan reads the checkpoints too
+        return _ab_rows(args)
+
+
+def _ab_rows(args: argparse.Namespace) -> int:
     from .experiments.ab import AB_TABLE, plan_ab
     from .experiments.runner import JobSettings, run_planned
 
@@ -221,6 +239,7 @@ def _ab(args: argparse.Namespace) -> int:
         progress=not args.no_progress and args.jobs == 1,
         launcher=args.launcher,
         job=_job_settings(args, JobSettings),
+        trust_unverified=args.trust_unverified,
     )
     runs = Path(args.out) / AB_TABLE / args.scale
     if args.no_report:

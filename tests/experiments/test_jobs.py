@@ -58,6 +58,14 @@ def test_the_train_command_saves_the_config_and_resumes(tmp_path: Path) -> None:
     assert yaml.safe_load(config_file.read_text())["train"]["seed"] == 1111
     (spec.run_dir / runfolder.CHECKPOINT_DIR).mkdir()
     assert train_command(spec, nproc=2) == [*head, "--resume", "--nproc", "2"]
+    trusted = [*head, "--resume", "--trust-unverified"]
+    assert train_command(spec, trust_unverified=True) == trusted
+    assert Job(spec, trust_unverified=True).command() == trusted
+
+
+def test_trust_is_passed_only_to_a_run_that_resumes(tmp_path: Path) -> None:
+    spec = _spec(tmp_path)
+    assert "--trust-unverified" not in train_command(spec, trust_unverified=True)
 
 
 def test_a_protocol_job_measures_the_rows_best_weights(tmp_path: Path) -> None:

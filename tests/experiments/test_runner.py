@@ -195,3 +195,35 @@ def test_a_busy_cpu_is_said_before_rows_train_on_it(
     on_gpu = [*file_overrides(word_corpus), "train.device=cuda"]
     elsewhere = plan_runs("ht-table1/t-l3", tmp_path / "g", "tiny", overrides=on_gpu)
     assert runner.busy_cpu_warning(elsewhere, jobs=1) == ""  # an accelerator trains it
+
+
+def test_a_checkpoint_without_its_manifest_resumes_only_when_trusted(
+    tmp_path: Path, word_corpus: Path
+) -> None:
+    """``highway run --trust-unverified``: refused unless a run resumes; with it, a resumed
+    run (and its plan) reads a checkpoint that lost its manifest; without it, the one-line
+    error names the flag."""
+    from highway_transformer.errors import CheckpointError
+
+    row = "ht-table1/t-l3"
+    overrides = [*file_overrides(word_corpus), "train.max_steps=8", "train.eval_interval=4"]
+    with pytest.raises(ConfigError, match="no run here resumes: drop it"):
+        run_experiments(row, tmp_path, "tiny", overrides=overrides, trust_unverified=True)
+    assert not tmp_path.joinpath("ht-table1").exists()
+
+    def crash_at_step_8(message: str) -> None:
+        if message.startswith("step 8:"):
+            raise Interrupt
+
+    with pytest.raises(Interrupt):
+        run_experiments(row, tmp_path, "tiny", overrides=overrides, log=crash_at_step_8)
+    run_dir = tmp_path / "ht-table1" / "tiny" / "t-l3" / "seed1"
+    (run_dir / "checkpoint" / "manifest.json").unlink()
+    with pytest.raises(CheckpointError, match=r"--trust-unverified \(.*run, ab"):
+        run_experiments(row, tmp_path, "tiny", overrides=overrides)
+    messages: list[str] = []
+    run_experiments(
+        row, tmp_path, "tiny", overrides=overrides, log=messages.append, trust_unverified=True
+    )
+    assert any("resumed from" in m and "step 4" in m for m in messages)
+    assert json.loads((run_dir / "results.json").read_text())["steps"] == 8

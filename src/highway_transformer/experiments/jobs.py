@@ -43,24 +43,38 @@ def clear_unfinished(run_dir: Path) -> None:
     shutil.rmtree(run_dir / runfolder.BEST_DIR, ignore_errors=True)
 
 
-def run_inline(spec: RunSpec, log: Callable[[str], None], progress: bool) -> None:
+def run_inline(
+    spec: RunSpec, log: Callable[[str], None], progress: bool, trust_unverified: bool = False
+) -> None:
+    """Train ``spec`` in this process (``trust_unverified``: a resumed checkpoint may lack
+    its manifest, ``highway run --trust-unverified``)."""
     from ..training.trainer import train  # torch: only when a row trains in this process
 
     resume = prepare(spec)
     log(f"{spec.experiment.name} seed {spec.seed}: {'resuming' if resume else 'training'}")
-    train(spec.config, spec.run_dir, resume=resume, progress=progress, log=log)
+    train(
+        spec.config,
+        spec.run_dir,
+        resume=resume,
+        progress=progress,
+        log=log,
+        trust_unverified=trust_unverified,
+    )
 
 
-def train_command(spec: RunSpec, nproc: int = 0, max_restarts: int = 0) -> list[str]:
-    """``highway train`` of one row (resuming where it stopped; ``nproc``: data parallel,
-    its processes started again up to ``max_restarts`` times when one fails)."""
+def train_command(
+    spec: RunSpec, nproc: int = 0, max_restarts: int = 0, trust_unverified: bool = False
+) -> list[str]:
+    """``highway train`` of one row (resuming where it stopped, from a checkpoint without a
+    manifest too if ``trust_unverified``; ``nproc``: data parallel, its processes started
+    again up to ``max_restarts`` times when one fails)."""
     resume = prepare(spec)
     config_file = spec.run_dir / runfolder.CONFIG_FILE
     save_config(spec.config, config_file)
     command = [sys.executable, "-m", "highway_transformer.cli", "train", "--config",
                str(config_file), "--out", str(spec.run_dir), "--no-progress"]  # fmt: skip
     if resume:
-        command.append("--resume")
+        command += ["--resume"] + ["--trust-unverified"] * trust_unverified
     if nproc:
         command += ["--nproc", str(nproc)]
     if max_restarts:
@@ -77,6 +91,7 @@ TRAIN, PROTOCOL = "train", "protocol"
 class Job:
     spec: RunSpec
     kind: str = TRAIN
+    trust_unverified: bool = False  # its resumed checkpoint may lack a manifest
 
     @property
     def name(self) -> str:
@@ -85,7 +100,7 @@ class Job:
 
     def command(self) -> list[str]:
         if self.kind == TRAIN:
-            return train_command(self.spec)
+            return train_command(self.spec, trust_unverified=self.trust_unverified)
         s = self.spec
         return protocol_command(s.run_dir, s.experiment, s.scale, s.config.train.device)
 

@@ -47,6 +47,7 @@ def run_experiments(
     launcher: str = "local",
     job: JobSettings | None = None,
     comparison: Comparison | None = None,
+    trust_unverified: bool = False,
 ) -> list[Path]:
     """Train every (row, seed) of the request; return all their run folders.
 
@@ -55,9 +56,11 @@ def run_experiments(
     at once, each as a ``python -m highway_transformer.cli train`` process logging to
     ``train.log`` in its folder. Rows built for the request (``highway ab``) come as
     :class:`Experiment` objects with the ``comparison`` their runs freeze.
+    ``trust_unverified``: the runs that resume may read a checkpoint without its manifest
+    (only for folders you trust; an error when no run resumes).
     """
     specs = plan_runs(names_or_table, out_root, scale, seeds, data_path, overrides, comparison)
-    return run_planned(specs, out_root, jobs, log, progress, launcher, job)
+    return run_planned(specs, out_root, jobs, log, progress, launcher, job, trust_unverified)
 
 
 def run_planned(
@@ -68,6 +71,7 @@ def run_planned(
     progress: bool = False,
     launcher: str = "local",
     job: JobSettings | None = None,
+    trust_unverified: bool = False,
 ) -> list[Path]:
     """:func:`run_experiments` of runs already planned (:func:`plan_runs`)."""
     if jobs < 1:
@@ -86,6 +90,11 @@ def run_planned(
     log = log or (lambda message: None)
     for spec in specs:  # every run checked before any folder is written
         check_existing(spec)
+    if trust_unverified and not any(spec.interrupted for spec in specs):
+        raise ConfigError(
+            "--trust-unverified lets a resumed run read a checkpoint without its manifest, "
+            "and no run here resumes: drop it"
+        )
     for spec in specs:
         if spec.finished:
             write_experiment_file(spec)
@@ -97,13 +106,14 @@ def run_planned(
             log(warning)
     if launcher != "local":
         if todo:
-            run_submitted(todo, launcher, Path(out_root) / "jobs", job or JobSettings(), log)
+            folder = Path(out_root) / "jobs"
+            run_submitted(todo, launcher, folder, job or JobSettings(), log, trust_unverified)
         _measure_finished(specs, log)
     elif jobs == 1:
         _measure_finished(specs, log)  # rows that finished before this command
         for spec in todo:
             try:
-                run_inline(spec, log, progress)
+                run_inline(spec, log, progress, trust_unverified)
             except TrainingInterrupted as stop:
                 raise stopped_at_checkpoint(stop.signal_number, [spec]) from None
             _measure_finished([spec], log)
@@ -113,7 +123,8 @@ def run_planned(
             for line in check_packed([job.spec for job in measure] + todo, jobs):
                 log(line)
             start = time.monotonic()
-            run_parallel(measure + [Job(s) for s in todo], jobs, log)
+            trains = [Job(s, trust_unverified=trust_unverified) for s in todo]
+            run_parallel(measure + trains, jobs, log)
             _log_aggregate([s.run_dir for s in todo], time.monotonic() - start, jobs, log)
     return [spec.run_dir for spec in specs]
 

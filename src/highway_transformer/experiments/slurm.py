@@ -105,9 +105,15 @@ class RowJob:
 
 
 def run_submitted(
-    specs: list[RunSpec], launcher: str, folder: Path, job: JobSettings, log: Callable[[str], None]
+    specs: list[RunSpec],
+    launcher: str,
+    folder: Path,
+    job: JobSettings,
+    log: Callable[[str], None],
+    trust_unverified: bool = False,
 ) -> None:
-    """Submit every row as a job (submitit) and wait for all; the same skip/resume rules."""
+    """Submit every row as a job (submitit) and wait for all; the same skip/resume rules
+    (``trust_unverified``: a resumed checkpoint may lack its manifest)."""
     submitit = import_extra("submitit", f"--launcher {launcher}")
     cluster = "slurm" if launcher == "slurm" else "local"
     executor = submitit.AutoExecutor(folder=folder, cluster=cluster)
@@ -119,7 +125,7 @@ def run_submitted(
     executor.update_parameters(**params)
     submitted = []
     for spec in specs:
-        command = train_command(spec, job.nproc, job.max_restarts)
+        command = train_command(spec, job.nproc, job.max_restarts, trust_unverified)
         row = RowJob(command, str(spec.run_dir / runfolder.LOG_FILE))
         handle = executor.submit(row)
         log(f"{spec.experiment.name} seed {spec.seed}: submitted as job {handle.job_id}")

@@ -213,7 +213,8 @@ def verify(folder: str | Path, name: str) -> Path:
         raise CheckpointError(
             f"{folder} has no {MANIFEST_FILE}, so its files cannot be checked (deleted, or"
             " written by another tool or an older version); load it only if you trust it: "
-            "--trust-unverified (eval, generate, train --resume; trust_unverified=True in Python)"
+            "--trust-unverified (eval, generate, train --resume, run, ab; trust_unverified=True "
+            "in Python)"
         )
     text = read_text(manifest_path, CheckpointError, "checkpoint manifest")
     try:
