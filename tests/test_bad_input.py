@@ -135,9 +135,10 @@ def test_a_config_folder_is_not_a_config_file(
     [
         (["--max-restarts", "2"], "--max-restarts restarts the processes of --nproc N"),
         (["--nproc", "1", "--max-restarts", "-1"], "--max-restarts must be >= 0, got -1"),
+        (["--trust-unverified"], "--trust-unverified lets --resume read a checkpoint"),
     ],
 )
-def test_restarts_without_processes_to_restart(
+def test_launch_flags_that_do_not_apply(
     flags: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     argv = ["train", *flags, "--out", str(tmp_path / "run"), "train.max_steps=1"]

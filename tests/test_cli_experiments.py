@@ -69,6 +69,9 @@ def test_trust_unverified_is_an_option_of_run_and_ab(
     assert args.trust_unverified
     with pytest.raises(ConfigError, match="no run here resumes: drop it"):
         args.func(args)
+    args = parse_run_targets(experiments_cli([*argv, "--trust-unverified", "--plan"]))
+    with pytest.raises(ConfigError, match="no run here resumes: drop it"):
+        args.func(args)
     ab = ["ab", "--row", "a=ht-table1/t-l3", "--row", "b=ht-table1/t-l3+tanh", "--scale", "tiny"]
     args = experiments_cli([*ab, "--out", str(tmp_path), "--trust-unverified"])
     with pytest.raises(ConfigError, match="no run here resumes: drop it"):

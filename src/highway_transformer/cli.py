@@ -37,6 +37,11 @@ def _train(args: argparse.Namespace) -> int:
 
     watch_launcher()  # a rank of `highway train --nproc`: stop when the launcher dies
     config = _train_config(args)  # before torch is imported: a typo answers at once
+    if args.trust_unverified and not args.resume:
+        raise ConfigError(
+            "--trust-unverified lets --resume read a checkpoint without its manifest; add "
+            "--resume, or drop it"
+        )
     if args.max_restarts is not None and args.nproc is None:
         raise ConfigError(
             "--max-restarts restarts the processes of --nproc N; add --nproc 1 (or more), or "

@@ -154,8 +154,9 @@ def _plan_lines(specs: list[Any], args: argparse.Namespace) -> list[str]:
     """``--plan``: each run's state and the time estimate; with ``--jobs N`` on a GPU, the
     memory check the runs would pass before they start."""
     from .experiments.plan import describe_plan, launch_order
-    from .experiments.runner import check_packed
+    from .experiments.runner import check_packed, check_trust
 
+    check_trust(specs, args.trust_unverified)
     lines = describe_plan(specs, args.jobs, args.launcher)
     if args.launcher == "local":
         lines += check_packed(launch_order(specs), args.jobs)

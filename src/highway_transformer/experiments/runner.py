@@ -90,11 +90,7 @@ def run_planned(
     log = log or (lambda message: None)
     for spec in specs:  # every run checked before any folder is written
         check_existing(spec)
-    if trust_unverified and not any(spec.interrupted for spec in specs):
-        raise ConfigError(
-            "--trust-unverified lets a resumed run read a checkpoint without its manifest, "
-            "and no run here resumes: drop it"
-        )
+    check_trust(specs, trust_unverified)
     for spec in specs:
         if spec.finished:
             write_experiment_file(spec)
@@ -127,6 +123,15 @@ def run_planned(
             run_parallel(measure + trains, jobs, log)
             _log_aggregate([s.run_dir for s in todo], time.monotonic() - start, jobs, log)
     return [spec.run_dir for spec in specs]
+
+
+def check_trust(specs: list[RunSpec], trust_unverified: bool) -> None:
+    """``--trust-unverified`` applies to the runs that resume: an error where none does."""
+    if trust_unverified and not any(spec.interrupted for spec in specs):
+        raise ConfigError(
+            "--trust-unverified lets a resumed run read a checkpoint without its manifest, "
+            "and no run here resumes: drop it"
+        )
 
 
 def busy_cpu_warning(todo: list[RunSpec], jobs: int) -> str:
