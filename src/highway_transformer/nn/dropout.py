@@ -112,8 +112,8 @@ def keep_draw(shape: tuple[int, ...], p: float, device: torch.device | None = No
 
     On the CPU one 32-bit word per element from numpy's SFC64 generator (its top 24 bits
     decide, as a float32 draw of ``torch.rand``), seeded by one draw of torch's global
-    generator, so seeded runs repeat; on
-    other devices, and under ``torch.compile``, ``torch.rand``.
+    generator, so seeded runs repeat; on other devices, and under ``torch.compile``,
+    ``torch.rand``.
     """
     if torch.compiler.is_compiling() or (device is not None and torch.device(device).type != "cpu"):
         return torch.rand(shape, dtype=torch.float32, device=device).ge_(p)
