@@ -28,16 +28,25 @@ def _synchronize() -> None:
 
 
 def median_seconds(fn: Callable[[], None], repeats: int, warmup: int = 1) -> float:
+    return median_wall_and_cpu(fn, repeats, warmup)[0]
+
+
+def median_wall_and_cpu(
+    fn: Callable[[], None], repeats: int, warmup: int = 1
+) -> tuple[float, float]:
+    """Median seconds per call of ``fn``: wall time, and this process's CPU time (what the
+    call cost its threads, which other processes on a busy machine inflate far less)."""
     for _ in range(warmup):
         fn()
-    times = []
+    wall, cpu = [], []
     for _ in range(repeats):
         _synchronize()  # the warm-up's (or previous call's) kernels are not this call's
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         fn()
         _synchronize()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        wall.append(time.perf_counter() - start)
+        cpu.append(time.process_time() - start_cpu)
+    return statistics.median(wall), statistics.median(cpu)
 
 
 def interleaved_ms(
@@ -45,17 +54,22 @@ def interleaved_ms(
 ) -> dict:
     """Milliseconds per call of each of ``calls``, timed in turn over ``rounds`` (median of
     ``repeats`` a round, then of the rounds), with ``ratio``: the first named call's time
-    over the second's, the median of the rounds, and its ``range`` over them."""
+    over the second's, the median of the rounds, and its ``range`` over them; and the same
+    ratio of CPU time (``cpu_ratio``, ``cpu_range``): on a machine shared with other work
+    the wall-time ratio can move by several percent from run to run, the CPU-time one less."""
     times: dict[str, list[float]] = {name: [] for name in calls}
-    ratios = []
+    ratios, cpu_ratios = [], []
     for _ in range(rounds):
-        now = {name: median_seconds(call, repeats) * 1e3 for name, call in calls.items()}
-        for name, ms in now.items():
-            times[name].append(ms)
-        ratios.append(now[ratio[0]] / now[ratio[1]])
+        now = {name: median_wall_and_cpu(call, repeats) for name, call in calls.items()}
+        for name, (wall, _) in now.items():
+            times[name].append(wall * 1e3)
+        ratios.append(now[ratio[0]][0] / now[ratio[1]][0])
+        cpu_ratios.append(now[ratio[0]][1] / max(now[ratio[1]][1], 1e-9))
     return {name: statistics.median(ms) for name, ms in times.items()} | {
         "ratio": statistics.median(ratios),
         "range": (min(ratios), max(ratios)),
+        "cpu_ratio": statistics.median(cpu_ratios),
+        "cpu_range": (min(cpu_ratios), max(cpu_ratios)),
     }
 
 
@@ -119,9 +133,10 @@ def parse_timing_arguments(
 
 
 def ratio_cell(result: dict) -> str:
-    """An :func:`interleaved_ms` result's ratio with its range over the rounds."""
+    """An :func:`interleaved_ms` result's ratio with its range over the rounds, then the
+    CPU-time ratio."""
     low, high = result["range"]
-    return f"{result['ratio']:.2f}× ({low:.2f}–{high:.2f})"
+    return f"{result['ratio']:.2f}× ({low:.2f}–{high:.2f}); CPU time {result['cpu_ratio']:.2f}×"
 
 
 def add_json_argument(parser: argparse.ArgumentParser) -> None:

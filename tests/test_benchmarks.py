@@ -106,6 +106,9 @@ def test_dropout_mask_bench_times_the_same_mask() -> None:
         mask_bench.variants(100, 0.2), rounds=1, repeats=1, ratio=("float draws", "ours")
     )
     assert all(times[name] > 0 for name in ("ours", "float draws", "torch.rand", "bernoulli_"))
+    assert times["cpu_ratio"] == times["cpu_range"][0] == times["cpu_range"][1] >= 0
+    cell = mask_bench.ratio_cell({"ratio": 1.5, "range": (1.2, 1.7), "cpu_ratio": 1.25})
+    assert cell == "1.50× (1.20–1.70); CPU time 1.25×"
 
 
 def test_profile_summary_counts_busy_time_once() -> None:
