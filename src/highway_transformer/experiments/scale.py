@@ -18,8 +18,8 @@ of the HT Table 5 analogue runs 2,000 steps, about 50 min, instead of 8,000.
 ``cpu-mnist``: the ``cpu`` scale with a tenth of its steps and 20 periodic validations of
 200,704 tokens, for RT Table 1 on MNIST, whose 784-pixel sequences cost 3-8 s a step on
 one CPU thread: 1,719 steps of 32, one pass over the 55,000 training images, each
-validation on the first 256 validation images; about 2 h a Transformer run (measured) and
-4 h an R-Transformer run (estimated), in docs/results/README.md. The RT pixel models are published
+validation on the first 256 validation images; about 2 h a Transformer run and 3-3.6 h an
+R-Transformer run (measured), in docs/results/README.md. The RT pixel models are published
 at d 32 and keep their width at every ``cpu`` scale. Unlike the other scales it *truncates*
 the published run rather than compressing it: the step schedule keeps its published interval
 (/10 every 10 epochs), so the run is the published run's first epoch, at Adam 1e-3
