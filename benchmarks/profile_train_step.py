@@ -161,7 +161,8 @@ def main() -> None:
                 print(table.table(sort_by="self_device_time_total", row_limit=args.top))
         else:
             print(f"\n{preset}: wall {wall_ms:.2f} ms/step (profiled); no GPU kernels")
-            print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=args.top))
+            averages = prof.key_averages(group_by_input_shape=args.shapes)
+            print(averages.table(sort_by="self_cpu_time_total", row_limit=args.top))
 
 
 if __name__ == "__main__":

@@ -53,6 +53,7 @@ def test_the_blocks_give_torchs_loss_and_gradients(
         strict=True,
     ):
         torch.testing.assert_close(mine, theirs, atol=tolerance, rtol=tolerance)
+        assert mine.is_contiguous()  # the weight's is made transposed inside
 
 
 def test_frozen_weights_and_no_gradients() -> None:

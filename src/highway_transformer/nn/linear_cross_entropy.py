@@ -111,7 +111,11 @@ class _LinearCrossEntropy(torch.autograd.Function):
         wants_weight = wants[1] or (bias is not None and wants[2])
         hidden_in, weight_in = _with_bias_column(hidden, weight, bias)
         d_hidden = torch.empty_like(hidden) if wants[0] else None  # every block writes its rows
-        d_weight_in = torch.zeros_like(weight_in) if wants_weight else None  # bias: last column
+        # The weight's gradient is made transposed, [D (+1 for the bias), V]: x_inᵀ @ exps
+        # streams the contiguous exps as the product's right operand, 1.4-1.5x faster on one
+        # CPU thread than expsᵀ @ x_in into [V, D] (word PTB's shapes); backward transposes
+        # it once, in the pass that scales it.
+        d_weight_t = weight_in.new_zeros(weight_in.shape[::-1]) if wants_weight else None
         rows = max(1, min(_block_rows(weight.shape[0]), hidden.shape[0]))
         buffer = hidden.new_empty((rows, weight.shape[0]))  # the logits of every block in turn
         total = hidden.new_zeros(())
@@ -119,7 +123,7 @@ class _LinearCrossEntropy(torch.autograd.Function):
             x_in, t = hidden_in[start : start + rows], targets[start : start + rows]
             logits = torch.mm(x_in, weight_in.t(), out=buffer[: x_in.shape[0]])
             counted = t != IGNORE_INDEX
-            if d_hidden is None and d_weight_in is None:
+            if d_hidden is None and d_weight_t is None:
                 total += _block_nll(logits, t, counted)
                 continue
             nll, exps, inverse_mass = _block_nll_and_exps(logits, t, counted)
@@ -128,22 +132,26 @@ class _LinearCrossEntropy(torch.autograd.Function):
             if d_hidden is not None:
                 d_x = torch.mm(exps, weight, out=d_hidden[start : start + rows]).mul_(inverse_mass)
                 d_x.sub_(weight[picked] * counted[:, None])
-            if d_weight_in is not None:
-                d_weight_in.addmm_(exps.t(), x_in * inverse_mass)
-                d_weight_in.index_add_(0, picked[counted], x_in[counted], alpha=-1)
+            if d_weight_t is not None:
+                d_weight_t.addmm_((x_in * inverse_mass).t(), exps)
+                d_weight_t.index_add_(1, picked[counted], x_in[counted].t(), alpha=-1)
         empty = hidden.new_empty(0)
-        ctx.save_for_backward(*(g if g is not None else empty for g in (d_hidden, d_weight_in)))
+        ctx.save_for_backward(*(g if g is not None else empty for g in (d_hidden, d_weight_t)))
         ctx.width = hidden.shape[1]
         ctx.has_bias = bias is not None
         return total
 
     @staticmethod
     def backward(ctx: Any, grad_total: Tensor) -> tuple[Tensor | None, ...]:  # type: ignore[override]
-        d_hidden, d_weight_in = ctx.saved_tensors
+        d_hidden, d_weight_t = ctx.saved_tensors
         wants = ctx.needs_input_grad
+        d_weight = None
+        if wants[1]:  # [V, D] contiguous, as the weight: transposed and scaled in one pass
+            d_weight = d_weight_t.new_empty((d_weight_t.shape[1], ctx.width))
+            d_weight = torch.mul(d_weight_t[: ctx.width].t(), grad_total, out=d_weight)
         return (
             d_hidden * grad_total if wants[0] else None,
-            d_weight_in[:, : ctx.width] * grad_total if wants[1] else None,
-            d_weight_in[:, ctx.width] * grad_total if ctx.has_bias and wants[2] else None,
+            d_weight,
+            d_weight_t[ctx.width] * grad_total if ctx.has_bias and wants[2] else None,
             None,
         )
