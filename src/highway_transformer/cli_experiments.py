@@ -99,6 +99,14 @@ def _launch_options(parser: argparse.ArgumentParser) -> None:
         help="say what each run would do (finished, resumes at step S, starts); train nothing",
     )
     parser.add_argument(
+        "--probe",
+        type=int,
+        default=0,
+        metavar="N",
+        help="with --plan: rows with no rate measured on this kind of machine train N steps "
+        "here (after 2 unmeasured ones, in a temporary folder) to price the plan",
+    )
+    parser.add_argument(
         "--launcher",
         default="local",
         help="local (default) | slurm (one job a row, via submitit) | submitit-local",
@@ -150,6 +158,21 @@ def with_device(device: str | None, overrides: list[str]) -> list[str]:
     return [*overrides, f"train.device={device}"]
 
 
+def check_probe(args: argparse.Namespace) -> None:
+    """``--probe N`` prices a local ``--plan``: anything else is an error, not ignored."""
+    if not args.probe:
+        return
+    if args.probe < 0:
+        raise ConfigError(f"--probe takes a number of steps of at least 1, not {args.probe}")
+    if not args.plan:
+        raise ConfigError("--probe prices a plan: give it with --plan (it trains nothing else)")
+    if args.launcher != "local":
+        raise ConfigError(
+            f"--probe measures this machine: submitted runs (--launcher {args.launcher}) "
+            "train elsewhere; drop --probe or --launcher"
+        )
+
+
 def _plan_lines(specs: list[Any], args: argparse.Namespace) -> list[str]:
     """``--plan``: each run's state and the time estimate; with ``--jobs N`` on a GPU, the
     memory check the runs would pass before they start."""
@@ -157,7 +180,7 @@ def _plan_lines(specs: list[Any], args: argparse.Namespace) -> list[str]:
     from .experiments.runner import check_packed, check_trust
 
     check_trust(specs, args.trust_unverified)
-    lines = describe_plan(specs, args.jobs, args.launcher)
+    lines = describe_plan(specs, args.jobs, args.launcher, args.probe, _log)
     if args.launcher == "local":
         lines += check_packed(launch_order(specs), args.jobs)
     return lines
@@ -173,6 +196,7 @@ def _run_targets(args: argparse.Namespace) -> int:
     from .experiments.plan import plan_runs
     from .experiments.runner import JobSettings, run_experiments
 
+    check_probe(args)
     names, overrides = split_targets(args.targets)
     overrides = with_device(args.device, overrides)
     if args.plan:
@@ -223,6 +247,7 @@ def _ab_rows(args: argparse.Namespace) -> int:
     from .experiments.ab import AB_TABLE, plan_ab
     from .experiments.runner import JobSettings, run_planned
 
+    check_probe(args)
     overrides = with_device(args.device, list(args.overrides))
     plan = plan_ab(args.row, args.out, args.scale, args.seeds, args.data_path, overrides)
     if args.plan:

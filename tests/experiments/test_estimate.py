@@ -72,12 +72,18 @@ def test_estimate_line_counts_measured_rows_and_names_the_others() -> None:
     # 1000 * 0.18 + 2000 * 0.9 = 1980 s = 33 min; at 2 at once the sdu run alone takes 30 min
     assert estimate_line(left, rates, 2, 1) == (
         "at the rates measured on this kind of machine (1 thread per run): ≈ 33 min of "
-        "training, ≈ 30 min with 2 at once; not yet measured here, so not counted: tanh"
+        "training, ≈ 30 min with 2 at once; not yet measured here, so not counted (--probe N): "
+        "tanh"
     )
     assert estimate_line([("a", 36_000)], {"a": 1.0}, 1, 2) == (
         "at the rates measured on this kind of machine (2 threads per run): ≈ 10.0 h of training"
     )
-    assert estimate_line([("a", 10)], {"a": None}, 1, 1).endswith("no time estimate")
+    assert estimate_line([("a", 10)], {"a": None}, 1, 1).endswith(
+        "no time estimate (--probe N measures N steps of each row here)"
+    )
+    assert estimate_line([("a", 10)], {"a": 0.5}, 1, 1, probed=(20, ["a"])).endswith(
+        "≈ 5 s of training; probed here for 20 steps, not whole runs: a"
+    )
     assert estimate_line([("a", 0)], {"a": None}, 1, 1) == "nothing left to train"
 
 

@@ -81,7 +81,7 @@ def test_runner_trains_skips_and_resumes(
     messages: list[str] = []
     plan = plan_lines(rows, tmp_path, overrides)
     assert plan[-2] == "0 finished, 0 to resume, 2 to start: 16 steps to train"
-    assert plan[-1].endswith("no time estimate")  # nothing has trained here yet
+    assert "no time estimate (--probe N" in plan[-1]  # nothing has trained here yet
     slurm = plan_lines([*rows, "--launcher", "slurm"], tmp_path, overrides)
     assert slurm[-1] == "submitted with --launcher slurm: no time estimate from here"
     assert not tmp_path.joinpath("ht-table1").exists()  # a plan writes nothing

@@ -4,7 +4,8 @@ Every run records each uninterrupted stretch of its training with the machine it
 ``results.json`` once finished, in its checkpoint before). A row's seconds per step on *this*
 kind of machine are the stretches of that row (any seed) that ran on one like it: same device,
 instruction set, threads, precision and torch. Rates measured elsewhere are not used (an AVX2
-and an AVX512 CPU differ 1.6x per step), so a row no stretch measured here has no estimate.
+and an AVX512 CPU differ 1.6x per step), so a row no stretch measured here has no estimate,
+unless ``--plan --probe N`` trains it for a few steps here (:mod:`.probe`).
 """
 
 from __future__ import annotations
@@ -88,12 +89,18 @@ def finish_time(durations: list[float], jobs: int) -> float:
 
 
 def estimate_line(
-    runs: list[tuple[str, int]], rates: dict[str, float | None], jobs: int, threads: int
+    runs: list[tuple[str, int]],
+    rates: dict[str, float | None],
+    jobs: int,
+    threads: int,
+    probed: tuple[int, list[str]] = (0, []),
 ) -> str:
     """The plan's closing line: the time the steps left take at the rates measured here.
 
     ``runs`` are (row, steps left) in the order the runner starts them; ``rates`` are keyed
-    by row; ``jobs`` runs train at once (one long run left alone is not shortened by them)."""
+    by row; ``jobs`` runs train at once (one long run left alone is not shortened by them);
+    ``probed``: the probe's steps and the rows whose rate came from it (named, since a
+    probe's rate is a short sample, not whole runs)."""
     todo = [(row, steps) for row, steps in runs if steps > 0]
     if not todo:
         return "nothing left to train"
@@ -101,11 +108,17 @@ def estimate_line(
     unknown = sorted({row for row, _ in todo if not rates.get(row)})
     where = f"{threads} thread{'s' if threads > 1 else ''} per run"
     if not known:
-        return f"no rate measured on this kind of machine yet ({where}): no time estimate"
+        return (
+            f"no rate measured on this kind of machine yet ({where}): no time estimate "
+            "(--probe N measures N steps of each row here)"
+        )
     line = f"at the rates measured on this kind of machine ({where}): ≈ {_duration(sum(known))}"
     line += " of training"
     if jobs > 1:
         line += f", ≈ {_duration(finish_time(known, jobs))} with {jobs} at once"
+    steps, rows = probed
+    if rows:
+        line += f"; probed here for {steps:,} steps, not whole runs: {', '.join(rows)}"
     if unknown:
-        line += f"; not yet measured here, so not counted: {', '.join(unknown)}"
+        line += f"; not yet measured here, so not counted (--probe N): {', '.join(unknown)}"
     return line

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -283,10 +283,17 @@ def run_state(spec: RunSpec) -> RunState:
     return RunState("start", f"starts, {total:,} steps{now}", total)
 
 
-def describe_plan(specs: list[RunSpec], jobs: int = 1, launcher: str = "local") -> list[str]:
+def describe_plan(
+    specs: list[RunSpec],
+    jobs: int = 1,
+    launcher: str = "local",
+    probe: int = 0,
+    log: Callable[[str], None] = lambda _: None,
+) -> list[str]:
     """One line per run (folder and state), then the totals and, for a local run, the time
     they take here at the rates the rows' own runs measured (``jobs`` at once): ``highway run
-    --plan``."""
+    --plan``. ``probe``: rows with no rate measured here train that many steps to get one
+    (:mod:`.probe`; ``log`` says which)."""
     states = [run_state(spec) for spec in specs]
     lines = [
         f"{spec.experiment.name} seed {spec.seed} ({spec.run_dir}): {state.words}"
@@ -300,7 +307,7 @@ def describe_plan(specs: list[RunSpec], jobs: int = 1, launcher: str = "local") 
     )
     if launcher != "local":
         return [*lines, f"submitted with --launcher {launcher}: no time estimate from here"]
-    return [*lines, _estimate(specs, states, jobs)]
+    return [*lines, _estimate(specs, states, jobs, probe, log)]
 
 
 def launch_order(specs: list[RunSpec]) -> list[RunSpec]:
@@ -310,10 +317,17 @@ def launch_order(specs: list[RunSpec]) -> list[RunSpec]:
     return sorted(todo, key=lambda spec: not spec.interrupted)  # stable: plan order kept
 
 
-def _estimate(specs: list[RunSpec], states: list[RunState], jobs: int) -> str:
+def _estimate(
+    specs: list[RunSpec],
+    states: list[RunState],
+    jobs: int,
+    probe: int = 0,
+    log: Callable[[str], None] = lambda _: None,
+) -> str:
     """:func:`estimate.estimate_line` for a local run of ``specs`` with ``jobs`` at once
     (each with :func:`threads_per_job` threads when several train at once, as the runner
-    launches them)."""
+    launches them); rows with steps left and no rate measured here are probed for ``probe``
+    steps."""
     import torch
 
     first = specs[0].config.train
@@ -325,7 +339,28 @@ def _estimate(specs: list[RunSpec], states: list[RunState], jobs: int) -> str:
     rates = {row: estimate.seconds_per_step(dirs, here) for row, dirs in rows.items()}
     left = {id(spec): state.steps_left for spec, state in zip(specs, states, strict=True)}
     runs = [(spec.experiment.name, left[id(spec)]) for spec in launch_order(specs)]
-    return estimate.estimate_line(runs, rates, jobs, threads)
+    probed = _probe_rows(specs, {row for row, steps in runs if steps and not rates[row]}, probe,
+                         threads, log) if probe else {}  # fmt: skip
+    rates.update(probed)
+    return estimate.estimate_line(runs, rates, jobs, threads, probed=(probe, sorted(probed)))
+
+
+def _probe_rows(
+    specs: list[RunSpec], rows: set[str], steps: int, threads: int, log: Callable[[str], None]
+) -> dict[str, float]:
+    """Seconds per step of each of ``rows`` (its first seed's config) from a probe of
+    ``steps`` steps here; rows too short to probe are left out."""
+    from .probe import probe_seconds_per_step
+
+    rates: dict[str, float] = {}
+    for spec in specs:
+        row = spec.experiment.name
+        if row in rows and row not in rates:
+            log(f"{row}: probing {steps} steps here")
+            rate = probe_seconds_per_step(spec.config, steps, threads)
+            if rate is not None:
+                rates[row] = rate
+    return rates
 
 
 def threads_per_job(jobs: int) -> int:

@@ -340,10 +340,14 @@ class Trainer:
             return results
         results["learned"] = self._learning_check(float(scored["valid"]["loss"]))
         runfolder.write_results(self.out_dir, results)
+        self.close_writers()
+        return results
+
+    def close_writers(self) -> None:
+        """Close the metrics sinks (``finish`` does; a caller that stops ``fit`` early too)."""
         for writer in self.writers:
             writer.close()
         self.writers = []
-        return results
 
     def _learning_check(self, valid_loss: float) -> dict[str, Any] | None:
         """The scored validation loss against the task's trivial baselines (:mod:`floor`);
