@@ -339,8 +339,8 @@ def _estimate(
     rates = {row: estimate.seconds_per_step(dirs, here) for row, dirs in rows.items()}
     left = {id(spec): state.steps_left for spec, state in zip(specs, states, strict=True)}
     runs = [(spec.experiment.name, left[id(spec)]) for spec in launch_order(specs)]
-    probed = _probe_rows(specs, {row for row, steps in runs if steps and not rates[row]}, probe,
-                         threads, log) if probe else {}  # fmt: skip
+    unmeasured = {row for row, steps in runs if steps and not rates[row]}
+    probed = _probe_rows(specs, unmeasured, probe, threads, log) if probe else {}
     rates.update(probed)
     return estimate.estimate_line(runs, rates, jobs, threads, probed=(probe, sorted(probed)))
 
