@@ -93,6 +93,18 @@ def test_linear_cross_entropy_bench_times_the_same_loss() -> None:
     assert step["ours"] > 0 and step["torch"] > 0
 
 
+def test_scored_positions_bench_times_the_same_loss() -> None:
+    import bench_scored_positions as scored_bench
+
+    torch.manual_seed(0)
+    model, tokens, targets = scored_bench.setting("ht-table3/t-l3+sigmoid", vocab=50)
+    model.eval()  # no dropout: both ways are the same numbers
+    scored, whole = (loss() for loss in scored_bench.losses(model, tokens, targets).values())
+    torch.testing.assert_close(scored, whole, rtol=1e-5, atol=0)
+    times = scored_bench.measure("ht-table3/t-l3", rounds=1, repeats=1, vocab=50)
+    assert times["scored"] > 0 and times["whole"] > 0 and times["scored_positions"] == 40
+
+
 def test_dropout_mask_bench_times_the_same_mask() -> None:
     """The float draws it compares with are the words' mask bit for bit, from one seed."""
     import bench_dropout_mask as mask_bench

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from highway_transformer.api import build_model
-from highway_transformer.config import GateConfig, ModelConfig
+from highway_transformer.config import GateConfig, MemoryConfig, ModelConfig
 from highway_transformer.errors import ConfigError
 from highway_transformer.models.lm import LanguageModel
 from highway_transformer.nn.combiner import Residual
@@ -247,3 +247,58 @@ def test_gate_bias_option_sets_initial_b1() -> None:
     biases = model.gate_biases()
     assert len(biases) == 4
     assert all(torch.all(b == -1.5) for b in biases.values())
+
+
+@pytest.mark.parametrize(
+    ("family", "attention", "kind", "norm"),
+    [
+        ("transformer", "dot", "sdu", "post"),
+        ("transformer", "shaw", "none", "pre"),
+        ("rtransformer", "dot", "gtrxl-gru", "pre"),
+        ("xl", "relative", "highway", "pre"),
+    ],
+)
+def test_scoring_the_last_positions_skips_only_work_nothing_reads(
+    tiny_stack_config: Callable[..., ModelConfig],
+    family: str,
+    attention: str,
+    kind: str,
+    norm: str,
+) -> None:
+    """With targets for the last T positions the last block's FFN runs on those alone: the
+    loss, every gradient, the hidden states and the XL memory equal the whole window's
+    forward sliced afterwards (fp64, 1e-12)."""
+    memory_len = {"memory": MemoryConfig(mem_len=5)} if family == "xl" else {}
+    config = tiny_stack_config(family, kind, norm, vocab_size=V, attention=attention, **memory_len)
+    torch.manual_seed(0)
+    model = build_model(config).double().train()
+    tokens, targets = _tokens(length=9), _tokens(length=4, seed=6)
+    targets[0, 0] = -100
+    memory = None
+    if family == "xl":
+        with torch.no_grad():
+            _, memory = model(_tokens(length=5, seed=7))
+        assert memory is not None
+    parameters = list(model.parameters())
+    ffn_lengths: list[int] = []  # positions the last block's FFN ran on, call by call
+    model.blocks[-1].sublayers[-1].register_forward_hook(
+        lambda module, args, out: ffn_lengths.append(args[0].shape[1])
+    )
+
+    hidden, whole_memory = model(tokens, memory=memory)
+    scored = hidden[:, -4:]
+    expected = model.token_nll(scored, targets).sum()
+    expected_grads = torch.autograd.grad(expected, parameters, allow_unused=True)
+    got = model(tokens, memory=memory, targets=targets, reduction="sum")
+    got_grads = torch.autograd.grad(got.loss, parameters, allow_unused=True)
+
+    assert ffn_lengths == [9, 4]
+    torch.testing.assert_close(got.loss, expected, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(got.hidden, scored, rtol=1e-12, atol=1e-12)
+    for mine, theirs in zip(got_grads, expected_grads, strict=True):
+        assert (mine is None) == (theirs is None)
+        if mine is not None:
+            torch.testing.assert_close(mine, theirs, rtol=1e-12, atol=1e-12)
+    if family == "xl":
+        for mine, theirs in zip(got.memory, whole_memory, strict=True):
+            torch.testing.assert_close(mine, theirs, rtol=0, atol=0)

@@ -112,7 +112,7 @@ class LMOutput(NamedTuple):
     """What ``forward`` returns when given targets."""
 
     loss: Tensor  # NLL (nats) of the targets that are not -100: mean, sum or per token
-    hidden: Tensor
+    hidden: Tensor  # the final hidden states of the scored (last T) positions, [B, T, D]
     memory: list[Tensor] | None
 
 
@@ -214,14 +214,19 @@ class LanguageModel(PretrainedMixin, nn.Module):
         so leading positions can be history only; -100 is ignored) it returns
         :class:`LMOutput` ``(loss, hidden, memory)``: the NLL in nats reduced as
         ``reduction`` says (``mean`` over the counted targets, ``sum``, or ``none``: ``[B, T]``
-        per token, 0 where ignored). A training step calls the model this way only, so a
-        DDP or FSDP wrapper needs nothing but ``forward``.
+        per token, 0 where ignored), and the hidden states of those ``T`` positions only:
+        the last block's position-wise sublayers (its FFN) skip the history positions,
+        whose outputs nothing reads (their keys and values were made before). A training
+        step calls the model this way only, so a DDP or FSDP wrapper needs nothing but
+        ``forward``.
         """
         if targets is not None and reduction not in REDUCTIONS:
             raise ConfigError(
                 f"reduction must be one of {', '.join(REDUCTIONS)}, got {reduction!r}"
             )
-        hidden, new_memory = self._hidden(tokens, memory, state, policy)
+        scored_only = targets is not None and state is None  # decoding keeps every position
+        keep_last = targets.shape[1] if scored_only else None
+        hidden, new_memory = self._hidden(tokens, memory, state, policy, keep_last)
         if targets is None:
             return hidden, new_memory
         scored = hidden[:, hidden.shape[1] - targets.shape[1] :]
@@ -238,7 +243,10 @@ class LanguageModel(PretrainedMixin, nn.Module):
         memory: list[Tensor] | None,
         state: DecodeState | None,
         policy: MemoryPolicy | None,
+        keep_last: int | None = None,
     ) -> tuple[Tensor, list[Tensor] | None]:
+        """The final hidden states and the new memory; with ``keep_last``, only the last
+        positions' states (the last block's position-wise tail runs on those alone)."""
         if state is not None and self.uses_memory:
             memory = state.memory
         if not self.uses_memory and (memory is not None or policy is not None):
@@ -268,10 +276,13 @@ class LanguageModel(PretrainedMixin, nn.Module):
                 table=None if state is None else state.distances,
             )
         layer_inputs = []
+        last = len(self.blocks) - 1
         for i, block in enumerate(self.blocks):
             layer_inputs.append(x)
             layer_state = None if state is None else state.layers[i]
-            x = block(x, memory=None if memory is None else memory[i], state=layer_state, **options)
+            layer_memory = None if memory is None else memory[i]
+            keep = keep_last if i == last else None
+            x = block(x, memory=layer_memory, state=layer_state, keep_last=keep, **options)
         hidden = self.output_dropout(self.final_norm(x))
         new_memory = None
         if policy is not None and state is not None:

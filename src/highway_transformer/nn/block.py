@@ -89,6 +89,10 @@ class LocalRNNSublayer(nn.Module):
         return y if self.output is None else self.output(y)
 
 
+#: Sublayer kinds that act on each position alone (the rest mix positions).
+POSITIONWISE = frozenset({"ffn"})
+
+
 class Block(nn.Module):
     """Applies its sublayers in order, each through its own connection."""
 
@@ -99,20 +103,34 @@ class Block(nn.Module):
         self.kinds = list(kinds)
         self.sublayers = nn.ModuleList(sublayers)
         self.connections = nn.ModuleList(connections)
+        mixing = [i for i, kind in enumerate(self.kinds) if kind not in POSITIONWISE]
+        #: Where the position-wise tail starts: from here a position needs no other.
+        self.tail = mixing[-1] + 1 if mixing else 0
 
     def forward(
         self,
         x: Tensor,
         memory: Tensor | None = None,
         state: list[dict] | None = None,
+        keep_last: int | None = None,
         **options: Any,
     ) -> Tensor:
+        """``keep_last``: only the last positions' outputs are wanted; the position-wise
+        sublayers after the last mixing one run on those alone (the same values, less work:
+        a language model scoring the end of its window)."""
         for i, (kind, sublayer, connection) in enumerate(
             zip(self.kinds, self.sublayers, self.connections, strict=True)
         ):
+            if i == self.tail:
+                x = _last(x, keep_last)
             call = partial(sublayer, state=None if state is None else state[i], **options)
             x = connection(x, call, context=memory if kind == "attn" else None)
-        return x
+        return _last(x, keep_last)
+
+
+def _last(x: Tensor, keep: int | None) -> Tensor:
+    """The last ``keep`` positions of ``x [B, L, D]`` (all of them for None)."""
+    return x if keep is None or keep >= x.shape[1] else x[:, x.shape[1] - keep :]
 
 
 def collect_gate_biases(blocks: Iterable[Block], prefix: str = "") -> dict[str, Tensor]:
