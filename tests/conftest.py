@@ -12,7 +12,9 @@ import argparse
 import json
 import math
 import random
-from collections.abc import Callable
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -52,6 +54,35 @@ def _one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(previous)
+
+
+HOLD = """
+import sys, time
+from highway_transformer.training.runlock import claim_run_folder
+with claim_run_folder(sys.argv[1]) as held:
+    print("held" if held else "busy", flush=True)
+    time.sleep(300)
+"""
+
+
+@pytest.fixture
+def hold_folder() -> Iterator[Callable[[Path], subprocess.Popen[str]]]:
+    """``hold_folder(path)``: another process holding ``path``'s run lock (as a runner or a
+    training does) until killed, at the latest when the test ends; returns that process."""
+    owners: list[subprocess.Popen[str]] = []
+
+    def hold(out: Path) -> subprocess.Popen[str]:
+        process = subprocess.Popen(
+            [sys.executable, "-c", HOLD, str(out)], stdout=subprocess.PIPE, text=True
+        )
+        owners.append(process)
+        assert process.stdout is not None and process.stdout.readline().strip() == "held"
+        return process
+
+    yield hold
+    for process in owners:
+        process.kill()
+        process.wait()
 
 
 @pytest.fixture(autouse=True)

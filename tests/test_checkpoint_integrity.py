@@ -366,25 +366,13 @@ def test_a_damaged_weights_folder_points_to_the_other_one(run: Path) -> None:
 # ------------------------------------------------------------------ run folders
 
 
-HOLD = """
-import sys, time
-from highway_transformer.training.runlock import own_run_folder
-with own_run_folder(sys.argv[1], resume=True):
-    print("held", flush=True)
-    time.sleep(300)
-"""
-
-
 @pytest.mark.skipif(runlock.fcntl is None, reason="the kernel's flock: POSIX")
-def test_a_second_writer_is_refused_naming_the_owner(run: Path) -> None:
-    owner = subprocess.Popen([sys.executable, "-c", HOLD, str(run)], stdout=subprocess.PIPE)
-    try:
-        assert owner.stdout is not None and owner.stdout.readline().strip() == b"held"
-        with pytest.raises(RunFolderBusy, match=f"PID {owner.pid}"):
-            train(config_of(run), run, resume=True, progress=False)
-    finally:
-        owner.kill()
-        owner.wait()
+def test_a_second_writer_is_refused_naming_the_owner(
+    run: Path, hold_folder: Callable[[Path], subprocess.Popen[str]]
+) -> None:
+    owner = hold_folder(run)
+    with pytest.raises(RunFolderBusy, match=f"PID {owner.pid}"):
+        train(config_of(run), run, resume=True, progress=False)
 
 
 def test_a_lock_left_by_an_ended_process_is_noted_and_taken(run: Path) -> None:

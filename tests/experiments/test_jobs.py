@@ -1,6 +1,6 @@
 """Rows as processes on this machine (``experiments/jobs.py``): a row's folder prepared and its
 ``highway train`` command, N jobs at a time, a finished HT Table 5 row measured next, failed
-rows named in one line."""
+rows named in one line, a row another runner has skipped."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from highway_transformer.experiments.jobs import (
     TRAIN,
     Job,
     prepare,
+    run_inline,
     run_parallel,
     stopped_at_checkpoint,
     train_command,
@@ -47,6 +48,17 @@ def test_prepare_clears_a_run_that_died_before_its_first_checkpoint(tmp_path: Pa
     (spec.run_dir / runfolder.METRICS_FILE).write_text("{}\n")
     assert prepare(spec) is True  # interrupted: resumes, its metrics kept
     assert (spec.run_dir / runfolder.METRICS_FILE).exists()
+
+
+def test_a_row_another_runner_finished_meanwhile_is_skipped(tmp_path: Path) -> None:
+    spec = _spec(tmp_path)  # planned unfinished; another runner's results arrive after
+    (spec.run_dir / runfolder.RESULTS_FILE).write_text("{}\n")
+    said: list[str] = []
+    assert run_inline(spec, said.append, progress=False) is False
+    assert said == ["ht-table1/t-l3 seed 1: finished by another process meanwhile, skipped"]
+    assert sorted(p.name for p in spec.run_dir.iterdir()) == [runfolder.RESULTS_FILE]
+    assert jobs._launch(Job(spec), 1, said.append) is None
+    assert said[-1] == said[0]
 
 
 def test_the_train_command_saves_the_config_and_resumes(tmp_path: Path) -> None:
@@ -82,7 +94,7 @@ def exits(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
     returns the (row, kind) of each job started, in order."""
     started: list[tuple[str, str]] = []
 
-    def launch(job: Job, threads: int) -> subprocess.Popen[bytes]:
+    def launch(job: Job, threads: int, log: object) -> subprocess.Popen[bytes]:
         started.append((job.spec.experiment.name, job.kind))
         code = EXIT.get((job.spec.experiment.name, job.kind), 0)
         return subprocess.Popen([sys.executable, "-c", f"raise SystemExit({code})"])
@@ -100,7 +112,8 @@ def test_rows_run_n_at_a_time_and_a_finished_table5_row_is_measured(
     plain, table5 = _spec(tmp_path), _spec(tmp_path, "ht-table5/l6-xl")
     (table5.run_dir / runfolder.BEST_DIR).mkdir()  # finished with best weights to measure
     said: list[str] = []
-    run_parallel([Job(plain), Job(table5)], 2, said.append)
+    trained = run_parallel([Job(plain), Job(table5)], 2, said.append)
+    assert sorted(spec.experiment.name for spec in trained) == ["ht-table1/t-l3", "ht-table5/l6-xl"]
     assert exits == [("ht-table1/t-l3", TRAIN), ("ht-table5/l6-xl", TRAIN),
                      ("ht-table5/l6-xl", PROTOCOL)]  # fmt: skip
     assert "ht-table5/l6-xl seed 1: validation with the paper's protocol" in said

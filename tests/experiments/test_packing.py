@@ -166,7 +166,7 @@ def test_the_runner_refuses_before_any_run_starts(
     tmp_path: Path, gpu: dict[str, int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     started: list[object] = []
-    monkeypatch.setattr(runner, "run_parallel", lambda *args: started.append(args))
+    monkeypatch.setattr(runner, "run_parallel", lambda *args: started.append(args) or [])
     rows = ["ht-table1/t-l3", "ht-table1/t-l3+sigmoid"]
     specs = plan_runs(
         rows, tmp_path, "tiny", overrides=["model.vocab_size=60", "train.device=cuda"]
@@ -211,9 +211,10 @@ def test_the_runner_logs_the_aggregate_after_packed_runs(
 ) -> None:
     specs = plan_runs(["ht-table1/t-l3"], tmp_path, "tiny", seeds=2, overrides=["train.device=cpu"])
 
-    def train(jobs_todo: list, jobs: int, log: object) -> None:
+    def train(jobs_todo: list, jobs: int, log: object) -> list:
         for job in jobs_todo:
             _results(job.spec.run_dir, 10, 1_000, [(0, 10, 1.0)])
+        return [job.spec for job in jobs_todo]
 
     monkeypatch.setattr(runner, "run_parallel", train)
     lines: list[str] = []

@@ -9,6 +9,7 @@ import contextlib
 import io
 import json
 import os
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from highway_transformer.experiments import (
 )
 from highway_transformer.experiments.runner import launch_order
 from highway_transformer.storage.runfolder import read_metrics
+from highway_transformer.training import runlock
 from highway_transformer.training.runlock import own_run_folder
 
 
@@ -163,6 +165,33 @@ def test_parallel_jobs_as_processes(tmp_path: Path, word_corpus: Path) -> None:
         results = json.loads((d / "results.json").read_text(encoding="utf-8"))
         assert results["steps"] == 4 and results["valid"]["ppl"] > 1
         assert (d / "train.log").is_file()
+
+
+@pytest.mark.skipif(runlock.fcntl is None, reason="the kernel's flock: POSIX")
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_runners_of_one_table_skip_the_runs_another_trains(
+    tmp_path: Path,
+    word_corpus: Path,
+    jobs: int,
+    hold_folder: Callable[[Path], subprocess.Popen[str]],
+) -> None:
+    """A second `highway run` of a table (here, or on a machine sharing the folders) trains
+    the runs no one trains and leaves the others' folders as they are."""
+    rows = ["ht-table1/t-l3", "ht-table1/t-l3+sigmoid"]
+    overrides = [*file_overrides(word_corpus), "train.max_steps=2", "train.eval_interval=2"]
+    busy = tmp_path / "ht-table1" / "tiny" / "t-l3" / "seed1"
+    other = hold_folder(busy)  # another runner trains plain, not yet at its first checkpoint
+    (busy / "metrics.jsonl").write_text("its first steps\n")
+    messages: list[str] = []
+    dirs = run_experiments(rows, tmp_path, "tiny", jobs=jobs, overrides=overrides,
+                           log=messages.append)  # fmt: skip
+    skipped = [m for m in messages if m.startswith("ht-table1/t-l3 seed 1: trained now by ")]
+    assert len(skipped) == 1 and f"PID {other.pid} on " in skipped[0], messages
+    assert (busy / "metrics.jsonl").read_text() == "its first steps\n"  # not cleared
+    assert sorted(p.name for p in busy.iterdir()) == ["metrics.jsonl", "run.lock"]
+    assert json.loads((dirs[1] / "results.json").read_text())["steps"] == 2
+    if jobs > 1:  # the throughput counts the runs this runner trained
+        assert any(m.startswith("1 run(s) trained, 2 at a time: ") for m in messages), messages
 
 
 def test_a_busy_cpu_is_said_before_rows_train_on_it(

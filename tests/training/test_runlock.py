@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -21,26 +22,18 @@ from highway_transformer.cli import main
 from highway_transformer.errors import ConfigError, RunFolderBusy
 from highway_transformer.storage.runfolder import LOCK_FILE, METRICS_FILE
 from highway_transformer.training import runlock
-from highway_transformer.training.runlock import holder, own_run_folder, read_owner
+from highway_transformer.training.runlock import (
+    INHERITED_LOCK,
+    claim_for_child,
+    claim_run_folder,
+    holder,
+    own_run_folder,
+    read_owner,
+)
+
+HoldFolder = Callable[[Path], "subprocess.Popen[str]"]
 
 needs_flock = pytest.mark.skipif(runlock.fcntl is None, reason="the kernel's flock: POSIX")
-
-HOLD = """
-import sys, time
-from highway_transformer.training.runlock import own_run_folder
-with own_run_folder(sys.argv[1]):
-    print("held", flush=True)
-    time.sleep(300)
-"""
-
-
-def _holding(out: Path) -> subprocess.Popen[str]:
-    """Another process holding ``out``'s lock (until killed)."""
-    process = subprocess.Popen(
-        [sys.executable, "-c", HOLD, str(out)], stdout=subprocess.PIPE, text=True
-    )
-    assert process.stdout is not None and process.stdout.readline().strip() == "held"
-    return process
 
 
 def test_the_lock_names_its_owner_while_held_and_is_gone_after(tmp_path: Path) -> None:
@@ -68,14 +61,10 @@ def test_a_second_writer_is_refused_naming_the_first(tmp_path: Path) -> None:
 
 @needs_flock
 def test_a_second_trainer_is_refused_with_one_line(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], hold_folder: HoldFolder
 ) -> None:
-    owner = _holding(tmp_path)
-    try:
-        code = main(["train", "--task", "adding", "--out", str(tmp_path), "train.max_steps=1"])
-    finally:
-        owner.kill()
-        owner.wait()
+    owner = hold_folder(tmp_path)
+    code = main(["train", "--task", "adding", "--out", str(tmp_path), "train.max_steps=1"])
     err = capsys.readouterr().err
     assert code == 2 and len(err.strip().splitlines()) == 1, err
     assert err.startswith(f"error: {tmp_path} is in use by PID {owner.pid} on ")
@@ -83,15 +72,15 @@ def test_a_second_trainer_is_refused_with_one_line(
 
 
 @needs_flock
-def test_a_lock_whose_holder_was_killed_is_free_again(tmp_path: Path) -> None:
-    owner = _holding(tmp_path)
-    try:
-        assert holder(tmp_path) is not None and f"PID {owner.pid} " in holder(tmp_path)
-        with pytest.raises(RunFolderBusy, match=f"in use by PID {owner.pid} "):
-            _own(tmp_path)
-    finally:
-        owner.send_signal(signal.SIGKILL)  # no chance to release anything
-        owner.wait()
+def test_a_lock_whose_holder_was_killed_is_free_again(
+    tmp_path: Path, hold_folder: HoldFolder
+) -> None:
+    owner = hold_folder(tmp_path)
+    assert holder(tmp_path) is not None and f"PID {owner.pid} " in holder(tmp_path)
+    with pytest.raises(RunFolderBusy, match=f"in use by PID {owner.pid} "):
+        _own(tmp_path)
+    owner.send_signal(signal.SIGKILL)  # no chance to release anything
+    owner.wait()
     lock = tmp_path / LOCK_FILE
     assert read_owner(lock)["pid"] == owner.pid  # the record stays, as information
     assert holder(tmp_path) is None  # the kernel released the lock
@@ -115,6 +104,83 @@ def test_a_record_naming_a_live_process_is_no_lock(tmp_path: Path) -> None:
     lock.write_text("{not json")  # an unreadable record: no lock either
     with own_run_folder(tmp_path):
         pass
+
+
+# --------------------------------------------------------------------------- runners' claims
+
+
+def test_a_claimed_folder_trains_inside_its_claim_one_training_at_a_time(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    with claim_run_folder(out) as mine:
+        assert mine and holder(out).startswith(f"PID {os.getpid()} on ")
+        busy = pytest.raises(RunFolderBusy, match="in use by a training of this process")
+        with own_run_folder(out), busy:  # the training takes the claim over: no second lock
+            _own(out)
+        _own(out)  # the first training ended: the claim serves the next
+        assert holder(out) is not None  # still claimed
+    assert holder(out) is None and not (out / LOCK_FILE).exists()
+    with claim_run_folder(out) as mine, claim_run_folder(out) as again:
+        assert mine and again is False  # one claim a folder, in this process too
+
+
+@needs_flock
+def test_a_folder_another_process_holds_is_not_claimed_nor_touched(
+    tmp_path: Path, hold_folder: HoldFolder
+) -> None:
+    owner = hold_folder(tmp_path)
+    (tmp_path / METRICS_FILE).write_text("its records\n")
+    with claim_run_folder(tmp_path) as mine:
+        assert mine is False
+    with claim_for_child(tmp_path) as handed:
+        assert handed is None
+    assert read_owner(tmp_path / LOCK_FILE)["pid"] == owner.pid
+    assert (tmp_path / METRICS_FILE).read_text() == "its records\n"
+
+
+CHILD = """
+import sys
+from highway_transformer.training.runlock import own_run_folder
+with own_run_folder(sys.argv[1]):
+    print("held", flush=True)
+    sys.stdin.readline()
+"""
+
+
+@needs_flock
+def test_a_claim_handed_to_a_child_keeps_the_folder_locked_throughout(tmp_path: Path) -> None:
+    """No instant between the runner's claim and the child's training leaves the folder free:
+    the child inherits the locked descriptor and its ``own_run_folder`` adopts it."""
+    out, lock = tmp_path / "run", tmp_path / "run" / LOCK_FILE
+    with claim_for_child(out) as handed:
+        assert handed is not None
+        env, fds = handed
+        child = subprocess.Popen(
+            [sys.executable, "-c", CHILD, str(out)], env={**os.environ, **env}, pass_fds=fds,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+    try:
+        with claim_run_folder(out) as mine:  # before the child adopted it too
+            assert mine is False
+        assert child.stdout is not None and child.stdout.readline().strip() == "held"
+        assert read_owner(lock)["pid"] == child.pid
+        assert INHERITED_LOCK not in os.environ
+    finally:
+        assert child.stdin is not None
+        child.stdin.write("\n")
+        child.stdin.close()
+        child.wait()
+    assert child.returncode == 0 and not lock.exists() and holder(out) is None
+
+
+def test_a_descriptor_named_for_another_file_is_not_adopted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with open(tmp_path / "unrelated", "w") as other:
+        monkeypatch.setenv(INHERITED_LOCK, str(other.fileno()))
+        with own_run_folder(tmp_path / "run"):
+            assert read_owner(tmp_path / "run" / LOCK_FILE)["pid"] == os.getpid()
+        assert os.environ[INHERITED_LOCK] == str(other.fileno())  # left for its own folder
+        assert not other.closed
 
 
 # --------------------------------------------------------------------------- no flock
@@ -148,6 +214,19 @@ def test_without_flock_the_file_is_the_lock(tmp_path: Path, file_lock: None) -> 
         assert holder(out).startswith(f"PID {os.getpid()} on ")
         with pytest.raises(RunFolderBusy, match="if that process is gone, delete"):
             _own(out)
+    assert not (tmp_path / LOCK_FILE).exists()
+
+
+def test_without_flock_a_claim_is_the_file_and_a_child_takes_its_own(
+    tmp_path: Path, file_lock: None
+) -> None:
+    with claim_run_folder(tmp_path) as mine:
+        assert mine and holder(tmp_path).startswith(f"PID {os.getpid()} on ")
+        with own_run_folder(tmp_path):
+            pass
+    with claim_for_child(tmp_path) as handed:
+        assert handed == ({}, ())  # nothing to pass: the child locks the file itself
+        assert holder(tmp_path) is None
     assert not (tmp_path / LOCK_FILE).exists()
 
 

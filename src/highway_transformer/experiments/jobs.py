@@ -3,7 +3,8 @@
 Each row trains as ``python -m highway_transformer.cli train`` logging to ``train.log`` in its
 folder, resuming where it stopped; a row that finishes and needs its validation measured the
 paper's way (HT Table 5) gets that as its next job. A stop signal is passed on to the running
-rows, which checkpoint and exit.
+rows, which checkpoint and exit. A row is claimed (:mod:`..training.runlock`) before its folder
+is read or cleared, so several runners drain one table: each skips the rows another trains.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 from ..config import save_config
 from ..errors import ExperimentFailed, TrainingInterrupted
 from ..storage import runfolder
+from ..training.runlock import claim_for_child, claim_run_folder, holder
 from ..training.stopping import StopRequests, interrupted, stop_when_parent_dies
 from .plan import RunSpec, threads_per_job, write_experiment_file
 from .protocols import measured_line, needs_protocol, protocol_command
@@ -45,21 +47,40 @@ def clear_unfinished(run_dir: Path) -> None:
 
 def run_inline(
     spec: RunSpec, log: Callable[[str], None], progress: bool, trust_unverified: bool = False
-) -> None:
+) -> bool:
     """Train ``spec`` in this process (``trust_unverified``: a resumed checkpoint may lack
-    its manifest, ``highway run --trust-unverified``)."""
+    its manifest, ``highway run --trust-unverified``); whether it trained: not when another
+    process trains it now or finished it meanwhile."""
     from ..training.trainer import train  # torch: only when a row trains in this process
 
-    resume = prepare(spec)
-    log(f"{spec.experiment.name} seed {spec.seed}: {'resuming' if resume else 'training'}")
-    train(
-        spec.config,
-        spec.run_dir,
-        resume=resume,
-        progress=progress,
-        log=log,
-        trust_unverified=trust_unverified,
-    )
+    with claim_run_folder(spec.run_dir, log) as mine:
+        if taken_elsewhere(spec, mine, log):
+            return False
+        resume = prepare(spec)
+        log(f"{spec.experiment.name} seed {spec.seed}: {'resuming' if resume else 'training'}")
+        train(
+            spec.config,
+            spec.run_dir,
+            resume=resume,
+            progress=progress,
+            log=log,
+            trust_unverified=trust_unverified,
+        )
+    return True
+
+
+def taken_elsewhere(spec: RunSpec, claimed: bool, log: Callable[[str], None]) -> bool:
+    """Whether another runner has ``spec``: it holds the folder (``claimed`` False) or
+    finished the run since this runner planned it; said in ``log``."""
+    name = f"{spec.experiment.name} seed {spec.seed}"
+    if not claimed:
+        who = holder(spec.run_dir) or "another process"
+        log(f"{name}: trained now by {who}, skipped")
+        return True
+    if spec.finished:
+        log(f"{name}: finished by another process meanwhile, skipped")
+        return True
+    return False
 
 
 def train_command(
@@ -105,12 +126,25 @@ class Job:
         return protocol_command(s.run_dir, s.experiment, s.scale, s.config.train.device)
 
 
-def _launch(job: Job, threads: int) -> subprocess.Popen[bytes]:
-    command = job.command()
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+def _launch(job: Job, threads: int, log: Callable[[str], None]) -> subprocess.Popen[bytes] | None:
+    """Start ``job``'s process; None when another runner has its row (a training row is
+    claimed first and the claim handed to the process, which keeps the folder's lock)."""
+    if job.kind != TRAIN:
+        return _popen(job, job.command(), threads, {}, ())
+    with claim_for_child(job.spec.run_dir, log) as handed:
+        if taken_elsewhere(job.spec, handed is not None, log):
+            return None
+        assert handed is not None
+        return _popen(job, job.command(), threads, *handed)
+
+
+def _popen(
+    job: Job, command: list[str], threads: int, env: dict[str, str], fds: tuple[int, ...]
+) -> subprocess.Popen[bytes]:
+    env = {**os.environ, **env, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
     with open(job.spec.run_dir / runfolder.LOG_FILE, "ab") as handle:
         return subprocess.Popen(
-            command, stdout=handle, stderr=subprocess.STDOUT, env=env,
+            command, stdout=handle, stderr=subprocess.STDOUT, env=env, pass_fds=fds,
             preexec_fn=stop_when_parent_dies(),
         )  # fmt: skip
 
@@ -122,20 +156,23 @@ def names(specs: list[RunSpec]) -> str:
     return ", ".join(f"{s.experiment.name} seed {s.seed}" for s in specs)
 
 
-def run_parallel(jobs_todo: list[Job], jobs: int, log: Callable[[str], None]) -> None:
-    """Run ``jobs_todo``, ``jobs`` at a time; a row that finishes training and needs its
-    validation measured the paper's way gets that as the next job, so no slot waits on it.
-    A stop signal is passed on to the running jobs, which checkpoint and stop; nothing new
-    starts."""
+def run_parallel(jobs_todo: list[Job], jobs: int, log: Callable[[str], None]) -> list[RunSpec]:
+    """Run ``jobs_todo``, ``jobs`` at a time; the rows this call trained to the end. A row
+    that finishes training and needs its validation measured the paper's way gets that as
+    the next job, so no slot waits on it. A stop signal is passed on to the running jobs,
+    which checkpoint and stop; nothing new starts."""
     threads = threads_per_job(jobs)
     pending, running, forwarded = list(jobs_todo), [], False
+    trained: list[RunSpec] = []
     ended: dict[str, list[Job]] = {"failed": [], "stopped": [], "finished": []}
     with StopRequests() as stops:
         while pending or running:
             while pending and len(running) < jobs and not stops.requested:
                 job = pending.pop(0)
-                log(f"{job.name}: started ({job.spec.run_dir / runfolder.LOG_FILE})")
-                running.append((job, _launch(job, threads)))
+                process = _launch(job, threads, log)
+                if process is not None:
+                    log(f"{job.name}: started ({job.spec.run_dir / runfolder.LOG_FILE})")
+                    running.append((job, process))
             if stops.requested and not forwarded:
                 pending, forwarded = [], True  # each running row checkpoints and exits
                 for _, process in running:
@@ -144,7 +181,9 @@ def run_parallel(jobs_todo: list[Job], jobs: int, log: Callable[[str], None]) ->
             for job in ended["finished"]:
                 if job.kind == PROTOCOL:
                     log(measured_line(job.spec))
-                elif needs_protocol(job.spec, log):
+                    continue
+                trained.append(job.spec)
+                if needs_protocol(job.spec, log):
                     pending.insert(0, Job(job.spec, PROTOCOL))
             ended["finished"] = []
             time.sleep(0.2)
@@ -157,6 +196,7 @@ def run_parallel(jobs_todo: list[Job], jobs: int, log: Callable[[str], None]) ->
         stopped = {id(job.spec) for job in ended["stopped"]}
         in_order = list({id(j.spec): j.spec for j in jobs_todo if id(j.spec) in stopped}.values())
         raise stopped_at_checkpoint(stops.signal_number, in_order)
+    return trained
 
 
 def _reap(

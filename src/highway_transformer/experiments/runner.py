@@ -3,7 +3,9 @@
 The runs and their folders are planned by :mod:`.plan`; they train in this process
 (``--jobs 1``), as processes of this machine (:mod:`.jobs`) or as submitit jobs
 (:mod:`.slurm`). Re-running skips finished runs (``results.json`` present) and resumes
-interrupted ones (``checkpoint/`` present) before any run starts afresh.
+interrupted ones (``checkpoint/`` present) before any run starts afresh. Local runners of
+one request may run at once (here or on machines sharing the folders): each skips the runs
+another trains.
 """
 
 from __future__ import annotations
@@ -109,10 +111,11 @@ def run_planned(
         _measure_finished(specs, log)  # rows that finished before this command
         for spec in todo:
             try:
-                run_inline(spec, log, progress, trust_unverified)
+                trained = run_inline(spec, log, progress, trust_unverified)
             except TrainingInterrupted as stop:
                 raise stopped_at_checkpoint(stop.signal_number, [spec]) from None
-            _measure_finished([spec], log)
+            if trained:
+                _measure_finished([spec], log)
     else:
         measure = [Job(s, PROTOCOL) for s in specs if s.finished and needs_protocol(s, log)]
         if measure or todo:
@@ -120,8 +123,8 @@ def run_planned(
                 log(line)
             start = time.monotonic()
             trains = [Job(s, trust_unverified=trust_unverified) for s in todo]
-            run_parallel(measure + trains, jobs, log)
-            _log_aggregate([s.run_dir for s in todo], time.monotonic() - start, jobs, log)
+            trained = run_parallel(measure + trains, jobs, log)  # not those others trained
+            _log_aggregate([s.run_dir for s in trained], time.monotonic() - start, jobs, log)
     return [spec.run_dir for spec in specs]
 
 

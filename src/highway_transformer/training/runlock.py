@@ -11,6 +11,13 @@ metrics of two runs never mix.
 Where the kernel offers no ``flock`` (Windows, or a file system without locks), the file
 itself is the lock: created exclusively, deleted at the end; one left by a process of this
 host that no longer runs is taken over (on POSIX; on Windows the message says to delete it).
+
+Several runners may drain one table (``highway run`` twice, or on machines sharing the
+folder): a runner *claims* a run's folder (:func:`claim_run_folder`) before it reads the run's
+state or clears a failed start, skips a folder another process holds, and trains inside its
+claim (the training takes the claimed lock over); a runner that starts the training as a
+child process hands the locked descriptor over (:func:`claim_for_child`), so there is no
+instant at which a second runner could take the folder.
 """
 
 from __future__ import annotations
@@ -42,6 +49,11 @@ TRIES, PAUSE_S = 10, 0.05
 
 #: ``flock`` errors that mean the file system keeps no locks (the file is the lock then).
 NO_LOCKS = frozenset({errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL})
+#: The descriptor of a run folder's lock a runner handed to the process it started.
+INHERITED_LOCK = "HIGHWAY_RUN_LOCK_FD"
+
+#: Folders this process claimed (resolved path → whether a training inside uses the claim).
+_CLAIMED: dict[Path, bool] = {}
 
 
 @contextmanager
@@ -61,12 +73,91 @@ def own_run_folder(
     if resume and overwrite:
         raise ConfigError("--resume continues a run and --overwrite replaces it; give one")
     out = Path(out_dir)
-    release = _acquire(out, log or (lambda message: None))
+    release = _take_claim(out) or _adopt_inherited(out) or _acquire(out, log or (lambda m: None))
     try:
         _check_contents(out, resume, overwrite, restart)
         yield out
     finally:
         release()
+
+
+@contextmanager
+def claim_run_folder(
+    out_dir: str | Path, log: Callable[[str], None] | None = None
+) -> Iterator[bool]:
+    """Hold ``out_dir``'s lock while the body runs and yield True; yield False, with nothing
+    in the folder touched, when another process holds it. One :func:`own_run_folder` inside
+    the body uses the claim instead of locking again."""
+    out = Path(out_dir)
+    try:
+        release = _acquire(out, log or (lambda message: None))
+    except RunFolderBusy:
+        yield False
+        return
+    key = out.resolve()
+    _CLAIMED[key] = False
+    try:
+        yield True
+    finally:
+        del _CLAIMED[key]
+        release()
+
+
+def _take_claim(out: Path) -> Callable[[], None] | None:
+    """The training's use of this process's claim on ``out``; None where there is none."""
+    key = out.resolve()
+    if key not in _CLAIMED:
+        return None
+    if _CLAIMED[key]:
+        raise RunFolderBusy(f"{out} is in use by a training of this process; use another --out")
+    _CLAIMED[key] = True
+
+    def release() -> None:
+        if key in _CLAIMED:
+            _CLAIMED[key] = False
+
+    return release
+
+
+@contextmanager
+def claim_for_child(
+    out_dir: str | Path, log: Callable[[str], None] | None = None
+) -> Iterator[tuple[dict[str, str], tuple[int, ...]] | None]:
+    """Claim ``out_dir`` for a process started in the body: yields the environment entries
+    and descriptors to pass it (``subprocess.Popen(env=..., pass_fds=...)``), whose
+    :func:`own_run_folder` keeps the lock; None, nothing touched, when another process holds
+    the folder. Where the file system keeps no kernel locks the claim ends before the body
+    (the child takes the lock itself, as a second runner could in between)."""
+    out = Path(out_dir)
+    make_folder(out, "--out")
+    lock = out / LOCK_FILE
+    fd = _flock_descriptor(lock, log or (lambda message: None)) if fcntl is not None else None
+    if fd is None:
+        with claim_run_folder(out, log) as mine:
+            claimed = mine
+        yield ({}, ()) if claimed else None
+        return
+    if fd < 0:
+        yield None
+        return
+    try:
+        yield {INHERITED_LOCK: str(fd)}, (fd,)
+    finally:
+        os.close(fd)  # the child's copy keeps the lock (and removes the file when it ends)
+
+
+def _adopt_inherited(out: Path) -> Callable[[], None] | None:
+    """The lock on ``out`` a runner handed to this process (:func:`claim_for_child`), made
+    this process's; None where none was handed over."""
+    named = os.environ.get(INHERITED_LOCK, "")
+    lock = out / LOCK_FILE
+    if not named.isdigit() or not _same_file(int(named), lock):
+        return None
+    del os.environ[INHERITED_LOCK]  # for this folder only, not for processes started later
+    fd = int(named)
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, _owner_record(), 0)
+    return _releaser(fd, lock)
 
 
 def _owner_record() -> bytes:
@@ -88,6 +179,18 @@ def _acquire(out: Path, log: Callable[[str], None]) -> Callable[[], None]:
 def _acquire_flock(lock: Path, log: Callable[[str], None]) -> Callable[[], None] | None:
     """Hold the kernel's lock on ``lock`` and write this process into it; None where the file
     system keeps no locks."""
+    fd = _flock_descriptor(lock, log)
+    if fd is None:
+        return None
+    if fd < 0:
+        raise RunFolderBusy(f"{lock.parent} is in use by {_holder_of(lock)}; wait for it to "
+                            "finish or use another --out")  # fmt: skip
+    return _releaser(fd, lock)
+
+
+def _flock_descriptor(lock: Path, log: Callable[[str], None]) -> int | None:
+    """A descriptor holding the kernel's lock on ``lock``, this process written into it; -1
+    when another process holds it; None where the file system keeps no locks."""
     for _ in range(TRIES):
         created = True
         try:
@@ -124,9 +227,8 @@ def _acquire_flock(lock: Path, log: Callable[[str], None]) -> Callable[[], None]
             raise
         if previous is not None:
             log(f"note: {lock} named {_describe(previous)}, which ended without removing it")
-        return _releaser(fd, lock)
-    raise RunFolderBusy(f"{lock.parent} is in use by {_holder_of(lock)}; wait for it to finish "
-                        "or use another --out")  # fmt: skip
+        return fd
+    return -1
 
 
 def _releaser(fd: int, lock: Path) -> Callable[[], None]:
