@@ -1,11 +1,13 @@
 """Rows as cluster jobs (``experiments/slurm.py``): each row submitted with its ``highway train``
 command and the resources asked, the job failing with the row's exit status, resuming
 whenever the row has a checkpoint, stopping its training and handing itself back for requeue
-on the scheduler's warning; failed rows named in one line. submitit is replaced by a
+on the scheduler's warning; failed rows named in one line; a row another runner trains neither
+submitted nor started. submitit is replaced by a
 recording stand-in (test_distributed.py preempts a real local job)."""
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -18,6 +20,7 @@ from highway_transformer.errors import ExperimentFailed
 from highway_transformer.experiments import get_experiment, slurm
 from highway_transformer.experiments.plan import RunSpec
 from highway_transformer.experiments.slurm import JobSettings, RowJob, run_submitted
+from highway_transformer.training import runlock
 
 
 class FakeJob:
@@ -119,6 +122,40 @@ def test_a_job_resumes_whenever_its_row_has_a_checkpoint(tmp_path: Path) -> None
     (tmp_path / "checkpoint").mkdir()
     row()
     assert (tmp_path / "train.log").read_text().splitlines() == [str(tmp_path), "--resume"]
+
+
+@pytest.mark.skipif(runlock.fcntl is None, reason="the kernel's flock: POSIX")
+def test_a_row_another_runner_trains_is_neither_submitted_nor_started(
+    tmp_path: Path,
+    executor: type[FakeExecutor],
+    hold_folder: Callable[[Path], subprocess.Popen[str]],
+) -> None:
+    busy, free = _spec(tmp_path, "busy"), _spec(tmp_path, "free")
+    owner = hold_folder(busy.run_dir)
+    (busy.run_dir / "metrics.jsonl").write_text("its first steps\n")
+    said: list[str] = []
+    run_submitted([busy, free], "slurm", tmp_path / "jobs", JobSettings(), said.append)
+    assert [job.function.log_file for job in executor.made[0].jobs] == [
+        str(free.run_dir / "train.log")
+    ]
+    assert said[0].startswith(f"ht-table1/t-l3 seed 1: trained now by PID {owner.pid} on ")
+    assert (busy.run_dir / "metrics.jsonl").read_text() == "its first steps\n"
+    row = _row(busy.run_dir, "raise SystemExit(3)")  # a job of an earlier submission
+    row()  # ends at once, without running its command
+    assert (busy.run_dir / "metrics.jsonl").read_text() == "its first steps\n"
+    note = (busy.run_dir / "train.log").read_text()
+    assert note.startswith(f"job started for a row trained now by PID {owner.pid} on ")
+    assert note.endswith(": skipped\n")
+
+
+def test_a_job_of_a_finished_row_ends_and_a_training_gets_the_claim(tmp_path: Path) -> None:
+    show = "import os; print(os.environ.get('HIGHWAY_RUN_LOCK_FD') is not None)"
+    _row(tmp_path, show)()
+    _row(tmp_path, show, "--nproc", "2")()  # its ranks, not their launcher, take the lock
+    (tmp_path / "results.json").write_text("{}\n")
+    _row(tmp_path, "raise SystemExit(3)")()
+    lines = (tmp_path / "train.log").read_text().splitlines()
+    assert lines == ["True", "False", "job started for a row finished: skipped"]
 
 
 def test_the_schedulers_warning_stops_the_training_and_requeues_the_job(

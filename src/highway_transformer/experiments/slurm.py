@@ -5,7 +5,8 @@ A job that the scheduler preempts or whose time limit comes is warned first (sub
 Slurm for USR2 90 s before): the job stops its training at a checkpoint and is requeued
 (submitit's checkpoint/requeue protocol, :meth:`RowJob.checkpoint`); the requeued job resumes
 the row where it stopped. Time limits requeue up to submitit's limit (3 by default),
-preemptions always.
+preemptions always. A row another runner trains is not submitted, and a job whose row is
+trained elsewhere or finished when it starts ends at once (:mod:`..training.runlock`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from typing import Any
 from ..errors import ExperimentFailed
 from ..extras import import_extra
 from ..storage import runfolder
-from .jobs import clear_unfinished, names, train_command
+from ..training.runlock import claim_for_child, claim_run_folder, holder
+from .jobs import clear_unfinished, names, taken_elsewhere, train_command
 from .plan import RunSpec, has_checkpoint
 
 #: How long a warned job waits for its training to write a checkpoint and stop (below the
@@ -53,17 +55,34 @@ class RowJob:
 
     def __call__(self) -> None:
         run_dir = Path(self.command[self.command.index("--out") + 1])
+        with claim_for_child(run_dir) as handed:  # before the folder is read or cleared
+            if handed is None or (run_dir / runfolder.RESULTS_FILE).is_file():
+                state = f"trained now by {holder(run_dir) or 'another process'}"
+                self._note(f"job started for a row {'finished' if handed else state}: skipped")
+                return
+            self._process = self._start(run_dir, *handed)
+        while (code := self._process.poll()) is None:
+            time.sleep(0.5)  # not wait(): the warning's handler must be able to reap it
+        if code:
+            raise RuntimeError(f"highway train exited with status {code}; see {self.log_file}")
+
+    def _start(
+        self, run_dir: Path, env: dict[str, str], fds: tuple[int, ...]
+    ) -> subprocess.Popen[bytes]:
+        """The row's training, handed the folder's claim; with ``--nproc`` its launcher is
+        not the process that trains, so the claim ends as the ranks start and take it."""
         command = list(self.command)
         if has_checkpoint(run_dir):
             command.append("--resume")
         else:
             clear_unfinished(run_dir)  # an attempt that died before its first checkpoint
+        if "--nproc" in command:
+            env, fds = {}, ()
         with open(self.log_file, "ab") as handle:
-            self._process = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT)
-            while (code := self._process.poll()) is None:
-                time.sleep(0.5)  # not wait(): the warning's handler must be able to reap it
-        if code:
-            raise RuntimeError(f"highway train exited with status {code}; see {self.log_file}")
+            return subprocess.Popen(
+                command, stdout=handle, stderr=subprocess.STDOUT, env={**os.environ, **env},
+                pass_fds=fds,
+            )  # fmt: skip
 
     def checkpoint(self, *args: Any, **kwargs: Any) -> Any:
         """The scheduler's warning (preemption or time limit): stop the training at a
@@ -125,7 +144,10 @@ def run_submitted(
     executor.update_parameters(**params)
     submitted = []
     for spec in specs:
-        command = train_command(spec, job.nproc, job.max_restarts, trust_unverified)
+        with claim_run_folder(spec.run_dir, log) as mine:  # the command prepares the folder
+            if taken_elsewhere(spec, mine, log):
+                continue
+            command = train_command(spec, job.nproc, job.max_restarts, trust_unverified)
         row = RowJob(command, str(spec.run_dir / runfolder.LOG_FILE))
         handle = executor.submit(row)
         log(f"{spec.experiment.name} seed {spec.seed}: submitted as job {handle.job_id}")
