@@ -96,6 +96,8 @@ def exits(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
 
     def launch(job: Job, threads: int, log: object) -> subprocess.Popen[bytes]:
         started.append((job.spec.experiment.name, job.kind))
+        if job.kind == PROTOCOL:  # what the measuring process writes
+            (job.spec.run_dir / runfolder.PROTOCOL_FILE).write_text("{}\n")
         code = EXIT.get((job.spec.experiment.name, job.kind), 0)
         return subprocess.Popen([sys.executable, "-c", f"raise SystemExit({code})"])
 

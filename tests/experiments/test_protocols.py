@@ -1,11 +1,12 @@
 """Paper-protocol validation (``experiments/protocols.py``): a row's eval overrides scaled like
 its run, which finished rows still need measuring, and ``protocol_eval.json`` written once,
-atomically, from the run's best weights."""
+atomically, from the run's best weights, never beside another process holding the folder."""
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -28,6 +29,7 @@ from highway_transformer.experiments.protocols import (
     protocol_command,
     protocol_overrides,
 )
+from highway_transformer.training import runlock
 from highway_transformer.training.trainer import train
 
 XL_ROW = "ht-table5/l6-xl"  # HT Table 5: validation during training at segment 128, memory 896
@@ -121,6 +123,28 @@ def test_measure_protocol_writes_the_record_once_atomically(
 
     monkeypatch.setattr(api, "evaluate_checkpoint", never)
     assert measure_protocol(xl_run, row, "tiny", "cpu") == record  # read back, not measured
+
+
+@pytest.mark.skipif(runlock.fcntl is None, reason="the kernel's flock: POSIX")
+def test_a_row_another_process_holds_is_left_to_it(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    hold_folder: Callable[[Path], subprocess.Popen[str]],
+) -> None:
+    def never(*args: object, **kwargs: object) -> None:
+        raise AssertionError("measured beside the process holding the folder")
+
+    monkeypatch.setattr(api, "evaluate_checkpoint", never)
+    run = tmp_path / "run"
+    (run / "best").mkdir(parents=True)  # finished, with weights to measure
+    hold_folder(run)  # another runner measuring it
+    assert measure_protocol(run, get_experiment(XL_ROW), "tiny", "cpu") is None
+    assert not (run / PROTOCOL_FILE).exists()
+    spec = RunSpec(get_experiment(XL_ROW), 1, "tiny", run, Config())
+    assert measured_line(spec) == (
+        f"{XL_ROW} seed 1: validation with the paper's protocol left to the process using its "
+        "folder"
+    )
 
 
 def test_a_row_without_a_protocol_or_a_failed_measure_writes_nothing(tmp_path: Path) -> None:

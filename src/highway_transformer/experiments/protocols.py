@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..storage import runfolder
 from ..storage.runfolder import PROTOCOL_FILE
+from ..training.runlock import claim_run_folder
 from .registry import Experiment
 from .scale import scale_config
 
@@ -48,17 +49,25 @@ def measure_protocol(
 ) -> dict[str, Any] | None:
     """Evaluate ``run_dir/best`` the paper's way once (kept in ``protocol_eval.json``), on
     ``device`` (``train.device``: where the run trained, a GPU when it had one); None for rows
-    whose paper states no separate protocol."""
+    whose paper states no separate protocol, and while another process holds the folder
+    (another runner measuring it: the record comes from there)."""
     if not experiment.eval_overrides:
         return None
     path = Path(run_dir) / PROTOCOL_FILE
-    if path.is_file():
-        return json.loads(path.read_text(encoding="utf-8"))
+    with claim_run_folder(run_dir) as mine:
+        if not mine:
+            return None
+        if path.is_file():
+            return json.loads(path.read_text(encoding="utf-8"))
+        return _measure(path, experiment, scale, device)
+
+
+def _measure(path: Path, experiment: Experiment, scale: str, device: str) -> dict[str, Any]:
     from ..api import evaluate_checkpoint
     from ..runtime.device import resolve_device
 
     overrides = protocol_overrides(experiment, scale)
-    best = Path(run_dir) / "best"
+    best = path.parent / "best"
     metrics = evaluate_checkpoint(best, ["valid"], resolve_device(device), overrides)["valid"]
     record = {"protocol": experiment.protocols.get(f"eval_{experiment.metric}", ""),
               "overrides": overrides, "valid": metrics}  # fmt: skip
@@ -90,4 +99,7 @@ def needs_protocol(spec: RunSpec, log: Callable[[str], None]) -> bool:
 
 
 def measured_line(spec: RunSpec) -> str:
-    return f"{spec.experiment.name} seed {spec.seed}: validation with the paper's protocol"
+    name = f"{spec.experiment.name} seed {spec.seed}"
+    if not (spec.run_dir / PROTOCOL_FILE).is_file():
+        return f"{name}: validation with the paper's protocol left to the process using its folder"
+    return f"{name}: validation with the paper's protocol"
