@@ -59,6 +59,7 @@ def test_a_row_another_runner_finished_meanwhile_is_skipped(tmp_path: Path) -> N
     assert sorted(p.name for p in spec.run_dir.iterdir()) == [runfolder.RESULTS_FILE]
     assert jobs._launch(Job(spec), 1, said.append) is None
     assert said[-1] == said[0]
+    assert sorted(p.name for p in spec.run_dir.iterdir()) == [runfolder.RESULTS_FILE]  # released
 
 
 def test_the_train_command_saves_the_config_and_resumes(tmp_path: Path) -> None:

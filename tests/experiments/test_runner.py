@@ -190,6 +190,7 @@ def test_runners_of_one_table_skip_the_runs_another_trains(
     assert (busy / "metrics.jsonl").read_text() == "its first steps\n"  # not cleared
     assert sorted(p.name for p in busy.iterdir()) == ["metrics.jsonl", "run.lock"]
     assert json.loads((dirs[1] / "results.json").read_text())["steps"] == 2
+    assert not (dirs[1] / "run.lock").exists()  # its trainer released it
     if jobs > 1:  # the throughput counts the runs this runner trained
         assert any(m.startswith("1 run(s) trained, 2 at a time: ") for m in messages), messages
 

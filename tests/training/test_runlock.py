@@ -153,11 +153,11 @@ def test_a_claim_handed_to_a_child_keeps_the_folder_locked_throughout(tmp_path: 
     out, lock = tmp_path / "run", tmp_path / "run" / LOCK_FILE
     with claim_for_child(out) as handed:
         assert handed is not None
-        env, fds = handed
         child = subprocess.Popen(
-            [sys.executable, "-c", CHILD, str(out)], env={**os.environ, **env}, pass_fds=fds,
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+            [sys.executable, "-c", CHILD, str(out)], env={**os.environ, **handed.env},
+            pass_fds=handed.fds, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
         )  # fmt: skip
+        handed.given = True
     try:
         with claim_run_folder(out) as mine:  # before the child adopted it too
             assert mine is False
@@ -170,6 +170,9 @@ def test_a_claim_handed_to_a_child_keeps_the_folder_locked_throughout(tmp_path: 
         child.stdin.close()
         child.wait()
     assert child.returncode == 0 and not lock.exists() and holder(out) is None
+    with claim_for_child(out) as handed:  # a claim no process was given is released
+        assert handed is not None and holder(out) is not None
+    assert not lock.exists() and holder(out) is None
 
 
 def test_a_descriptor_named_for_another_file_is_not_adopted(
@@ -225,7 +228,7 @@ def test_without_flock_a_claim_is_the_file_and_a_child_takes_its_own(
         with own_run_folder(tmp_path):
             pass
     with claim_for_child(tmp_path) as handed:
-        assert handed == ({}, ())  # nothing to pass: the child locks the file itself
+        assert handed is not None and (handed.env, handed.fds) == ({}, ())  # the child locks
         assert holder(tmp_path) is None
     assert not (tmp_path / LOCK_FILE).exists()
 

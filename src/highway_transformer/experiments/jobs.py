@@ -135,7 +135,9 @@ def _launch(job: Job, threads: int, log: Callable[[str], None]) -> subprocess.Po
         if taken_elsewhere(job.spec, handed is not None, log):
             return None
         assert handed is not None
-        return _popen(job, job.command(), threads, *handed)
+        process = _popen(job, job.command(), threads, handed.env, handed.fds)
+        handed.given = True
+        return process
 
 
 def _popen(

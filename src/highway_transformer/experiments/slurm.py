@@ -23,7 +23,7 @@ from typing import Any
 from ..errors import ExperimentFailed
 from ..extras import import_extra
 from ..storage import runfolder
-from ..training.runlock import claim_for_child, claim_run_folder, holder
+from ..training.runlock import Handover, claim_for_child, claim_run_folder, holder
 from .jobs import clear_unfinished, names, taken_elsewhere, train_command
 from .plan import RunSpec, has_checkpoint
 
@@ -60,15 +60,13 @@ class RowJob:
                 state = f"trained now by {holder(run_dir) or 'another process'}"
                 self._note(f"job started for a row {'finished' if handed else state}: skipped")
                 return
-            self._process = self._start(run_dir, *handed)
+            self._process = self._start(run_dir, handed)
         while (code := self._process.poll()) is None:
             time.sleep(0.5)  # not wait(): the warning's handler must be able to reap it
         if code:
             raise RuntimeError(f"highway train exited with status {code}; see {self.log_file}")
 
-    def _start(
-        self, run_dir: Path, env: dict[str, str], fds: tuple[int, ...]
-    ) -> subprocess.Popen[bytes]:
+    def _start(self, run_dir: Path, handed: Handover) -> subprocess.Popen[bytes]:
         """The row's training, handed the folder's claim; with ``--nproc`` its launcher is
         not the process that trains, so the claim ends as the ranks start and take it."""
         command = list(self.command)
@@ -76,13 +74,15 @@ class RowJob:
             command.append("--resume")
         else:
             clear_unfinished(run_dir)  # an attempt that died before its first checkpoint
-        if "--nproc" in command:
-            env, fds = {}, ()
+        hand_over = "--nproc" not in command
+        env, fds = (handed.env, handed.fds) if hand_over else ({}, ())
         with open(self.log_file, "ab") as handle:
-            return subprocess.Popen(
+            process = subprocess.Popen(
                 command, stdout=handle, stderr=subprocess.STDOUT, env={**os.environ, **env},
                 pass_fds=fds,
             )  # fmt: skip
+        handed.given = hand_over
+        return process
 
     def checkpoint(self, *args: Any, **kwargs: Any) -> Any:
         """The scheduler's warning (preemption or time limit): stop the training at a

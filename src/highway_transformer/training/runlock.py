@@ -31,6 +31,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ConfigError, RunFolderBusy
@@ -119,15 +120,24 @@ def _take_claim(out: Path) -> Callable[[], None] | None:
     return release
 
 
+@dataclass
+class Handover:
+    """A claim for a process to start: pass it ``env`` and ``fds`` (``subprocess.Popen(env=...,
+    pass_fds=...)``) and set ``given`` once it started; a claim not given is released."""
+
+    env: dict[str, str]
+    fds: tuple[int, ...]
+    given: bool = False
+
+
 @contextmanager
 def claim_for_child(
     out_dir: str | Path, log: Callable[[str], None] | None = None
-) -> Iterator[tuple[dict[str, str], tuple[int, ...]] | None]:
-    """Claim ``out_dir`` for a process started in the body: yields the environment entries
-    and descriptors to pass it (``subprocess.Popen(env=..., pass_fds=...)``), whose
-    :func:`own_run_folder` keeps the lock; None, nothing touched, when another process holds
-    the folder. Where the file system keeps no kernel locks the claim ends before the body
-    (the child takes the lock itself, as a second runner could in between)."""
+) -> Iterator[Handover | None]:
+    """Claim ``out_dir`` for a process started in the body, whose :func:`own_run_folder`
+    keeps the lock (:class:`Handover`); None, nothing touched, when another process holds the
+    folder. Where the file system keeps no kernel locks the claim ends before the body (the
+    child takes the lock itself, as a second runner could in between)."""
     out = Path(out_dir)
     make_folder(out, "--out")
     lock = out / LOCK_FILE
@@ -135,15 +145,19 @@ def claim_for_child(
     if fd is None:
         with claim_run_folder(out, log) as mine:
             claimed = mine
-        yield ({}, ()) if claimed else None
+        yield Handover({}, ()) if claimed else None
         return
     if fd < 0:
         yield None
         return
+    handover = Handover({INHERITED_LOCK: str(fd)}, (fd,))
     try:
-        yield {INHERITED_LOCK: str(fd)}, (fd,)
+        yield handover
     finally:
-        os.close(fd)  # the child's copy keeps the lock (and removes the file when it ends)
+        if handover.given:
+            os.close(fd)  # the child's copy keeps the lock (and removes the file when it ends)
+        else:
+            _releaser(fd, lock)()
 
 
 def _adopt_inherited(out: Path) -> Callable[[], None] | None:
