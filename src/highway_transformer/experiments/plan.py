@@ -49,7 +49,7 @@ class RunSpec:
 
     @property
     def finished(self) -> bool:
-        return (self.run_dir / runfolder.RESULTS_FILE).is_file()
+        return runfolder.is_finished(self.run_dir)
 
     @property
     def interrupted(self) -> bool:

@@ -56,7 +56,7 @@ class RowJob:
     def __call__(self) -> None:
         run_dir = Path(self.command[self.command.index("--out") + 1])
         with claim_for_child(run_dir) as handed:  # before the folder is read or cleared
-            if handed is None or (run_dir / runfolder.RESULTS_FILE).is_file():
+            if handed is None or runfolder.is_finished(run_dir):
                 state = f"trained now by {holder(run_dir) or 'another process'}"
                 self._note(f"job started for a row {'finished' if handed else state}: skipped")
                 return

@@ -213,6 +213,11 @@ def write_results(run_dir: str | Path, results: dict[str, Any]) -> Path:
     return path
 
 
+def is_finished(run_dir: str | Path) -> bool:
+    """Whether the run in ``run_dir`` finished (its ``results.json`` is written)."""
+    return (Path(run_dir) / RESULTS_FILE).is_file()
+
+
 def read_results(run_dir: str | Path) -> dict[str, Any] | None:
     """``results.json`` of a finished run, or None (absent or unreadable)."""
     path = Path(run_dir) / RESULTS_FILE

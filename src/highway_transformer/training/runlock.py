@@ -141,14 +141,15 @@ def claim_for_child(
     out = Path(out_dir)
     make_folder(out, "--out")
     lock = out / LOCK_FILE
-    fd = _flock_descriptor(lock, log or (lambda message: None)) if fcntl is not None else None
+    try:
+        fd = _flock_descriptor(lock, log or (lambda message: None)) if fcntl is not None else None
+    except RunFolderBusy:
+        yield None
+        return
     if fd is None:
         with claim_run_folder(out, log) as mine:
             claimed = mine
         yield Handover({}, ()) if claimed else None
-        return
-    if fd < 0:
-        yield None
         return
     handover = Handover({INHERITED_LOCK: str(fd)}, (fd,))
     try:
@@ -194,17 +195,13 @@ def _acquire_flock(lock: Path, log: Callable[[str], None]) -> Callable[[], None]
     """Hold the kernel's lock on ``lock`` and write this process into it; None where the file
     system keeps no locks."""
     fd = _flock_descriptor(lock, log)
-    if fd is None:
-        return None
-    if fd < 0:
-        raise RunFolderBusy(f"{lock.parent} is in use by {_holder_of(lock)}; wait for it to "
-                            "finish or use another --out")  # fmt: skip
-    return _releaser(fd, lock)
+    return None if fd is None else _releaser(fd, lock)
 
 
 def _flock_descriptor(lock: Path, log: Callable[[str], None]) -> int | None:
-    """A descriptor holding the kernel's lock on ``lock``, this process written into it; -1
-    when another process holds it; None where the file system keeps no locks."""
+    """A descriptor holding the kernel's lock on ``lock``, this process written into it;
+    None where the file system keeps no locks; :class:`RunFolderBusy` where another process
+    holds it."""
     for _ in range(TRIES):
         created = True
         try:
@@ -242,7 +239,8 @@ def _flock_descriptor(lock: Path, log: Callable[[str], None]) -> int | None:
         if previous is not None:
             log(f"note: {lock} named {_describe(previous)}, which ended without removing it")
         return fd
-    return -1
+    raise RunFolderBusy(f"{lock.parent} is in use by {_holder_of(lock)}; wait for it to finish "
+                        "or use another --out")  # fmt: skip
 
 
 def _releaser(fd: int, lock: Path) -> Callable[[], None]:
