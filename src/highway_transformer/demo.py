@@ -388,12 +388,11 @@ def run_comparison(
         check_same_config(out / variant, config)
     for variant, config in configs.items():
         run_dir = out / variant
-        if (run_dir / "results.json").is_file():
+        if runfolder.is_finished(run_dir):
             log(f"{variant}: already trained, skipped")
             continue
         log(f"training {variant} ({config.train.max_steps} steps)")
-        checkpoint = run_dir / runfolder.CHECKPOINT_DIR
-        resume = checkpoint.exists() or checkpoint.with_name(f"{checkpoint.name}.old").exists()
+        resume = runfolder.has_checkpoint(run_dir)
         train(config, run_dir, resume=resume, overwrite=not resume, progress=progress, log=log)
     samples = {variant: sample(out / variant, prompt) for variant in configs}
     return write_demo_report(out, list(configs), title, samples)

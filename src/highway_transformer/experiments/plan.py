@@ -53,14 +53,7 @@ class RunSpec:
 
     @property
     def interrupted(self) -> bool:
-        return not self.finished and has_checkpoint(self.run_dir)
-
-
-def has_checkpoint(run_dir: Path) -> bool:
-    """Whether ``run_dir`` holds a checkpoint to resume (or one cut between its swap's renames,
-    which the resumed run puts back)."""
-    folder = run_dir / runfolder.CHECKPOINT_DIR
-    return folder.exists() or folder.with_name(f"{runfolder.CHECKPOINT_DIR}.old").exists()
+        return not self.finished and runfolder.has_checkpoint(self.run_dir)
 
 
 def run_dir_for(out_root: str | Path, experiment: Experiment, scale: str, seed: int) -> Path:

@@ -25,7 +25,7 @@ from ..extras import import_extra
 from ..storage import runfolder
 from ..training.runlock import Handover, claim_for_child, claim_run_folder, holder
 from .jobs import clear_unfinished, names, taken_elsewhere, train_command
-from .plan import RunSpec, has_checkpoint
+from .plan import RunSpec
 
 #: How long a warned job waits for its training to write a checkpoint and stop (below the
 #: 90 s warning submitit asks Slurm for).
@@ -70,7 +70,7 @@ class RowJob:
         """The row's training, handed the folder's claim; with ``--nproc`` its launcher is
         not the process that trains, so the claim ends as the ranks start and take it."""
         command = list(self.command)
-        if has_checkpoint(run_dir):
+        if runfolder.has_checkpoint(run_dir):
             command.append("--resume")
         else:
             clear_unfinished(run_dir)  # an attempt that died before its first checkpoint

@@ -83,14 +83,15 @@ def summary_rows(report: dict[str, Any], label: str) -> list[str]:
 
 
 def summary_markdown(paths: list[str | Path]) -> str:
-    """The verdicts of the reports at ``paths`` (each report's folder names its table)."""
+    """The verdicts of the reports at ``paths`` (each report's folder names its table), folder
+    by folder (``ht-table1-cpu`` before ``ht-table1-cpu-modern``, whatever order they come in)."""
     lines = [
         START,
         "| report (registration) | claim | paper Δ | measured Δ (row − against, mean [95% t]) "
         "| seeds better | scored | verdict |",
         "| --- | --- | ---: | --- | ---: | --- | --- |",
     ]
-    for path in paths:
+    for path in sorted(Path(path) for path in paths):
         report = read_report(path)
         folder = Path(path).parent.name
         label = f"[{folder}]({folder}/index.md) ({report['primary']['status']})"
@@ -113,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m highway_transformer.report.summary REPORT.json ...")
         return 2
     try:
-        print(summary_markdown(sorted(Path(path) for path in paths)))  # folder by folder
+        print(summary_markdown(paths))
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -218,6 +218,13 @@ def is_finished(run_dir: str | Path) -> bool:
     return (Path(run_dir) / RESULTS_FILE).is_file()
 
 
+def has_checkpoint(run_dir: str | Path) -> bool:
+    """Whether ``run_dir`` holds a checkpoint to resume (or one cut between its swap's renames,
+    which the resumed run puts back)."""
+    folder = Path(run_dir) / CHECKPOINT_DIR
+    return folder.exists() or folder.with_name(f"{CHECKPOINT_DIR}.old").exists()
+
+
 def read_results(run_dir: str | Path) -> dict[str, Any] | None:
     """``results.json`` of a finished run, or None (absent or unreadable)."""
     path = Path(run_dir) / RESULTS_FILE
