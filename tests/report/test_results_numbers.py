@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from highway_transformer.report.tables import PERCENT_METRICS
+
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "docs" / "results"
 PAGE = RESULTS / "README.md"
@@ -61,7 +63,7 @@ def _values(node: object) -> Iterator[float]:
         for key, value in node.items():
             yield from _values(value)
             # Runs and baselines store an accuracy as a fraction; the pages print it in percent.
-            if key == "accuracy" and isinstance(value, float) and 0.0 <= value <= 1.0:
+            if key in PERCENT_METRICS and isinstance(value, float) and 0.0 <= value <= 1.0:
                 yield 100 * value
     elif isinstance(node, list):
         for value in node:
@@ -74,8 +76,8 @@ def _rounded(value: float, decimals: range) -> set[str]:
 
 def report_numbers(report: dict) -> set[str]:
     """Every number of ``report`` as the report rounds it (1–4 decimals, no sign; an accuracy
-    stored as a fraction also in percent, as the pages print it), and the
-    table's total run time in hours (the sum of its runs' train seconds, 1–2 decimals)."""
+    stored as a fraction also in percent, as the pages print it), and the table's total run
+    time in hours (the sum of its runs' train seconds, 1–2 decimals)."""
     allowed: set[str] = set()
     for value in _values(report):
         allowed |= _rounded(value, range(1, 5))

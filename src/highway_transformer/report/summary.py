@@ -93,7 +93,7 @@ def summary_markdown(paths: list[str | Path]) -> str:
     ]
     for path in sorted(Path(path) for path in paths):
         report = read_report(path)
-        folder = Path(path).parent.name
+        folder = path.parent.name
         label = f"[{folder}]({folder}/index.md) ({report['primary']['status']})"
         lines += summary_rows(report, label)
     lines.append(END)
