@@ -25,6 +25,11 @@ from highway_transformer.storage.folder import STATE_FILE
 from highway_transformer.training.trainer import train
 
 DEVICE = torch.device(os.environ.get("HIGHWAY_TEST_DEVICE", "cuda"))
+#: The tiny trainings train eager: on CUDA `train.compile=auto` would compile each one with
+#: Inductor (a minute of cold compilation apiece on a GPU). The compiled step is checked by
+#: its own test, `test_the_compiled_training_step_equals_eager`, which the GPU check runs as
+#: a step of its own.
+EAGER = {"train.compile": False}
 
 
 def _available(device: torch.device) -> bool:
@@ -156,7 +161,7 @@ def test_training_in_each_precision(
     if DEVICE.type == "cpu" and precision != "fp32":
         pytest.skip("reduced precision on a CPU is tested in test_trainer/test_hardware")
     config = tiny_lm_config(
-        text_file, **{"train.device": str(DEVICE), "train.precision": precision}
+        text_file, **{"train.device": str(DEVICE), "train.precision": precision, **EAGER}
     )
     results = train(config, tmp_path / "run")
     assert results["metadata"]["device"].startswith(DEVICE.type)
@@ -176,7 +181,7 @@ def test_interrupted_and_resumed_equals_uninterrupted(
     """Within the device's own reproducibility: atomics in some backward kernels (the
     embedding's on CUDA) add in any order, so close rather than bit for bit (the CPU's
     bit-for-bit resume is tested in test_trainer)."""
-    config = tiny_lm_config(text_file, **{"train.device": str(DEVICE)})
+    config = tiny_lm_config(text_file, **{"train.device": str(DEVICE), **EAGER})
     one, two = tmp_path / "one", tmp_path / "two"
     a = train(config, one)
     with monkeypatch.context() as patch:
@@ -196,7 +201,8 @@ def test_every_task_trains(
 ) -> None:
     if preset.startswith("digits"):
         pytest.importorskip("sklearn")
-    results = train(tiny_task_config(preset, **{"train.device": str(DEVICE)}), tmp_path / "r")
+    config = tiny_task_config(preset, **{"train.device": str(DEVICE), **EAGER})
+    results = train(config, tmp_path / "r")
     assert results["metadata"]["device"].startswith(DEVICE.type)
     headline = results["valid"][results["headline"]]
     assert math.isfinite(headline)

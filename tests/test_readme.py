@@ -107,6 +107,14 @@ NOT_RUN = {
     "tests/experiments/test_packing.py runs its memory check with the CUDA query replaced",
     "bash benchmarks/gpu_check.sh": "needs a GPU and minutes; tests/test_gpu_check.py checks "
     "the script (valid bash, the options it passes, its refusal without CUDA, its summary)",
+    "bash benchmarks/gpu_rehearsal.sh": "builds a 5 GB venv of the GPU image's software; "
+    "tests/test_gpu_check.py checks its verdict's rules, the plan and the imports",
+    "bash benchmarks/gpu_device_command.sh": "the command for the GPU machine (the rehearsal "
+    "runs it against a CUDA stub)",
+    "bash benchmarks/fetch_wheels.sh": "downloads from PyPI; tests/test_gpu_check.py checks "
+    "its pins' form",
+    "bash benchmarks/fetch_reference.sh": "downloads from GitHub; tests/test_gpu_check.py "
+    "checks that it keeps nothing whose SHA-256 differs",
     ".venv/bin/python benchmarks/": "a benchmark measures for minutes; its figures are the "
     "JSON under docs/benchmarks/, and test_benchmarks.py checks that its variants agree",
     "python benchmarks/": "a benchmark measures for minutes (see .venv/bin/python benchmarks/)",

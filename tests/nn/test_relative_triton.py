@@ -40,6 +40,11 @@ _WHY_NOT = relative_triton.unavailable_reason(DEVICE)
 if _WHY_NOT is not None and relative_triton.available():
     _WHY_NOT = "triton was imported before this module could choose its interpreter: " + _WHY_NOT
 needs_kernel = pytest.mark.skipif(_WHY_NOT is not None, reason=f"no fused kernel here: {_WHY_NOT}")
+_WHY_NOT_FP64 = _WHY_NOT or relative_triton.fp64_unavailable_reason(DEVICE)
+#: The float64 cases: the interpreter on a CPU; on CUDA from Triton 3.9 (3.6 refuses fp64 dots).
+needs_fp64_kernel = pytest.mark.skipif(
+    _WHY_NOT_FP64 is not None, reason=f"no float64 fused kernel here: {_WHY_NOT_FP64}"
+)
 
 
 def operands(n_h, bsz, q_len, mem_len, d_h, dtype, seed=0):  # noqa: ANN001, ANN201
@@ -106,7 +111,7 @@ SHAPES = [
 ]
 
 
-@needs_kernel
+@needs_fp64_kernel
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "H{}B{}L{}M{}d{}w{}".format(*s))
 def test_fused_matches_the_core_and_the_reference_in_fp64(shape: tuple) -> None:
     n_h, bsz, q_len, mem_len, d_h, window = shape
@@ -167,25 +172,32 @@ def test_fused_in_half_precision_is_as_close_as_the_core(dtype: torch.dtype, see
 
 
 @needs_kernel
+@pytest.mark.parametrize(
+    ("dtype", "tolerance"),
+    [pytest.param(torch.float64, 1e-12, marks=needs_fp64_kernel, id="fp64"),
+     pytest.param(torch.float32, 1e-5, id="fp32")],
+)  # fmt: skip
 @pytest.mark.parametrize("shape", [SHAPES[1], SHAPES[4]], ids=["ragged", "same"])
-def test_dropout_is_the_core_with_the_kernels_keep_mask(shape: tuple) -> None:
+def test_dropout_is_the_core_with_the_kernels_keep_mask(
+    shape: tuple, dtype: torch.dtype, tolerance: float
+) -> None:
     """The keep mask :func:`relative_triton.dropout_keep` materialises is the one the forward
     and the backward apply: the core given that mask computes the same numbers."""
     n_h, bsz, q_len, mem_len, d_h, window = shape
-    ops = operands(n_h, bsz, q_len, mem_len, d_h, torch.float64)
+    ops = operands(n_h, bsz, q_len, mem_len, d_h, dtype)
     mask, scale, p, seed = mask_of(q_len, mem_len, window), 1 / math.sqrt(d_h), 0.3, 1234
     keep = relative_triton.dropout_keep(seed, (n_h * bsz, q_len, q_len + mem_len), p, DEVICE)
     assert 0.55 < keep.float().mean() < 0.85  # about 1 - p kept
-    upstream = torch.randn(n_h * bsz, q_len, d_h, dtype=torch.float64, device=DEVICE)
+    upstream = torch.randn(n_h * bsz, q_len, d_h, dtype=dtype, device=DEVICE)
     fused = outputs_and_gradients(
         relative_triton._FusedRelativeAttention.apply, ops, mask, upstream, scale, p, seed
     )
-    weights = keep.double() / (1 - p)
+    weights = keep.to(dtype) / (1 - p)
     core = outputs_and_gradients(
         relative_core._RelativeAttention.apply, ops, mask, upstream, weights, scale
     )
     for got, want in zip(fused, core, strict=True):
-        torch.testing.assert_close(got, want, atol=1e-12, rtol=0)
+        torch.testing.assert_close(got, want, atol=tolerance, rtol=0)
 
 
 @needs_kernel
@@ -207,7 +219,7 @@ def test_dropout_repeats_for_a_seed_and_changes_with_it() -> None:
     assert not torch.equal(relative_triton.dropout_keep(4, shape, 0.4, DEVICE), a)
 
 
-@needs_kernel
+@needs_fp64_kernel
 @pytest.mark.parametrize("same_length", [False, True])
 def test_fused_layer_is_the_reference_layer_with_clamped_positions(same_length: bool) -> None:
     """The whole sublayer with ``kernel="fused"`` (position keys built by the layer from a
@@ -328,3 +340,22 @@ def test_the_setting_reaches_the_layers_and_old_configs_load() -> None:
     saved = Config(model=ModelConfig(family="xl")).to_dict()
     del saved["model"]["attention_kernel"]  # a checkpoint's config from before the key
     assert validate(from_dict(Config, saved)).model.attention_kernel == "auto"
+
+
+def test_float64_on_cuda_needs_a_triton_that_compiles_fp64_dots(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Triton 3.6 refuses a float64 ``tl.dot`` on CUDA: fused fp64 there is a one-line
+    ConfigError naming the version, and the fp64 tests skip with that reason."""
+    monkeypatch.setattr(relative_triton, "triton", SimpleNamespace(__version__="3.6.0"))
+    monkeypatch.setattr(relative_triton, "interpreting", lambda: False)
+    cuda = torch.device("cuda")
+    reason = relative_triton.fp64_unavailable_reason(cuda)
+    assert reason is not None and "triton 3.6.0" in reason and ">= 3.9" in reason
+    assert relative_triton.fp64_unavailable_reason(torch.device("cpu")) is None
+    monkeypatch.setattr(relative_triton, "unavailable_reason", lambda device: None)
+    with pytest.raises(ConfigError, match="float64 tl.dot needs triton >= 3.9"):
+        relative_triton._check(cuda, torch.float64)
+    relative_triton._check(cuda, torch.float32)  # fp32 is fine on 3.6
+    monkeypatch.setattr(relative_triton, "triton", SimpleNamespace(__version__="3.9.1"))
+    assert relative_triton.fp64_unavailable_reason(cuda) is None

@@ -19,8 +19,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
 
-import platformdirs
-
 from ..errors import DataError
 
 CACHE_ENV = "HIGHWAY_TRANSFORMER_CACHE"
@@ -33,6 +31,8 @@ def cache_dir() -> Path:
     if os.environ.get(CACHE_ENV):
         root = Path(os.environ[CACHE_ENV])
     else:
+        import platformdirs  # here, not at the top: the GPU image has none until it is carried
+
         root = Path(platformdirs.user_cache_dir("highway-transformer", appauthor=False))
     root.mkdir(parents=True, exist_ok=True)
     return root

@@ -62,6 +62,9 @@ INTERPRETER_BLOCK = 16
 #: ``model.attention_kernel=auto`` keeps the core on every device: an unmeasured kernel is
 #: opted into (``fused``), never chosen for a user.
 VERIFIED_ON_GPU = False
+#: The first Triton whose CUDA backend compiles a float64 ``tl.dot`` of these tiles: 3.6
+#: refuses it ("Currently fp64 don't support largeK MMA"); its interpreter does not.
+FP64_ON_CUDA_FROM = (3, 9)
 _DTYPES = tuple(GPU_BLOCKS)
 
 
@@ -401,12 +404,29 @@ if triton is not None:
             tl.store(KEEP + where, keep.to(tl.int8), mask=ok)
 
 
+def fp64_unavailable_reason(device: torch.device) -> str | None:
+    """Why float64 operands cannot go through the kernel on ``device`` (None: they can)."""
+    if triton is None or device.type != "cuda" or interpreting():
+        return None
+    version = tuple(int(part) for part in triton.__version__.split(".")[:2])
+    if version >= FP64_ON_CUDA_FROM:
+        return None
+    wanted = ".".join(map(str, FP64_ON_CUDA_FROM))
+    return (
+        f"triton {triton.__version__} cannot compile the fused kernel in float64 on CUDA "
+        f"(a float64 tl.dot needs triton >= {wanted}); use float32 or "
+        "model.attention_kernel=core"
+    )
+
+
 def _check(device: torch.device, dtype: torch.dtype) -> None:
     reason = unavailable_reason(device)
     if reason is not None:
         raise ConfigError(reason)
     if dtype not in _DTYPES:
         raise ConfigError(f"the fused relative-attention kernel takes {_DTYPES}, not {dtype}")
+    if dtype == torch.float64 and (reason := fp64_unavailable_reason(device)) is not None:
+        raise ConfigError(reason)
 
 
 def dropout_keep(
