@@ -81,6 +81,21 @@ def test_mixed_and_conflicting_registrations(tmp_path: Path, make_run) -> None:
     assert "no verdict" in conflicting["note"]
 
 
+def test_every_commit_that_froze_the_comparison_is_named(tmp_path: Path, make_run) -> None:
+    """Runs started from different commits froze the same comparison: the note names each
+    commit with its number of runs, not the first run's alone."""
+    dirs = _table(tmp_path, make_run)
+    later = {**FROZEN, "registered_with": {"commit": "def"}}
+    dirs += [make_run(tmp_path, PLAIN, [3.0, 2.5, 2.0, 1.5], 1.0, 1.0, 10.0, seed=4,
+                      comparison=later)]  # fmt: skip
+    primary = _primary(dirs)
+    assert primary["status"] == PRE_REGISTERED
+    assert (
+        "registered by 2 commits, the same comparison at each: abc (6 runs), def (1 runs)"
+        in (primary["note"])
+    )
+
+
 def test_runs_of_an_unregistered_table_that_froze_nothing_get_no_verdict() -> None:
     """A table no registry knows (``highway ab``) has only the comparison its runs froze."""
     from highway_transformer.report.runs import RunRecord

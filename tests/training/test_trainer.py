@@ -7,6 +7,7 @@ import csv
 import json
 import shutil
 from collections.abc import Callable
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -106,6 +107,11 @@ def test_interrupted_and_resumed_equals_uninterrupted(
     assert [(x["from_step"], x["to_step"]) for x in b["stretches"]] == [(0, 2), (2, 6)]
     assert all(x["threads"] >= 1 and x["seconds"] >= 0 for x in b["stretches"])
     assert sum(x["seconds"] for x in b["stretches"]) == pytest.approx(b["train_seconds"])
+    # Each stretch's wall-clock start (UTC), the first one the run's start.
+    starts = [datetime.fromisoformat(x["started_at"]) for x in b["stretches"]]
+    assert all(t.tzinfo is not None for t in starts) and starts == sorted(starts)
+    assert b["started_at"] == b["stretches"][0]["started_at"]
+    assert abs(datetime.now(timezone.utc) - starts[0]) < timedelta(minutes=10)
 
 
 def test_xl_memory_is_carried_in_the_checkpoint(

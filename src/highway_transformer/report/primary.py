@@ -48,9 +48,10 @@ def frozen_status(runs: list[RunRecord], table: str) -> dict[str, Any]:
         first = next(f for f in frozen if isinstance(f, dict))
         comparison = comparison_from_json(first)
         status = PRE_REGISTERED if all(isinstance(f, dict) for f in frozen) else PARTLY
+        codes = [f.get("registered_with") for f in frozen if isinstance(f, dict)]
         return {"status": status, "comparison": comparison.to_json(),
                 "registered_with": first.get("registered_with"),
-                "note": _registered_note(status, first.get("registered_with"))}  # fmt: skip
+                "note": _registered_note(status, codes)}  # fmt: skip
     try:
         comparison = registered_comparison(table)
     except ConfigError:
@@ -68,9 +69,20 @@ def frozen_status(runs: list[RunRecord], table: str) -> dict[str, Any]:
     }
 
 
-def _registered_note(status: str, code: Any) -> str:
-    commit = code.get("commit") if isinstance(code, dict) else None
-    where = f"registered by commit {commit}" if commit else "registered by an installed package"
+def _registered_note(status: str, codes: list[Any]) -> str:
+    """Where the frozen comparison was registered: every commit the runs froze it at (the
+    same comparison, fingerprint for fingerprint, can be frozen by several commits)."""
+    commits = Counter(c.get("commit") if isinstance(c, dict) else None for c in codes)
+    named = sorted(commit for commit in commits if commit)
+    if len(named) > 1:
+        listed = ", ".join(f"{commit} ({commits[commit]} runs)" for commit in named)
+        where = f"registered by {len(named)} commits, the same comparison at each: {listed}"
+    elif named:
+        where = f"registered by commit {named[0]}"
+    else:
+        where = "registered by an installed package"
+    if None in commits and named:
+        where += f" and by an installed package ({commits[None]} runs)"
     if status == PARTLY:
         return f"{where}; some runs trained before it was registered and froze none"
     return f"{where}, frozen into every run before it trained"

@@ -16,6 +16,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -102,9 +103,12 @@ class RunState:
     window: _Window = field(default_factory=_Window)
 
     def open_stretch(self, machine: dict[str, Any]) -> None:
+        # The wall-clock start (UTC): "registered before the runs" rests on it, not on commits.
+        started = datetime.now(timezone.utc).isoformat(timespec="seconds")
         self.stretches.append(
-            {"from_step": self.step, "to_step": self.step, "seconds": 0.0, **machine}
-        )
+            {"from_step": self.step, "to_step": self.step, "seconds": 0.0,
+             "started_at": started, **machine}
+        )  # fmt: skip
 
     def close_stretch(self) -> None:
         """Bring the current stretch up to the current step and wall time."""
@@ -324,6 +328,7 @@ class Trainer:
             "level": self.task.level,  # what a token is: how the metrics are named
             "steps": s.step,
             "best_step": s.best_step,
+            "started_at": next((x["started_at"] for x in s.stretches if "started_at" in x), None),
             "train_seconds": s.elapsed,
             "train_tokens": s.items,
             "tokens_per_second": s.items / max(s.elapsed, 1e-9),
