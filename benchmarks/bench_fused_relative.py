@@ -1,8 +1,8 @@
 """Benchmark: Transformer-XL relative attention, the fused Triton kernel against the core.
 
-The core (``nn/relative_core.py``: batched products, the shift as a strided view, the
+The core (``nn/kernels/relative_core.py``: batched products, the shift as a strided view, the
 ``[H·B, L, K]`` probabilities kept for its hand-written backward) and the fused kernel
-(``nn/relative_triton.py``: tiles, online softmax, the position band picked inside the tile,
+(``nn/kernels/relative_triton.py``: tiles, online softmax, the position band picked inside the tile,
 nothing ``[H·B, L, K]`` in memory) on the same operands, built as the layer builds them
 (position keys from the clamped sinusoid after the zero rows, the layer's mask), at the
 shapes of the HT Table 5 L6-XL (``ht-table5/l6-xl``: 8 heads × 64):
@@ -41,12 +41,12 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import Record, add_json_argument, median_seconds, print_machine  # noqa: E402
 
+from highway_transformer.nn.kernels.relative_core import relative_attention as core  # noqa: E402
+from highway_transformer.nn.kernels.relative_core import zero_rows  # noqa: E402
 from highway_transformer.nn.relative import (  # noqa: E402
     distance_encoding,
     relative_attention_mask,
 )
-from highway_transformer.nn.relative_core import relative_attention as core  # noqa: E402
-from highway_transformer.nn.relative_core import zero_rows  # noqa: E402
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 #: (batch, L, M, clamp_len, same_length) of the L6-XL: its training and evaluation shapes.
@@ -196,7 +196,7 @@ def compile_for(arch: int, precision: str) -> dict[str, int]:
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from highway_transformer.nn import relative_triton as rt
+    from highway_transformer.nn.kernels import relative_triton as rt
 
     dtype = DTYPES[precision]
     tname = {"fp32": "fp32", "bf16": "bf16", "fp16": "fp16"}[precision]
@@ -257,7 +257,7 @@ def main() -> None:
         record = Record("cpu")
         record.write(args.json, {"compile_for": args.compile_for, "shared_bytes": shared})
         return
-    from highway_transformer.nn import relative_triton
+    from highway_transformer.nn.kernels import relative_triton
 
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():

@@ -4,7 +4,7 @@ Times forward + backward of three computations of the same layer:
 
 * ``efficient``: :class:`RelativeMultiHeadAttention` (one ``(q + v) · (W_kR R)ᵀ`` product
   over the ``M + L`` distances, the shift as a view, scores, softmax and value product in
-  the fused core of ``nn/relative_core.py`` with its hand-written backward);
+  the fused core of ``nn/kernels/relative_core.py`` with its hand-written backward);
 * ``sdpa``: the same shift by autograd (pad, reshape, slice: Dai et al. 2019 / the post's
   "Bonus"), scaled and masked, as the additive ``attn_mask`` of
   ``scaled_dot_product_attention`` (this library's code before the fused core);

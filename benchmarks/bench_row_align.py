@@ -1,6 +1,6 @@
 """Benchmark: the relative-attention core with its position-score rows K+1 wide vs aligned.
 
-The core (``nn/relative_core.py``) writes ``BD`` in rows of ``K+p`` columns (``p`` zero rows
+The core (``nn/kernels/relative_core.py``) writes ``BD`` in rows of ``K+p`` columns (``p`` zero rows
 before the position keys) and reads the relative shift as a strided view. With the
 reference's ``p = 1`` and ``K = 1024`` a bf16 row is 2,050 bytes, not a multiple of 16, and
 on a GPU the three products that touch those rows (one forward, two backward) run on slow
@@ -25,8 +25,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import Record, add_json_argument, median_seconds, print_machine  # noqa: E402
 
+from highway_transformer.nn.kernels.relative_core import relative_attention, zero_rows  # noqa: E402
 from highway_transformer.nn.relative import relative_attention_mask  # noqa: E402
-from highway_transformer.nn.relative_core import relative_attention, zero_rows  # noqa: E402
 from highway_transformer.runtime.device import AUTOCAST_DTYPES  # noqa: E402
 
 

@@ -112,7 +112,7 @@ TRAIN_XL=(benchmarks/bench_train_step.py --device cuda --precision bf16 --window
 # benchmark). Headline steps (limits 445 s with the 10 s preamble: the budget less RESERVE).
 
 # 1. The fused kernel on CUDA against the core: what VERIFIED_ON_GPU waits for.
-pytest_step kernel_tests 55 headline tests/nn/test_relative_triton.py
+pytest_step kernel_tests 55 headline tests/nn/kernels/test_relative_triton.py
 # 2. The L6-XL, eager and compiled (σ/plain is a gate's cost; compiled is the MFU target).
 step train_eager_l6-xl 35 headline "$PYTHON" "${TRAIN_XL[@]}" ht-table5/l6-xl \
     ht-table5/l6-xl+sigmoid --json "$DEST/train_eager_l6-xl.json"

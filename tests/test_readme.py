@@ -120,8 +120,8 @@ NOT_RUN = {
     "python benchmarks/": "a benchmark measures for minutes (see .venv/bin/python benchmarks/)",
     "python -m pytest tests/test_device.py": "the accelerator tests themselves; they skip "
     "where torch sees no GPU",
-    "python -m pytest tests/nn/test_relative_triton.py": "a test file of this suite (through "
-    "Triton's interpreter where torch sees no GPU)",
+    "python -m pytest tests/nn/kernels/test_relative_triton.py": "a test file of this suite "
+    "(through Triton's interpreter where torch sees no GPU)",
     "python -m build": "tested by tests/test_wheel.py (with --no-isolation, on a copy of the "
     "checkout)",
     "pip install dist/highway_transformer-": "tested by tests/test_wheel.py (into a fresh "

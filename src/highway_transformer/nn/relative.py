@@ -18,9 +18,9 @@ Efficient form (post on Transformer-XL, "Bonus"): ``(q + v)`` is multiplied once
 ``K`` position keys ``W_kR R`` for the distances ``K-1 … 0`` (``B̃``, ``[B, H, L, K]``);
 row ``i`` of the wanted ``BD`` matrix is row ``i`` of ``B̃`` shifted left by ``L-1-i``,
 done with the pad-and-reshape trick of the reference code. Scores, softmax and the value
-product run in :mod:`.relative_core` (one fused pass where autograd would make several) or,
-by the layer's ``kernel`` (``model.attention_kernel``), in the Triton kernel of
-:mod:`.relative_triton` (tiles of queries and keys, no ``[B, H, L, K]`` tensor in memory).
+product run behind :mod:`.kernels`: the core of :mod:`.kernels.relative_core` (one fused
+pass where autograd would make several) or, by the layer's ``kernel``
+(``model.attention_kernel``), the Triton kernel of :mod:`.kernels.relative_triton`.
 
 Oracle: :func:`.reference.rel_multihead_attention` (terms :func:`.reference.rel_score_terms`,
 mask :func:`.reference.xl_attention_mask`, ``R`` :func:`.reference.relative_sinusoid`).
@@ -29,7 +29,6 @@ mask :func:`.reference.xl_attention_mask`, ``R`` :func:`.reference.relative_sinu
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -40,40 +39,8 @@ from ..config.names import ATTENTION_KERNELS
 from ..errors import ConfigError, unknown_choice
 from .decoding import DistanceTable, KVCache
 from .dropout import Dropout
+from .kernels import relative_attention
 from .positional import encoding_dtype, sinusoid
-from .relative_core import relative_attention, zero_rows
-
-#: The dtypes ``auto`` gives the fused kernel (float64 stays on the core).
-_FUSED_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
-
-
-def attention_function(kernel: str, q_u: Tensor) -> Callable[..., Tensor]:
-    """What computes relative attention for ``kernel`` (``model.attention_kernel``) and
-    operands like ``q_u``: :func:`.relative_core.relative_attention` or the Triton kernel's
-    :func:`.relative_triton.relative_attention` (the same signature).
-
-    ``auto``: the core until the kernel has been checked on a GPU
-    (:data:`.relative_triton.VERIFIED_ON_GPU`); then the fused kernel on CUDA when triton
-    imports, for float16/bfloat16/float32 and more than one query (a decoding step stays on
-    the core), outside ``torch.compile`` (which compiles the core itself; the kernel would be
-    a graph break), else the core. ``fused``
-    where it cannot run is a :class:`ConfigError` saying what to do. Triton is imported
-    here, on first use, never when this module is.
-    """
-    if kernel == "core" or (kernel == "auto" and q_u.device.type != "cuda"):
-        return relative_attention
-    if kernel == "auto" and torch.compiler.is_compiling():
-        return relative_attention
-    from . import relative_triton
-
-    if kernel == "fused":
-        reason = relative_triton.unavailable_reason(q_u.device)
-        if reason is not None:
-            raise ConfigError(reason)
-        return relative_triton.relative_attention
-    usable = relative_triton.VERIFIED_ON_GPU and relative_triton.available()
-    usable = usable and q_u.dtype in _FUSED_DTYPES and q_u.shape[1] > 1
-    return relative_triton.relative_attention if usable else relative_attention
 
 
 def rel_shift(x: Tensor) -> Tensor:
@@ -273,9 +240,9 @@ class RelativeMultiHeadAttention(nn.Module):
             the :class:`RelativeInputs` of each call (shared across layers, the reference
             code's default).
         kernel: what computes scores, softmax and the value product: ``core``
-            (:mod:`.relative_core`), ``fused`` (the Triton kernel, :mod:`.relative_triton`)
-            or ``auto`` (the core until the kernel is verified on a GPU; see
-            :func:`attention_function`).
+            (:mod:`.kernels.relative_core`), ``fused`` (the Triton kernel,
+            :mod:`.kernels.relative_triton`) or ``auto`` (the core until the kernel is
+            verified on a GPU; see :func:`.kernels.attention_function`).
     """
 
     def __init__(
@@ -384,37 +351,35 @@ class RelativeMultiHeadAttention(nn.Module):
                 f"relative inputs are for {relative.r.shape[0]} keys but the layer has {k_len}"
             )
         n_h, d_h = self.n_heads, self.d_head
-        inner = n_h * d_h
 
-        # Queries from the segment only; keys/values from the extended context; every
-        # operand head-major ([H·B, ...]) for the fused core (relative_core).
-        q = F.linear(h, self.qkv.weight[:inner]).view(bsz, q_len, n_h, d_h).permute(2, 0, 1, 3)
+        # Projections (HT eqs. 13-16): queries from the segment, keys and values from the
+        # extended context [memory ∘ h], position keys W_kR R for the distances K-1 … 0.
+        q = F.linear(h, self.qkv.weight[: n_h * d_h]).view(bsz, q_len, n_h, d_h)
+        q = q.permute(2, 0, 1, 3)  # [H, B, L, dh]
         if cache is None:
             cat = h if memory is None or mem_len == 0 else torch.cat([memory.to(h.dtype), h], 1)
-            key, value = self._keys_values(cat)
-            r_k = self.r_net(relative.r.to(q.dtype))
+            k, values = self._keys_values(cat)  # [B, H, K, dh]
+            w_kr_r = self.r_net(relative.r.to(q.dtype))  # [K, H·dh]
         else:
-            key, value = self._cached_keys_values(h, memory, cache)
-            r_k = cache.setdefault("positions", PositionKeys()).get(relative, self.r_net, q.dtype)
-        # W_kR R for the distances K-1 … 0 (``Q`` of the post) after zero rows: the padding
-        # column of rel_shift, more on a GPU for aligned rows (one query needs no shift).
-        pad = 0 if q_len == 1 else zero_rows(k_len, h.device)
-        r_rows = F.pad(r_k, (0, 0, pad, 0)) if pad else r_k
-        r_rows = r_rows.view(-1, n_h, d_h).transpose(0, 1)  # [H, K(+p), dh]
-        u, v = self._biases(relative, q.dtype)
-        q_u = (q + u[:, None, None, :]).reshape(n_h * bsz, q_len, d_h)  # (a) + (c): AC query
-        attn = attention_function(self.kernel, q_u)(
-            q_u,
-            (q + v[:, None, None, :]).reshape(n_h, bsz * q_len, d_h),  # (b) + (d): BD query
-            key.transpose(0, 1).reshape(n_h * bsz, k_len, d_h).to(q.dtype),
-            value.transpose(0, 1).reshape(n_h * bsz, k_len, d_h).to(q.dtype),
-            r_rows.to(q.dtype),
-            relative.mask,
-            1.0 / math.sqrt(d_h),
-            self.dropout_attn if self.training else 0.0,
-        )  # [H·B, L, dh]
-        attn = attn.view(n_h, bsz, q_len, d_h).permute(1, 2, 0, 3)
-        return self.out(attn.reshape(bsz, q_len, inner))
+            k, values = self._cached_keys_values(h, memory, cache)
+            positions = cache.setdefault("positions", PositionKeys())
+            w_kr_r = positions.get(relative, self.r_net, q.dtype)
+        u, v = self._biases(relative, q.dtype)  # [H, dh] each
+
+        # A_ij = (q_i + u)ᵀ k_j  +  (q_i + v)ᵀ W_kR R_{M+i-j}   (terms (a)+(c) and (b)+(d)):
+        #      = AC_ij + rel_shift(BD)_ij, then softmax(A / √d_head, masked) V (eq. 17).
+        attn = relative_attention(
+            self.kernel,
+            ac_query=q + u[:, None, None, :],
+            bd_query=q + v[:, None, None, :],
+            k=k,
+            values=values,
+            position_keys=w_kr_r,
+            mask=relative.mask,
+            scale=1.0 / math.sqrt(d_h),
+            dropout=self.dropout_attn if self.training else 0.0,
+        )  # [B, L, H·dh]
+        return self.out(attn)
 
     def _keys_values(self, context: Tensor) -> tuple[Tensor, Tensor]:
         """Keys and values ``[B, H, K, dh]`` of ``context [B, K, D]``."""

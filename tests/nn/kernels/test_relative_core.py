@@ -1,5 +1,5 @@
-"""The Transformer-XL attention core (``nn/relative_core.py``) in float64 against the reference
-code's ``_rel_shift`` (:mod:`highway_transformer.nn.reference`): outputs and gradients,
+"""The Transformer-XL attention core (``nn/kernels/relative_core.py``) in float64 against the
+reference code's ``_rel_shift`` (:mod:`highway_transformer.nn.reference`): outputs and gradients,
 the shifted view of the zero-padded position rows, and the rows' alignment."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import torch
 
 from highway_transformer.nn import reference
 from highway_transformer.nn.dropout import keep_draw
+from highway_transformer.nn.kernels.relative_core import relative_attention, shifted_view, zero_rows
 from highway_transformer.nn.relative import relative_attention_mask
-from highway_transformer.nn.relative_core import relative_attention, shifted_view, zero_rows
 
 
 def core_oracle(q_u, q_v, key, value, r_rows, mask, scale, dropout):  # noqa: ANN001, ANN201
@@ -110,7 +110,7 @@ def test_the_compiled_unshift_writes_what_the_eager_one_does(
 ) -> None:
     """Under torch.compile the gradient of the shifted view is laid back by
     ``as_strided_scatter`` (a write through the view cannot be compiled): the same rows."""
-    from highway_transformer.nn.relative_core import _unshift
+    from highway_transformer.nn.kernels.relative_core import _unshift
 
     n_h, bsz, q_len, k_len = 2, 3, 4, 6
     d_scores = torch.randn(n_h * bsz, q_len, k_len, dtype=torch.float64)

@@ -36,7 +36,7 @@ import math
 import torch
 from torch import Tensor
 
-from .dropout import keep_draw
+from ..dropout import keep_draw
 
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
 

@@ -1,5 +1,5 @@
-"""The fused Triton kernel of Transformer-XL relative attention (``nn/relative_triton.py``)
-against the core (``nn/relative_core.py``) and the reference code's formula
+"""The fused Triton kernel of Transformer-XL relative attention (``nn/kernels/relative_triton.py``)
+against the core (``nn/kernels/relative_core.py``) and the reference code's formula
 (:mod:`highway_transformer.nn.reference`): outputs and the gradients of every operand, with
 memory, ``same_length`` and clamped positions, one query, tiles cut at odd places, dropout
 with the kernel's own keep mask; and the ``model.attention_kernel`` setting.
@@ -27,10 +27,14 @@ if not torch.cuda.is_available() and "triton" not in sys.modules:
 from highway_transformer.config import Config, ModelConfig  # noqa: E402
 from highway_transformer.config.loading import from_dict  # noqa: E402
 from highway_transformer.errors import ConfigError  # noqa: E402
-from highway_transformer.nn import reference, relative_core, relative_triton  # noqa: E402
+from highway_transformer.nn import reference  # noqa: E402
+from highway_transformer.nn.kernels import (  # noqa: E402
+    attention_function,
+    relative_core,
+    relative_triton,
+)
 from highway_transformer.nn.relative import (  # noqa: E402
     RelativeMultiHeadAttention,
-    attention_function,
     relative_attention_mask,
 )
 from highway_transformer.validation import validate  # noqa: E402
@@ -293,7 +297,7 @@ def test_auto_picks_the_kernel_on_cuda_where_it_applies(monkeypatch: pytest.Monk
 def test_the_module_imports_without_triton(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("triton", "triton.language"):
         monkeypatch.setitem(sys.modules, name, None)  # importing it now raises ImportError
-    name = "highway_transformer.nn._relative_triton_without_triton"  # a copy, in its package
+    name = "highway_transformer.nn.kernels._relative_triton_without_triton"  # a copy, its package
     spec = importlib.util.spec_from_file_location(name, relative_triton.__file__)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -41,7 +41,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ..errors import ConfigError
+from ...errors import ConfigError
 
 try:  # optional: CUDA builds of torch bring it; pip install triton elsewhere
     import triton
