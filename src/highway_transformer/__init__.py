@@ -8,7 +8,7 @@ The main entry points::
 from importlib import import_module
 from typing import Any
 
-__version__ = "0.1.0"
+__version__ = "0.3.0"
 
 # Names are imported on first use so that ``import highway_transformer`` (and ``highway
 # --help``) does not pay for torch. Each comes from the layer that owns it; the package's
