@@ -146,6 +146,18 @@ def test_launch_flags_that_do_not_apply(
     assert not (tmp_path / "run").exists()
 
 
+def test_a_music_data_path_that_is_a_file_asks_for_its_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    given = tmp_path / "Piano_midi.mat"
+    given.write_bytes(b"")
+    out = tmp_path / "run"
+    argv = ["train", "--preset", "rt-table2/transformer", "task.dataset=piano-midi"]
+    err = run_cli([*argv, "--data-path", str(given), "--out", str(out), "--no-progress"], capsys)
+    assert "must be a folder holding Piano_midi.mat" in err and "File exists" not in err
+    assert not any(out.rglob("*"))  # no record, checkpoint or lock left behind
+
+
 # ------------------------------------------------------------------ output places
 
 
