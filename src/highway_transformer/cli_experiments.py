@@ -244,12 +244,15 @@ def _ab(args: argparse.Namespace) -> int:
 
 
 def _ab_rows(args: argparse.Namespace) -> int:
-    from .experiments.ab import AB_TABLE, plan_ab
+    from .experiments.ab import AB_TABLE, SameConfiguration, plan_ab, quote_row_hint
     from .experiments.runner import JobSettings, run_planned
 
     check_probe(args)
     overrides = with_device(args.device, list(args.overrides))
-    plan = plan_ab(args.row, args.out, args.scale, args.seeds, args.data_path, overrides)
+    try:
+        plan = plan_ab(args.row, args.out, args.scale, args.seeds, args.data_path, overrides)
+    except SameConfiguration as error:  # the user's own overrides, not --device's
+        raise ConfigError(f"{error}{quote_row_hint(error.row, args.overrides)}") from None
     if args.plan:
         print("\n".join(_plan_lines(plan.specs, args)))
         return 0
