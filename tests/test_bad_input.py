@@ -375,7 +375,6 @@ def test_compare_refuses_runs_with_nan_or_cut_records(
     (tmp_path / "b" / name).write_bytes(content)
     err = run_cli(["compare", *runs, "--out", str(tmp_path / "out")], capsys)
     assert err.startswith(f"error: {tmp_path / 'b' / name}: {says}") and "not usable" in err
-    assert "nan" not in err.lower().replace(says.lower(), "")  # no score was computed
     assert not (tmp_path / "out").exists()
 
 
