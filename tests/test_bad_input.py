@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -144,6 +145,18 @@ def test_launch_flags_that_do_not_apply(
     argv = ["train", *flags, "--out", str(tmp_path / "run"), "train.max_steps=1"]
     assert message in run_cli(argv, capsys)
     assert not (tmp_path / "run").exists()
+
+
+def test_a_music_data_path_that_is_a_file_asks_for_its_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    given = tmp_path / "Piano_midi.mat"
+    given.write_bytes(b"")
+    out = tmp_path / "run"
+    argv = ["train", "--preset", "rt-table2/transformer", "task.dataset=piano-midi"]
+    err = run_cli([*argv, "--data-path", str(given), "--out", str(out), "--no-progress"], capsys)
+    assert "must be a folder holding Piano_midi.mat" in err and "File exists" not in err
+    assert not any(out.rglob("*"))  # no record, checkpoint or lock left behind
 
 
 # ------------------------------------------------------------------ output places
@@ -327,6 +340,61 @@ def test_compare_refuses_malformed_run_files_naming_them(
     (tmp_path / "b" / name).write_bytes(content)
     err = run_cli(["compare", *runs, "--out", str(tmp_path / "out")], capsys)
     assert f"{tmp_path / 'b' / name} is malformed" in err
+
+
+def _compare_pair(root: Path) -> list[str]:
+    """Two finished runs ``a`` and ``b`` that compare."""
+    for label in ("a", "b"):
+        run = root / label
+        run.mkdir()
+        (run / "metrics.jsonl").write_text('{"step": 2, "split": "valid", "loss": 1.0}\n')
+        (run / "results.json").write_text('{"valid": {"loss": 1.0, "loss_se": 0.0443}}')
+    return [str(root / "a"), str(root / "b")]
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "says"),
+    [
+        ("results.json", b'{"valid": {"loss": NaN, "loss_se": 0.0443}}', "valid.loss is NaN"),
+        (
+            "metrics.jsonl",
+            b'{"step": 2, "split": "valid", "loss": 1.0}\n{"step": 4, "split": "va',
+            "its last line is cut short, though results.json says the run finished",
+        ),
+        (
+            "metrics.jsonl",
+            b'{"step": 2, "split": "valid", "loss": Infinity}\n',
+            "loss is Infinity at step 2 (valid)",
+        ),
+    ],
+)
+def test_compare_refuses_runs_with_nan_or_cut_records(
+    name: str, content: bytes, says: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    runs = _compare_pair(tmp_path)
+    (tmp_path / "b" / name).write_bytes(content)
+    err = run_cli(["compare", *runs, "--out", str(tmp_path / "out")], capsys)
+    assert err.startswith(f"error: {tmp_path / 'b' / name}: {says}") and "not usable" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_report_flags_a_nan_run_first_and_says_something_is_missing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], make_run: Callable[..., Path]
+) -> None:
+    good = make_run(tmp_path / "runs", "ht-table1/t-l3", [2.0, 1.5, 1.2, 1.1], 1.6, 1.5, 1.0)
+    bad = make_run(tmp_path / "runs", "ht-table1/t-l3", [2.0, 1.5, 1.2, 1.1], 1.6, 1.5, 1.0, 2)
+    results = json.loads((bad / "results.json").read_text())
+    results["valid"]["loss"] = math.nan
+    (bad / "results.json").write_text(json.dumps(results))
+    out = tmp_path / "report"
+    assert cli.main(["report", str(tmp_path / "runs"), "--out", str(out)]) == 0
+    printed = capsys.readouterr()
+    warning = f"ht-table1/t-l3 seed 2 is not usable, left out of every number: {bad}/results.json"
+    assert printed.err.startswith(f"warning: {warning}: valid.loss is NaN")
+    assert "(1 runs)" in printed.out and "1 missing or incomplete item(s)" in printed.out
+    index = (out / "index.md").read_text(encoding="utf-8")
+    assert "Nothing is missing" not in index
+    assert str(good) not in index.split("## Runs")[0]  # the good run is not flagged
 
 
 def test_report_notes_a_metrics_line_being_written(tmp_path: Path) -> None:

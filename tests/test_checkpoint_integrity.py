@@ -352,6 +352,21 @@ def test_resume_of_an_unverified_checkpoint_needs_trust(
     assert ckpt.load_trainer_state(run / "checkpoint").step == 4  # rewritten with a manifest
 
 
+def test_a_trusted_resume_says_the_checkpoint_is_read_unchecked(
+    run: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (run / "checkpoint" / MANIFEST_FILE).unlink()
+    argv = ["train", "--config", str(run / "config.yaml"), "--out", str(run), "--resume"]
+    argv += ["--trust-unverified", "--no-progress"]
+    assert cli.main([*argv, "train.max_steps=4"]) == 0
+    err = capsys.readouterr().err.splitlines()
+    note = f"note: {run / 'checkpoint'} has no {MANIFEST_FILE}: read unchecked (--trust-unverified)"
+    assert note in err  # docs/training.md: it "reads it unchecked and says so"
+    assert err.index(note) < next(i for i, line in enumerate(err) if "resumed from" in line)
+    assert cli.main([*argv, "train.max_steps=5"]) == 0  # the checkpoint has a manifest again
+    assert "read unchecked" not in capsys.readouterr().err
+
+
 def test_a_damaged_weights_folder_points_to_the_other_one(run: Path) -> None:
     flip_a_byte(run / "best" / MODEL_FILE)
     with pytest.raises(CheckpointError) as info:

@@ -106,5 +106,21 @@ def test_ab_refuses_rows_that_compare_different_tasks(
     assert len(err.strip().splitlines()) == 1 and "would mix them" in err
     same = ["ab", "--row", "plain=copy/transformer", "--row", "again=copy/transformer"]
     assert cli.main([*same, "--out", str(out)]) == 2
-    assert "same configuration as the baseline plain" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "same configuration as the baseline plain" in err and "quote" not in err
+    assert not out.exists()
+
+
+def test_identical_rows_with_overrides_outside_any_row_ask_to_quote_the_row(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    # as the shell passes `--row sig=copy/transformer model.gate.kind=sdu`, unquoted
+    argv = ["ab", "--row", "plain=copy/transformer", "--row", "sig=copy/transformer"]
+    argv += ["model.gate.kind=sdu", "--device", "cpu", "--out", str(out)]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "same configuration as the baseline plain" in err
+    assert "quote the row as one argument: --row 'sig=copy/transformer model.gate.kind=sdu'" in err
+    assert "train.device" not in err  # --device's override is no row's own
     assert not out.exists()

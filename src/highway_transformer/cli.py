@@ -116,7 +116,7 @@ def _weights(path: str, which: str, trust_unverified: bool = False) -> Path:
     given. Says which on stderr, so a reported number can be traced to its weights (and
     that they are read unchecked, where ``--trust-unverified`` lets a folder without a
     manifest load)."""
-    from .storage.folder import CONFIG_FILE, MANIFEST_FILE, resolve
+    from .storage.folder import CONFIG_FILE, resolve, unchecked_note
     from .storage.runfolder import BEST_DIR, CHECKPOINT_DIR
 
     folder = Path(path)
@@ -128,8 +128,9 @@ def _weights(path: str, which: str, trust_unverified: bool = False) -> Path:
         folder = folder / CHECKPOINT_DIR
     folder = resolve(folder)  # a clear error where there are no weights
     _log(f"weights: {folder}")
-    if trust_unverified and not (folder / MANIFEST_FILE).is_file():
-        _log(f"note: {folder} has no {MANIFEST_FILE}: read unchecked (--trust-unverified)")
+    note = unchecked_note(folder) if trust_unverified else None
+    if note:
+        _log(note)
     return folder
 
 

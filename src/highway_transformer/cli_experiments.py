@@ -244,12 +244,15 @@ def _ab(args: argparse.Namespace) -> int:
 
 
 def _ab_rows(args: argparse.Namespace) -> int:
-    from .experiments.ab import AB_TABLE, plan_ab
+    from .experiments.ab import AB_TABLE, SameConfiguration, plan_ab, quote_row_hint
     from .experiments.runner import JobSettings, run_planned
 
     check_probe(args)
     overrides = with_device(args.device, list(args.overrides))
-    plan = plan_ab(args.row, args.out, args.scale, args.seeds, args.data_path, overrides)
+    try:
+        plan = plan_ab(args.row, args.out, args.scale, args.seeds, args.data_path, overrides)
+    except SameConfiguration as error:  # the user's own overrides, not --device's
+        raise ConfigError(f"{error}{quote_row_hint(error.row, args.overrides)}") from None
     if args.plan:
         print("\n".join(_plan_lines(plan.specs, args)))
         return 0
@@ -276,9 +279,19 @@ def _ab_rows(args: argparse.Namespace) -> int:
 
     out = Path(args.out) / "report" / args.scale
     report = write_report(run_dirs, out, baselines=True, allow_mixed_code=args.allow_mixed_code)
+    _warn_unusable(report)
     print("\n".join(summary_lines(report)))
     print(f"report: {out / 'index.md'} (runs: {runs})")
     return 0
+
+
+def _warn_unusable(report: dict[str, Any]) -> None:
+    """Say first which runs no number of the report reads (NaN, a damaged file)."""
+    for run in report["unusable"]:
+        _log(
+            f"warning: {run['name']} seed {run['seed']} is not usable, left out of every "
+            f"number: {run['reason']}"
+        )
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -296,6 +309,7 @@ def _report(args: argparse.Namespace) -> int:
         data_path=args.data_path,
         allow_mixed_code=args.allow_mixed_code,
     )
+    _warn_unusable(report)
     print(f"report written to {Path(args.out) / 'index.md'} ({len(report['runs'])} runs)")
     if report["missing"]:
         print(f"{len(report['missing'])} missing or incomplete item(s), listed in index.md")

@@ -164,6 +164,25 @@ def test_load_music_errors(tmp_path: Path) -> None:
         load_music(str(tmp_path / "junk.mat"))
 
 
+@pytest.mark.parametrize("download", [False, True])
+def test_a_data_path_that_is_a_file_asks_for_its_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, download: bool
+) -> None:
+    monkeypatch.setattr(music, "fetch", _never_fetch)
+    given = tmp_path / "Piano_midi.mat"
+    given.write_bytes(b"whatever the user has")
+    with pytest.raises(DataError) as info:
+        load_music("piano-midi", data_dir=str(given), download=download)
+    message = str(info.value)
+    assert "must be a folder holding Piano_midi.mat" in message and "\n" not in message
+    assert f"task.dataset={given}" in message  # the way to read that very file
+    assert given.read_bytes() == b"whatever the user has"
+
+
+def _never_fetch(*args: object) -> Path:
+    raise AssertionError("a file given as data.path must be refused before any download")
+
+
 def test_load_music_download_checks_sha(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     roll = _cells([_roll([[0], [1]])])
     source = _write_mat(tmp_path / "src.mat", traindata=roll, validdata=roll, testdata=roll)

@@ -220,6 +220,37 @@ def test_runs_still_training_are_left_out_and_listed(table1: Path, tmp_path: Pat
     assert "left out of every number and figure below:** ht-table1/t-l3+sigmoid seed 2 " in index
 
 
+def test_a_run_with_nan_is_flagged_first_and_left_out_of_every_number(
+    table1: Path, tmp_path: Path
+) -> None:
+    run = table1 / "ht-table1" / "small" / "t-l3+sigmoid" / "seed2"
+    results = json.loads((run / "results.json").read_text(encoding="utf-8"))
+    results["valid"]["bpc"] = math.nan  # json writes NaN, as a damaged record holds it
+    (run / "results.json").write_text(json.dumps(results), encoding="utf-8")
+    report = write_report([table1], tmp_path / "report", allow_mixed_code=True)
+    reason = f"{run / 'results.json'}: valid.bpc is NaN"
+    assert report["unusable"] == [{"name": "ht-table1/t-l3+sigmoid", "seed": 2, "reason": reason}]
+    assert len(report["runs"]) == 3  # of 4: the NaN run is in no statistic
+    rows = {r["name"]: r for r in report["paper_table"]}
+    assert rows["ht-table1/t-l3+sigmoid"]["eval_bpc"]["n"] == 1
+    assert rows["ht-table1/t-l3+sigmoid"]["eval_bpc"]["mean"] == pytest.approx(1.4)
+    assert report["missing"] == [f"ht-table1/t-l3+sigmoid seed 2: not usable, {reason}"]
+    index = (tmp_path / "report" / "index.md").read_text(encoding="utf-8")
+    flagged = index.index("**Not usable, left out of every number and figure below:**")
+    assert flagged < index.index("## Results") and reason in index
+    assert "Nothing is missing" not in index
+
+
+def test_a_table_whose_runs_all_diverged_is_refused(table1: Path, tmp_path: Path) -> None:
+    run = table1 / "ht-table1" / "small" / "t-l3" / "seed1"
+    (run / "results.json").unlink()  # a diverged run writes no results, its last record NaN
+    with (run / "metrics.jsonl").open("a", encoding="utf-8") as handle:
+        handle.write(json.dumps({"step": 50, "split": "valid", "loss": math.inf}) + "\n")
+    with pytest.raises(ConfigError, match="none of the 1 runs is usable: .*loss is Infinity at st"):
+        write_report([run], tmp_path / "report")
+    assert not (tmp_path / "report").exists()
+
+
 def test_a_table_with_no_finished_run_is_refused(table1: Path, tmp_path: Path) -> None:
     run = table1 / "ht-table1" / "small" / "t-l3" / "seed1"
     (run / "results.json").unlink()

@@ -84,6 +84,42 @@ def test_a_malformed_run_file_is_refused_naming_it(
     assert message.endswith(f"or leave {folder} out")
 
 
+@pytest.mark.parametrize(
+    ("name", "edit", "says"),
+    [
+        ("results.json", '"valid": {"loss": NaN}', "valid.loss is NaN"),
+        ("results.json", '"final": {"step": 40, "test": {"bpc": -Infinity}}', "final.test.bpc"),
+        ("protocol_eval.json", '"valid": {"bpc": NaN}', "valid.bpc is NaN"),
+        ("metrics.jsonl", '{"step": 50, "split": "valid", "loss": NaN}', "loss is NaN at step 50"),
+        ("metrics.jsonl", '{"step": 50, "spl', "its last line is cut short, though results"),
+    ],
+)
+def test_non_finite_or_cut_records_make_a_run_unusable(
+    tmp_path: Path, make_run: MakeRun, name: str, edit: str, says: str
+) -> None:
+    folder = make_run(tmp_path, "ht-table1/t-l3", CURVE, 1.6, 1.5, 100.0)
+    path = folder / name
+    if name == "metrics.jsonl":
+        with path.open("a", encoding="utf-8") as handle:
+            handle.write(edit)
+    else:
+        data = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+        path.write_text(json.dumps({**data, **json.loads("{" + edit + "}")}), encoding="utf-8")
+    run = load_run(folder)
+    assert run.unusable is not None and run.unusable.startswith(f"{path}: ")
+    assert says in run.unusable and run.progress is None
+
+
+def test_a_cut_line_of_a_run_still_writing_is_not_a_defect(
+    tmp_path: Path, make_run: MakeRun
+) -> None:
+    folder = make_run(tmp_path, "ht-table1/t-l3", CURVE, 1.6, 1.5, 100.0)
+    (folder / "results.json").unlink()
+    with (folder / "metrics.jsonl").open("a", encoding="utf-8") as handle:
+        handle.write('{"step": 50, "spl')
+    assert load_run(folder).unusable is None
+
+
 def test_a_run_still_training_has_progress_instead_of_results(
     tmp_path: Path, make_run: MakeRun
 ) -> None:

@@ -118,6 +118,17 @@ def _registry_name(name: str) -> str | None:
     return key if key in MUSIC_DATASETS else None
 
 
+def _check_folder(root: Path, key: str, filename: str) -> None:
+    """Refuse a ``data.path`` that is a file: a music data set is looked up (or downloaded)
+    inside a folder, and a file there would otherwise fail later as an OS error."""
+    if root.exists() and not root.is_dir():
+        raise DataError(
+            f"data.path (--data-path) must be a folder holding {filename} for "
+            f"task.dataset={key}, not the file {root}; give its folder, or the file itself "
+            f"as task.dataset={root}"
+        )
+
+
 def _resolve(name_or_path: str, data_dir: str | Path | None, download: bool) -> Path:
     """The .mat file for a registry name or a path, downloading it if asked."""
     key = _registry_name(str(name_or_path))
@@ -133,6 +144,7 @@ def _resolve(name_or_path: str, data_dir: str | Path | None, download: bool) -> 
         )
     entry = MUSIC_DATASETS[key]
     root = Path(data_dir).expanduser() if data_dir is not None else cache_dir() / "music"
+    _check_folder(root, key, entry.filename)
     dest = root / entry.filename
     if download:  # fetch keeps a present file whose checksum matches, else re-downloads
         return fetch(entry.url, entry.sha256, dest)

@@ -55,6 +55,14 @@ DATA_KEYS = (
 _LABELS = ("name", "source")
 
 
+class SameConfiguration(ConfigError):
+    """Two rows of an A/B train the same configuration; ``row`` is the later of the two."""
+
+    def __init__(self, message: str, row: AbRow) -> None:
+        super().__init__(message)
+        self.row = row
+
+
 @dataclass(frozen=True)
 class AbRow:
     """One ``--row NAME=SPEC``: a preset (or a config file, or the default config) and the
@@ -186,10 +194,23 @@ def _check_configs(rows: Sequence[AbRow], configs: Sequence[Config]) -> None:
         for other, earlier in zip(rows[:i], flat[:i], strict=False):
             if values == earlier:
                 which = "the baseline" if other is rows[0] else "row"
-                raise ConfigError(
+                raise SameConfiguration(
                     f"row {row.name} trains the same configuration as {which} {other.name}: a "
-                    "variant must change something (another preset, config file or override)"
+                    "variant must change something (another preset, config file or override)",
+                    row,
                 )
+
+
+def quote_row_hint(row: AbRow, shared: Sequence[str]) -> str:
+    """The likely cause of a :class:`SameConfiguration` on the command line: a row's own
+    overrides left unquoted, so the shell gave them to every row; "" with none shared."""
+    if not shared:
+        return ""
+    meant = shlex.quote(f"{row.name}={row.spec} {' '.join(shared)}")
+    return (
+        f"; {' '.join(shared)} (outside any --row) applies to every row: if it is {row.name}'s "
+        f"own, quote the row as one argument: --row {meant}"
+    )
 
 
 def plan_ab(
@@ -223,5 +244,5 @@ def plan_ab(
     return AbPlan(specs, experiments, comparison)
 
 
-__all__ = ["AB_TABLE", "AbPlan", "AbRow", "ab_comparison", "headline_metric", "parse_row",
-           "plan_ab"]  # fmt: skip
+__all__ = ["AB_TABLE", "AbPlan", "AbRow", "SameConfiguration", "ab_comparison",
+           "headline_metric", "parse_row", "plan_ab", "quote_row_hint"]  # fmt: skip

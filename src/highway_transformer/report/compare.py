@@ -31,7 +31,14 @@ from ..errors import DataError
 from ..experiments.ab import DATA_KEYS
 from ..storage.runfolder import CONFIG_FILE, METRICS_FILE, RESULTS_FILE, flatten
 from .convergence import curve, steps_to_reach
-from .runs import RESULT_FIELDS, check_fields, read_run_json, read_run_metrics
+from .runs import (
+    CUT_SHORT,
+    RESULT_FIELDS,
+    check_fields,
+    read_run_json,
+    read_run_metrics,
+    unusable_reason,
+)
 
 LN2 = math.log(2)
 #: Two scores closer than this many standard errors of their difference are a tie.
@@ -64,9 +71,12 @@ def run_labels(run_dirs: list[Path]) -> list[str]:
 
 
 def load_run(run_dir: Path, label: str) -> RunFolder:
-    """One training run folder, with at least one validation record; a malformed file is
-    refused naming it, as the report refuses it."""
-    records = read_run_metrics(run_dir / METRICS_FILE, [])
+    """One training run folder, with at least one validation record; a malformed file, or
+    numbers no statistic may read (:func:`~.runs.unusable_reason`), are refused naming the
+    file, as the report refuses or flags them. Each row is one named run, so leaving one out
+    would change the comparison asked for: it is refused whole."""
+    problems: list[str] = []
+    records = read_run_metrics(run_dir / METRICS_FILE, problems)
     if not curve(records, "valid"):
         raise DataError(
             f"{run_dir} has no validation records in metrics.jsonl; give folders written by "
@@ -76,6 +86,17 @@ def load_run(run_dir: Path, label: str) -> RunFolder:
     config = flatten(load_file(config_path)) if config_path.is_file() else {}
     results = read_run_json(run_dir / RESULTS_FILE)
     check_fields(results, run_dir / RESULTS_FILE, RESULT_FIELDS)
+    unusable = unusable_reason(run_dir, results, records, problems)
+    if unusable is None and CUT_SHORT in problems:  # no "in progress" here: a cut is a cut
+        unusable = (
+            f"{run_dir / METRICS_FILE}: its last line is cut short (a run writing it? compare "
+            "once it has finished)"
+        )
+    if unusable:
+        raise DataError(
+            f"{unusable}; its numbers are not usable, so nothing is compared: leave {run_dir} "
+            "out or train it again"
+        )
     return RunFolder(label, run_dir, records, results or {}, config)
 
 

@@ -503,6 +503,7 @@ def index_markdown(report: dict[str, Any]) -> str:
         f"an improvement{'; in percent' if m in PERCENT_METRICS else ''}); values are mean ± "
         f"sample standard deviation over seeds where there are several{published}.",
         "",
+        *unusable_markdown(report.get("unusable", [])),
         *in_progress_markdown(report.get("in_progress", [])),
         *code_markdown(report.get("code", {"one_code": True})),
         *machines_markdown(report["machines"]),
@@ -587,6 +588,19 @@ def other_data_note(overrides: list[str]) -> list[str]:
         f"**These runs read other data than the paper's** (`{' '.join(changed)}`): the *paper* "
         "columns are the published figures on the paper's data, so compare directions and "
         "relative changes (Δ), not values.",
+        "",
+    ]
+
+
+def unusable_markdown(unusable: list[dict[str, Any]]) -> list[str]:
+    """The runs whose numbers cannot be used (NaN, a damaged file), which no number or
+    figure of the report includes."""
+    if not unusable:
+        return []
+    runs = "; ".join(f"{r['name']} seed {r['seed']} ({r['reason']})" for r in unusable)
+    return [
+        f"**Not usable, left out of every number and figure below:** {runs}. Train them "
+        "again (or leave them out) and write the report again.",
         "",
     ]
 

@@ -37,7 +37,9 @@ Runs are compared only when they were all trained by one recorded version of the
 with missing or truncated files are reported with what they have; what is missing is
 listed in ``index.md`` and ``report.json``. A run still training (no ``results.json``, metrics
 short of ``max_steps``) is no result: it is listed as in progress and left out of every
-number and figure, so a table reported part-way compares finished runs only.
+number and figure, so a table reported part-way compares finished runs only. A run whose
+numbers are not usable (a NaN or infinite value, a finished run's metrics cut short:
+:func:`~.runs.unusable_reason`) is flagged at the top of ``index.md`` and left out the same way.
 """
 
 from __future__ import annotations
@@ -191,13 +193,22 @@ def write_report(
     although the runs did not all record one version of the code (:mod:`.code`)."""
     loaded = [load_run(path) for path in find_run_dirs(run_dirs)]
     table, scale = check_one_table(loaded)
-    # A run still training is no result: it is listed, and left out of every figure.
-    runs = [r for r in loaded if r.progress is None]
+    # A run still training, or one whose numbers are not usable (NaN, a damaged file), is
+    # no result: it is listed first, and left out of every number and figure.
+    runs = [r for r in loaded if r.progress is None and r.unusable is None]
     in_progress = [
         {"name": r.name, "seed": r.seed, "step": r.progress[0], "max_steps": r.progress[1]}
         for r in loaded
         if r.progress is not None
     ]
+    unusable = [
+        {"name": r.name, "seed": r.seed, "reason": r.unusable} for r in loaded if r.unusable
+    ]
+    if unusable and not runs:
+        raise ConfigError(
+            f"none of the {len(loaded)} runs is usable: {unusable[0]['reason']}; train them "
+            "again or leave them out"
+        )
     if not runs:
         raise ConfigError(
             f"none of the {len(loaded)} runs has finished yet (the last logged steps are "
@@ -261,8 +272,12 @@ def write_report(
         "machines": machines,
         "code": code,
         "gates": gates,
-        "missing": [f"{r.name} seed {r.seed}: {p}" for r in runs for p in r.problems],
+        "missing": [
+            *(f"{r['name']} seed {r['seed']}: not usable, {r['reason']}" for r in unusable),
+            *(f"{r.name} seed {r.seed}: {p}" for r in runs for p in r.problems),
+        ],
         "in_progress": in_progress,
+        "unusable": unusable,
         "baselines": found_baselines,
     }
     report["learning"] = learning_rows(runs, report["baselines"])

@@ -6,12 +6,15 @@ Reads the run folders written by :func:`highway_transformer.experiments.run_expe
 now, is recorded as the run's problem; a run still training (no ``results.json``, metrics
 short of ``max_steps``) is marked in progress. A file that is there but malformed (not JSON
 or YAML, a value of the wrong type, a garbage line) is refused with one line naming the file:
-a report never reads a damaged run into its tables.
+a report never reads a damaged run into its tables. A run whose numbers cannot be used
+(:func:`unusable_reason`: a NaN or infinite value, or the last metrics line of a finished run
+cut short) is marked ``unusable``: no statistic reads it.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -40,6 +43,8 @@ class RunRecord:
     protocol: dict[str, Any] | None = None  # protocol_eval.json: valid measured the paper's way
     # Still training (no results.json, metrics short of max_steps): (last step, max_steps).
     progress: tuple[int, int] | None = None
+    # Why no statistic may read this run (file and defect, :func:`unusable_reason`), or None.
+    unusable: str | None = None
 
     @property
     def name(self) -> str:
@@ -211,6 +216,10 @@ def _check_record(record: Any) -> str | None:
     return None
 
 
+#: The problem noted for a last metrics line cut short (:func:`read_run_metrics`).
+CUT_SHORT = "metrics.jsonl: its last line is cut short (a run writing it?)"
+
+
 def read_run_metrics(path: Path, problems: list[str]) -> list[dict[str, Any]]:
     """The records of ``metrics.jsonl``; a last line cut short (no line end: a run writing it
     now, or stopped while writing) is skipped and noted, any other bad line refused."""
@@ -230,10 +239,55 @@ def read_run_metrics(path: Path, problems: list[str]) -> list[dict[str, Any]]:
         if wrong is None:
             records.append({k: v for k, v in record.items() if v is not None})
         elif number_ == len(lines):  # no line end after it: cut short while being written
-            problems.append("metrics.jsonl: its last line is cut short (a run writing it?)")
+            problems.append(CUT_SHORT)
         else:
             raise malformed(path, f"line {number_}: {wrong}")
     return records
+
+
+def non_finite(value: Any, key: str = "") -> str | None:
+    """``KEY is NaN`` (or ``Infinity``) for the first non-finite number in a JSON value, its
+    dotted key named; None when every number is finite. JSON has no NaN: Python writes one."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{key or 'a value'} is {json.dumps(value)}"
+    if not isinstance(value, dict | list):
+        return None
+    for name, child in value.items() if isinstance(value, dict) else enumerate(value):
+        found = non_finite(child, f"{key}.{name}" if key else str(name))
+        if found:
+            return found
+    return None
+
+
+def unusable_reason(
+    run_dir: Path,
+    results: dict[str, Any] | None,
+    records: list[dict[str, Any]],
+    problems: list[str],
+    protocol: dict[str, Any] | None = None,
+) -> str | None:
+    """Why no statistic may read a run, naming the file and the defect; None when it may.
+
+    A NaN or infinite value anywhere (a run that diverged writes its last validation record
+    as NaN; a finished run never records one), or a last metrics line cut short although
+    ``results.json`` says the run finished: nothing is writing that file, so it was damaged
+    and what else it lost is unknown. (A cut line without ``results.json`` is a run writing
+    it now: a problem noted, not a defect.)"""
+    for name, data in ((runfolder.RESULTS_FILE, results), (PROTOCOL_FILE, protocol)):
+        found = non_finite(data)
+        if found:
+            return f"{run_dir / name}: {found}"
+    for record in records:
+        found = non_finite(record)
+        if found:
+            at = f"step {record['step']} ({record['split']})"
+            return f"{run_dir / runfolder.METRICS_FILE}: {found} at {at}, the run diverged"
+    if results is not None and CUT_SHORT in problems:
+        return (
+            f"{run_dir / runfolder.METRICS_FILE}: its last line is cut short, though "
+            "results.json says the run finished (the file was damaged)"
+        )
+    return None
 
 
 def _read_config(path: Path, problems: list[str]) -> dict[str, Any]:
@@ -313,6 +367,9 @@ def load_run(run_dir: str | Path) -> RunRecord:
     run.protocol = read_run_json(path)
     check_fields(run.protocol, path, PROTOCOL_FIELDS)
     _check_complete(run)
+    run.unusable = unusable_reason(run_dir, results, records, problems, run.protocol)
+    if run.unusable:
+        run.progress = None  # a diverged or damaged run is not one still training
     return run
 
 

@@ -71,6 +71,14 @@ def trusting_unverified(trust: bool = True) -> Iterator[None]:
         _TRUST_UNVERIFIED.reset(token)
 
 
+def unchecked_note(folder: Path) -> str | None:
+    """The line that says a folder the user vouched for (``--trust-unverified``) is read
+    unchecked, where it has no manifest; None where its files are verified."""
+    if (Path(folder) / MANIFEST_FILE).is_file():
+        return None
+    return f"note: {folder} has no {MANIFEST_FILE}: read unchecked (--trust-unverified)"
+
+
 def write_atomically(
     folder: Path,
     write: Callable[[Path], None],

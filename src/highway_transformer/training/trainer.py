@@ -40,7 +40,13 @@ from ..runtime.world import (
     setup_world,
 )
 from ..storage import runfolder
-from ..storage.folder import CONFIG_FILE, MODEL_FILE, resolve, trusting_unverified
+from ..storage.folder import (
+    CONFIG_FILE,
+    MODEL_FILE,
+    resolve,
+    trusting_unverified,
+    unchecked_note,
+)
 from ..tasks import Task, task_class
 from ..tasks.floor import learning_check, plateau_warning
 from ..tasks.progress import EvalBar
@@ -189,6 +195,7 @@ class Trainer:
             folder = resolve(self.out_dir / runfolder.CHECKPOINT_DIR)
         except CheckpointError:
             return False
+        self._note_unchecked(folder)
         with trusting_unverified(self.trust_unverified):
             self._check_compatible(checkpoint_config(folder), folder)
             self.strategy.load_weights(self.model, folder, self._build)
@@ -221,6 +228,12 @@ class Trainer:
         if announce:
             self.log(f"resumed from {folder} at step {saved.step}")
         return True
+
+    def _note_unchecked(self, folder: Path) -> None:
+        """Say so where ``--trust-unverified`` lets a folder without a manifest be read."""
+        note = unchecked_note(folder) if self.trust_unverified else None
+        if note:
+            self.log(note)
 
     def restarted(self, restart: int, limit: int) -> None:
         """Continue a run torchrun started again after one of its ranks failed
@@ -317,6 +330,7 @@ class Trainer:
             and best_differs
             and (best / MODEL_FILE).is_file()
         ):
+            self._note_unchecked(best)
             with trusting_unverified(self.trust_unverified):
                 self.strategy.load_weights(self.model, best, self._build)
             scored = {"valid": self.evaluate("valid"), "test": self.evaluate("test")}
