@@ -6,6 +6,7 @@ from typing import Any
 
 from ..tasks.floor import metric_unit, plateau_warning
 from .code import code_markdown
+from .figures import HEATMAP_NOTE
 from .machines import machines_markdown
 from .runs import METADATA_KEYS, number
 from .tables import PERCENT_METRICS, better_word, higher_is_better
@@ -609,6 +610,8 @@ def in_progress_markdown(in_progress: list[dict[str, Any]]) -> list[str]:
 
 def _gates_markdown(gates: dict[str, Any]) -> list[str]:
     lines = ["## Gate biases b1 (HT Figures 13-14)", ""]
+    if gates["heatmaps"]:
+        lines += [f"How to read the heatmaps: {HEATMAP_NOTE}", ""]
     for name, files in gates["heatmaps"].items():
         lines += [f"### {name}", "", *_image_lines(files, f"{name} gate biases"), ""]
     pca = gates["pca"]
