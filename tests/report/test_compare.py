@@ -77,6 +77,12 @@ def test_each_run_reaches_the_baselines_best_or_not(tmp_path: Path) -> None:
     assert "| slow | – | 40 | 2.3083 ± 0.0014 | not reached | – | – | – |" in table
     assert "500 tokens of the validation split" in table and "900 / 800 tokens" in table
     assert "One seed a row" in table and "bigram 3.6067" in table
+    # each score says what it scored; the trivial models (the 900 final tokens) are not drawn
+    # over curves of 500
+    assert (
+        "| best periodic valid (500 tokens) |" in table and "| final valid (900 tokens) |" in table
+    )
+    assert summary["trivial_drawn"] is False and "Not drawn in the figure" in table
     assert Path(summary["plot"]).is_file()
 
 
@@ -116,8 +122,9 @@ def test_a_run_that_did_not_learn_is_named_with_its_baseline(tmp_path: Path) -> 
     table = (tmp_path / "out" / "compare.md").read_text()
     assert "- warning: plateau did not learn" in table and "learned did not" not in table
     # the hint names this run's settings: it set no model.init, so PyTorch's default is named
-    assert "try more steps (train.max_steps) or a recipe known to learn the lm task" in (
-        rows[0]["warning"]
+    assert (
+        "try more steps (train.max_steps) or a recipe known to learn the lm task"
+        in (rows[0]["warning"])
     )
     assert "model.init=torch (this run used model.init=uniform)" in rows[0]["warning"]
     # the run's comparison with a baseline that learned nothing is withheld, said first

@@ -215,10 +215,10 @@ def _row(
     status = "reached" if reached is not None else "not reached"
     if run is not base and versus_target["tie"]:
         status, reached = "tie", None  # within the evaluation's noise: no step is claimed
-    checks = [
-        (r.label, r.results.get("learned")) for r in ((base, run) if run is not base else (base,))
-    ]
-    withheld = None if run is base else withheld_reason(checks, unit.scale, unit.label)
+    withheld = None
+    if run is not base:  # the baseline's row compares with nothing
+        checks = [(r.label, r.results.get("learned")) for r in (base, run)]
+        withheld = withheld_reason(checks, unit.scale, unit.label)
     if withheld is not None:
         status, reached = "withheld", None  # a run that learned nothing: no step is claimed
     final_valid, base_valid = results.get("valid") or {}, base.results.get("valid") or {}
