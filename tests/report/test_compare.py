@@ -77,16 +77,23 @@ def test_each_run_reaches_the_baselines_best_or_not(tmp_path: Path) -> None:
     assert "| slow | – | 40 | 2.3083 ± 0.0014 | not reached | – | – | – |" in table
     assert "500 tokens of the validation split" in table and "900 / 800 tokens" in table
     assert "One seed a row" in table and "bigram 3.6067" in table
+    # each score says what it scored; the trivial models (the 900 final tokens) are not drawn
+    # over curves of 500
+    assert (
+        "| best periodic valid (500 tokens) |" in table and "| final valid (900 tokens) |" in table
+    )
+    assert summary["trivial_drawn"] is False and "Not drawn in the figure" in table
     assert Path(summary["plot"]).is_file()
 
 
 def test_a_difference_inside_the_evaluations_noise_is_a_tie_not_steps_to_target(
     tmp_path: Path,
 ) -> None:
-    """The issue's case: two plateau runs 0.0003 bits apart; each evaluation's standard error
-    is larger, so no step to target is claimed and the final difference is a tie."""
-    plain = _run(tmp_path / "plain", [3.0, 2.9924], se=0.004)
-    sigmoid = _run(tmp_path / "sigmoid", [3.0, 2.9922], se=0.004)
+    """The issue's case: two runs 0.0003 bits apart; each evaluation's standard error is
+    larger, so no step to target is claimed and the final difference is a tie (both beat
+    their trivial model here: at a plateau the comparison is withheld, the test below)."""
+    plain = _run(tmp_path / "plain", [3.0, 2.9924], se=0.004, trivial={"unigram": 3.5})
+    sigmoid = _run(tmp_path / "sigmoid", [3.0, 2.9922], se=0.004, trivial={"unigram": 3.5})
     rows = compare_runs([plain, sigmoid], tmp_path / "out")["rows"]
     assert rows[1]["target"] == "tie" and rows[1]["steps_to_target"] is None
     assert rows[1]["final_valid_vs_baseline"]["tie"] is True
@@ -114,6 +121,20 @@ def test_a_run_that_did_not_learn_is_named_with_its_baseline(tmp_path: Path) -> 
     assert "unigram model's 4.3281" in rows[0]["warning"] and rows[1]["warning"] is None
     table = (tmp_path / "out" / "compare.md").read_text()
     assert "- warning: plateau did not learn" in table and "learned did not" not in table
+    # the hint names this run's settings: it set no model.init, so PyTorch's default is named
+    assert (
+        "try more steps (train.max_steps) or a recipe known to learn the lm task"
+        in (rows[0]["warning"])
+    )
+    assert "model.init=torch (this run used model.init=uniform)" in rows[0]["warning"]
+    # the run's comparison with a baseline that learned nothing is withheld, said first
+    assert rows[1]["target"] == "withheld" and rows[1]["steps_to_target"] is None
+    withheld = (
+        "withheld: plateau (4.3266 bits per character) did not beat the unigram model (4.3281)"
+    )
+    assert rows[1]["withheld"].startswith(withheld) and rows[0]["withheld"] is None
+    assert f"| {withheld}" in table
+    assert table.index("- warning: plateau") < table.index("| run | params |")
 
 
 def test_another_baseline_sets_the_target(tmp_path: Path) -> None:
@@ -124,10 +145,14 @@ def test_another_baseline_sets_the_target(tmp_path: Path) -> None:
     assert (tmp_path / "out" / "compare.md").read_text().startswith("# Mine\n")
 
 
-def test_runs_that_share_a_name_are_labelled_by_path(tmp_path: Path) -> None:
+def test_runs_that_share_a_name_are_labelled_by_the_fewest_path_parts(tmp_path: Path) -> None:
+    """Short labels (the legends and the table): the trailing parts that tell runs apart, not
+    the whole paths."""
     dirs = [tmp_path / "x" / "run", tmp_path / "y" / "run"]
-    assert run_labels(dirs) == [str(d) for d in dirs]
+    assert run_labels(dirs) == ["x/run", "y/run"]
     assert run_labels([tmp_path / "a", tmp_path / "b"]) == ["a", "b"]
+    deep = [tmp_path / "a" / "s1" / "run", tmp_path / "b" / "s1" / "run", tmp_path / "c"]
+    assert run_labels(deep) == ["a/s1/run", "b/s1/run", "c"]
 
 
 def test_folders_that_cannot_be_compared_are_one_line_errors(tmp_path: Path) -> None:

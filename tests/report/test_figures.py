@@ -11,6 +11,8 @@ import pytest
 
 from highway_transformer.errors import MissingExtra
 from highway_transformer.report.figures import (
+    HEATMAP_NOTE,
+    convergence_panels,
     plot_convergence,
     plot_gate_heatmaps,
     plot_pca,
@@ -64,3 +66,23 @@ def test_without_matplotlib_the_report_extra_is_named(monkeypatch: pytest.Monkey
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     with pytest.raises(MissingExtra, match=r"highway-transformer\[report\]"):
         pyplot()
+
+
+def test_no_empty_and_no_repeated_convergence_panel() -> None:
+    """Music logs no training nll and its validation nll is its loss: two panels, not four
+    (an empty "training nll" and a copy of "validation loss" read as results)."""
+    music = {
+        "plain": {"train": {"loss": [(10, 1.0, 9.0)], "nll": []},
+                  "valid": {"loss": [(10, 1.0, 8.0)], "nll": [(10, 1.0, 8.0)]}},
+    }  # fmt: skip
+    assert convergence_panels(music, "nll") == [("train", "loss"), ("valid", "loss")]
+    assert convergence_panels(CURVES, "bpc") == [
+        ("train", "loss"), ("valid", "loss"), ("valid", "bpc")
+    ]  # fmt: skip
+
+
+def test_the_heatmap_says_how_to_read_it(tmp_path: Path) -> None:
+    matrices = {"attn": ([1, 2], np.array([[0.1, -0.2], [0.0, 0.3]]))}
+    svg = plot_gate_heatmaps(matrices, tmp_path / "heat", "b1")[1].read_text(encoding="utf-8")
+    assert "gated layer" in svg and "dimension of b1" in svg
+    assert "Rows: the gated layers" in HEATMAP_NOTE and "red above 0, blue below" in HEATMAP_NOTE

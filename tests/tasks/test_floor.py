@@ -11,7 +11,15 @@ import pytest
 
 from highway_transformer.config import Config
 from highway_transformer.data.baselines import ngram_nll
-from highway_transformer.tasks.floor import MARGIN, learning_check, plateau_warning
+from highway_transformer.tasks.floor import (
+    MARGIN,
+    best_check,
+    learning_check,
+    learning_hint,
+    metric_unit,
+    plateau_warning,
+    withheld_reason,
+)
 from highway_transformer.training.trainer import train
 
 
@@ -32,6 +40,48 @@ def test_the_warning_names_the_baseline_and_both_losses_in_the_unit_asked() -> N
     assert "validation 4.3171 bits per character against the unigram model's 4.3165" in line
     assert plateau_warning(learning_check(1.0, {"unigram": 2.9}), "x") is None
     assert plateau_warning(None, "x") is None
+
+
+def test_the_hint_names_the_runs_own_settings_and_no_init_it_already_has() -> None:
+    preset = {"task.name": "music", "train.max_steps": 200, "train.lr": 1e-3,
+              "train.optimizer": "adam", "train.warmup_steps": 0,
+              "model.init": "torch"}  # fmt: skip
+    hint = learning_hint(preset)
+    assert "train.max_steps=200" in hint and "the music task" in hint
+    assert "train.lr=0.001 with adam" in hint and "train.warmup_steps" in hint
+    assert "model.init" not in hint  # the preset already uses PyTorch's initialisation
+    sgd = learning_hint({**preset, "train.optimizer": "sgd", "model.init": "uniform"})
+    assert "warm-up" not in sgd and "model.init=torch (this run used model.init=uniform)" in sgd
+
+
+def test_the_best_trivial_model_at_hand_decides() -> None:
+    """The report's lines to beat (trigram, logistic regression) join what the trainer
+    recorded: a run below the class prior but above the regression did not learn."""
+    recorded = learning_check(0.9, {"class prior": 2.3})
+    assert recorded is not None and recorded["learned"] is True
+    models = {"logistic regression": {"valid": {"loss": 0.3, "accuracy": 0.92}},
+              "1-nearest neighbour": {"valid": {"accuracy": 0.97}}}  # fmt: skip
+    check = best_check(0.9, recorded, models)
+    assert check is not None and check["learned"] is False
+    assert check["baseline"] == "logistic regression"
+    assert set(check["baselines"]) == {"class prior", "logistic regression"}
+    assert best_check(None, recorded, None) is recorded  # nothing to add: as recorded
+    assert best_check(None, None, None) is None
+
+
+def test_a_comparison_with_a_run_that_did_not_learn_is_withheld_in_the_summarys_unit() -> None:
+    stuck = learning_check(2.9, {"bigram": 2.85})
+    learned = learning_check(1.0, {"bigram": 2.85})
+    convert, unit = metric_unit("bpc")
+    reason = withheld_reason([("plain seed 1", stuck), ("sdu seed 1", learned)], convert, unit)
+    assert reason is not None and reason.startswith(
+        "withheld: plain seed 1 (4.1838 bpc) did not beat the bigram model (4.1117)"
+    )
+    assert "sdu" not in reason
+    assert withheld_reason([("sdu seed 1", learned), ("x", None)]) is None  # None: unchecked
+    assert metric_unit("bpc", "bpb")[1] == "bpb" and metric_unit("accuracy")[1] == "nats"
+    shown = plateau_warning(stuck, "plain", *metric_unit("ppl"))
+    assert shown is not None and "validation 18.1741 perplexity" in shown
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..tasks.floor import plateau_warning
+from ..tasks.floor import metric_unit, plateau_warning
 from .markdown import format_difference
 from .stats import summary
 from .tables import PERCENT_METRICS
@@ -78,13 +78,22 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
                 lines.append(f"lines to beat ({split} {label} of trivial models): "
                              + ", ".join(shown))  # fmt: skip
     lines += [verdict_line(row, metric, split, label) for row in primary["rows"]]
-    return lines + learning_warnings(report.get("learning", []))
+    # first: a verdict withheld below says why before any score
+    return learning_warnings(report.get("learning", []), metric, label) + lines
 
 
-def learning_warnings(rows: list[dict[str, Any]]) -> list[str]:
-    """A warning line per run that did not learn beyond the trivial baselines."""
+def learning_warnings(
+    rows: list[dict[str, Any]], metric: str = "loss", label: str | None = None
+) -> list[str]:
+    """A warning line per run that did not learn beyond the trivial baselines, its losses in
+    the summary's ``metric`` (``label``: its name) and what to try from the run's settings."""
+    scale, unit = metric_unit(metric, label)
     return [
         warning
         for r in rows
-        if (warning := plateau_warning(r["check"], f"{_row(r['name'])} seed {r['seed']}"))
+        if (
+            warning := plateau_warning(
+                r["check"], f"{_row(r['name'])} seed {r['seed']}", scale, unit, r.get("hint")
+            )
+        )
     ]

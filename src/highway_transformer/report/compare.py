@@ -10,8 +10,11 @@ says what such a comparison can and cannot conclude:
   scores, each from the per-token (per-step, per-example) loss variance over what it scored,
   a lower bound on the noise — is a **tie**, never a "steps to target" or a winner;
 * every score names its split and how many tokens (steps, examples) it scored;
-* the trivial baselines each run recorded at the end of training are drawn, and a run that
-  did not learn beyond them is named (:mod:`~highway_transformer.tasks.floor`).
+* the trivial baselines each run recorded at the end of training are listed, and drawn over
+  the curves only where the periodic validation scored the same tokens as they did; a run
+  that did not learn beyond them is named first, and every comparison with it is withheld
+  (:func:`~highway_transformer.tasks.floor.withheld_reason`, as ``highway ab`` and
+  ``highway report`` withhold their verdicts).
 
 The first run (or ``baseline``) sets the target: its best periodic validation loss, drawn on
 the figure; the table gives the step each run first reached it.
@@ -65,9 +68,18 @@ class RunFolder:
 
 
 def run_labels(run_dirs: list[Path]) -> list[str]:
-    """Folder names, or paths where two runs share a name."""
-    names = [d.name for d in run_dirs]
-    return names if len(set(names)) == len(names) else [str(d) for d in run_dirs]
+    """Each run's folder name, or where runs share one the fewest trailing path parts that
+    tell it from every other (``x/run``, ``y/run``): short enough for a legend."""
+    parts = [d.parts for d in run_dirs]
+
+    def label(i: int) -> str:
+        mine = parts[i]
+        for n in range(1, len(mine) + 1):
+            if all(other[-n:] != mine[-n:] for j, other in enumerate(parts) if j != i):
+                return "/".join(mine[-n:])
+        return str(run_dirs[i])  # a path that ends another's: the whole path
+
+    return [label(i) for i in range(len(parts))]
 
 
 def load_run(run_dir: Path, label: str) -> RunFolder:
@@ -142,7 +154,15 @@ def compare_runs(
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     trivial = (base.results.get("learned") or {}).get("baselines", {})
-    plot = plot_convergence(out, runs, target, base.label, trivial, unit)
+    periodic, whole = rows_count(rows, base.label)
+    # the trivial models scored the final validation's tokens: drawn over the periodic curves
+    # only where those scored the same ones
+    same_tokens = periodic is None or whole is None or periodic == whole
+    drawn = trivial if same_tokens else {}
+    counted = count_name(base.results.get("valid"))
+    on = "valid split" if whole is None else f"valid split, {whole:,} {counted}"
+    curves_on = "periodic" if periodic is None else f"periodic, {periodic:,} {counted}"
+    plot = plot_convergence(out, runs, target, base.label, drawn, unit, on, curves_on)
     summary = {
         "baseline": base.label,
         "target_valid_loss": target,
@@ -152,12 +172,19 @@ def compare_runs(
         "max_eval_tokens": base.config.get("data.max_eval_tokens"),
         "counts": count_name(base.results.get("valid")),
         "trivial_baselines": trivial,
+        "trivial_drawn": same_tokens,
         "rows": rows,
         "plot": str(plot),
     }
     write_json(out / "compare.json", summary)
     (out / "compare.md").write_text(markdown_table(summary, title or "Comparison"), "utf-8")
     return summary
+
+
+def rows_count(rows: list[dict[str, Any]], label: str) -> tuple[int | None, int | None]:
+    """What the ``label`` row's periodic and final validations scored (None: not recorded)."""
+    row = next(r for r in rows if r["run"] == label)
+    return row["periodic_valid_count"], row["final_valid_count"]
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:
@@ -197,7 +224,8 @@ def difference(a: float, a_se: float | None, b: float, b_se: float | None) -> di
 def _row(
     run: RunFolder, base: RunFolder, target: float, target_se: float | None, unit: Unit
 ) -> dict:
-    from ..tasks.floor import plateau_warning  # the tasks import torch: after the inputs' checks
+    # the tasks import torch: after the inputs' checks
+    from ..tasks.floor import learning_hint, plateau_warning, withheld_reason
 
     valid_curve = curve(run.records, "valid")
     best, best_se = best_periodic(run.records)
@@ -208,6 +236,12 @@ def _row(
     status = "reached" if reached is not None else "not reached"
     if run is not base and versus_target["tie"]:
         status, reached = "tie", None  # within the evaluation's noise: no step is claimed
+    withheld = None
+    if run is not base:  # the baseline's row compares with nothing
+        checks = [(r.label, r.results.get("learned")) for r in (base, run)]
+        withheld = withheld_reason(checks, unit.scale, unit.label)
+    if withheld is not None:
+        status, reached = "withheld", None  # a run that learned nothing: no step is claimed
     final_valid, base_valid = results.get("valid") or {}, base.results.get("valid") or {}
     versus_base = None
     if run is not base and "loss" in final_valid and "loss" in base_valid:
@@ -228,8 +262,11 @@ def _row(
         **{f"final_{s}_se": (results.get(s) or {}).get("loss_se") for s in ("valid", "test")},
         **{f"final_{s}_count": scored_count(results.get(s)) for s in ("valid", "test")},
         "final_valid_vs_baseline": versus_base,
+        "withheld": withheld,
         "learned": results.get("learned"),
-        "warning": plateau_warning(results.get("learned"), run.label, unit.scale, unit.label),
+        "warning": plateau_warning(
+            results.get("learned"), run.label, unit.scale, unit.label, learning_hint(run.config)
+        ),
     }
 
 
@@ -243,7 +280,9 @@ def _score(loss: float | None, se: float | None, scale: float) -> str:
     return f"{loss * scale:.4f}" + ("" if se is None else f" ± {se * scale:.4f}")
 
 
-def _versus(found: dict[str, Any] | None, scale: float) -> str:
+def _versus(found: dict[str, Any] | None, scale: float, withheld: str | None = None) -> str:
+    if withheld is not None:
+        return withheld
     if found is None:
         return "–"
     shown = f"{found['difference'] * scale:+.4f}"
@@ -263,9 +302,23 @@ def markdown_table(summary: dict[str, Any], title: str) -> str:
     rows, scale, unit = summary["rows"], summary["scale"], summary["unit"]
     cap, counted = summary.get("max_eval_tokens"), summary.get("counts", "items")
     truncated = f", truncated to their first {cap:,} tokens (data.max_eval_tokens)" if cap else ""
+    periodic = f"{_counts(rows, 'periodic_valid_count')} {counted}"
+    final = f"{_counts(rows, 'final_valid_count')} {counted}"
+    warnings = [r["warning"] for r in rows if r["warning"]]
     lines = [
         f"# {title}",
         "",
+        # first: why a comparison below is withheld
+        *(f"- {w}" for w in warnings),
+        *(
+            [
+                "",
+                "Every comparison with these runs is withheld (`vs baseline`, `steps to target`).",
+                "",
+            ]
+            if warnings
+            else []
+        ),
         f"Scores in {unit} (± one standard error of the evaluation, from the loss variance "
         f"over the {counted} scored; a lower bound on its noise).",
         "",
@@ -284,8 +337,8 @@ def markdown_table(summary: dict[str, Any], title: str) -> str:
         "weights; "
         "`vs baseline`: final valid minus the baseline's, a *tie* within 1.96 standard errors.",
         "",
-        "| run | params | steps | best periodic valid | steps to target | final valid | "
-        "vs baseline | final test |",
+        f"| run | params | steps | best periodic valid ({periodic}) | steps to target | "
+        f"final valid ({final}) | vs baseline | final test |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for r in rows:
@@ -294,7 +347,7 @@ def markdown_table(summary: dict[str, Any], title: str) -> str:
             f"| {r['run']} | {_fmt(r['parameters'], ',')} | {r['steps']} | "
             f"{_score(r['best_periodic_valid_loss'], r['best_periodic_valid_se'], scale)} | "
             f"{reached} | {_score(r['final_valid_loss'], r['final_valid_se'], scale)} | "
-            f"{_versus(r['final_valid_vs_baseline'], scale)} | "
+            f"{_versus(r['final_valid_vs_baseline'], scale, r.get('withheld'))} | "
             f"{_score(r['final_test_loss'], r['final_test_se'], scale)} |"
         )
     lines += [
@@ -307,15 +360,19 @@ def markdown_table(summary: dict[str, Any], title: str) -> str:
 
 
 def trivial_lines(summary: dict[str, Any], rows: list[dict[str, Any]]) -> list[str]:
-    """The trivial baselines (the lines to beat) and a warning per run that did not learn."""
+    """The trivial baselines (the lines to beat), which split they scored, and whether the
+    figure draws them (the warnings of runs that did not learn are at the top)."""
     scale, trivial = summary["scale"], summary["trivial_baselines"]
     if not trivial:
-        lines = ["Trivial baselines: not recorded by these runs (trained before the check)."]
-    else:
-        shown = ", ".join(f"{name} {loss * scale:.4f}" for name, loss in trivial.items())
-        lines = [f"Trivial baselines (final validation split): {shown}."]
-    warnings = [r["warning"] for r in rows if r["warning"]]
-    return [*lines, "", *(f"- {w}" for w in warnings), *([""] if warnings else [])]
+        return ["Trivial baselines: not recorded by these runs (trained before the check).", ""]
+    shown = ", ".join(f"{name} {loss * scale:.4f}" for name, loss in trivial.items())
+    line = f"Trivial baselines (final validation split, as `final valid`): {shown}."
+    if not summary.get("trivial_drawn", True):
+        line += (
+            " Not drawn in the figure: its curves are the periodic validation, which scored "
+            "other (fewer) tokens."
+        )
+    return [line, ""]
 
 
 def plot_convergence(
@@ -325,9 +382,12 @@ def plot_convergence(
     baseline: str,
     trivial: dict[str, float],
     unit: Unit,
+    trivial_split: str = "valid split",
+    curves_on: str = "periodic",
 ) -> Path:
-    """Training and validation loss against steps, with the target and trivial-baseline
-    lines."""
+    """Training and validation loss against steps, with the target and the ``trivial``
+    baselines' lines (give none where the curves scored other tokens than they did), each
+    legend naming what it scored (``trivial_split``)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -347,8 +407,11 @@ def plot_convergence(
         target * unit.scale, color="grey", ls="--", lw=1, label=f"target ({baseline} best)"
     )
     for style, (name, loss) in zip((":", "-.", (0, (1, 3))), trivial.items(), strict=False):
-        axes[1].axhline(loss * unit.scale, color="black", ls=style, lw=1, label=f"{name} model")
-    for ax, name in zip(axes, ("training", "validation (periodic)"), strict=True):
+        axes[1].axhline(
+            loss * unit.scale, color="black", ls=style, lw=1,
+            label=f"{name} model ({trivial_split})",
+        )  # fmt: skip
+    for ax, name in zip(axes, ("training", f"validation ({curves_on})"), strict=True):
         ax.set_xlabel("step")
         ax.set_ylabel(unit.label)
         ax.set_title(f"{name} loss")

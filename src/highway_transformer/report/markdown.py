@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..tasks.floor import plateau_warning
+from ..tasks.floor import metric_unit, plateau_warning
 from .code import code_markdown
+from .figures import HEATMAP_NOTE
 from .machines import machines_markdown
 from .runs import METADATA_KEYS, number
 from .tables import PERCENT_METRICS, better_word, higher_is_better
@@ -504,11 +505,12 @@ def index_markdown(report: dict[str, Any]) -> str:
         f"sample standard deviation over seeds where there are several{published}.",
         "",
         *unusable_markdown(report.get("unusable", [])),
+        # first: a verdict withheld below says why here, before any table
+        *learning_markdown(report.get("learning", []), m, report.get("metric_label")),
         *in_progress_markdown(report.get("in_progress", [])),
         *code_markdown(report.get("code", {"one_code": True})),
         *machines_markdown(report["machines"]),
         *primary_markdown(report.get("primary"), m, paper),
-        *learning_markdown(report.get("learning", [])),
         "## Results (paper format, exploratory)" if paper else "## Results (exploratory)",
         "",
         "Each run's scored weights as `results.json` records them: by default its best "
@@ -622,6 +624,8 @@ def in_progress_markdown(in_progress: list[dict[str, Any]]) -> list[str]:
 
 def _gates_markdown(gates: dict[str, Any]) -> list[str]:
     lines = ["## Gate biases b1 (HT Figures 13-14)", ""]
+    if gates["heatmaps"]:
+        lines += [f"How to read the heatmaps: {HEATMAP_NOTE}", ""]
     for name, files in gates["heatmaps"].items():
         lines += [f"### {name}", "", *_image_lines(files, f"{name} gate biases"), ""]
     pca = gates["pca"]
@@ -633,23 +637,36 @@ def _gates_markdown(gates: dict[str, Any]) -> list[str]:
     return lines
 
 
-def learning_markdown(rows: list[dict[str, Any]]) -> list[str]:
+def learning_markdown(
+    rows: list[dict[str, Any]], metric: str = "loss", label: str | None = None
+) -> list[str]:
     """ "Did every run learn?": each run's validation loss against its task's best trivial
-    baseline (``tasks/floor.py``); a warning per run that did not."""
+    baseline (``tasks/floor.py``), shown in the report's ``metric`` (``label``: its name); a
+    warning per run that did not, with what to try from its settings, and that the verdicts
+    with it are withheld."""
     checked = [r for r in rows if r["check"] is not None]
     if not checked:
         return []
+    scale, unit = metric_unit(metric, label)
     lines = ["## Did every run learn?", ""]
     stuck = [r for r in checked if not r["check"]["learned"]]
     first = checked[0]["check"]
     if not stuck:
         lines.append(
-            f"Yes: every run's validation loss (nats) is more than {first['margin']:.0%} below "
+            f"Yes: every run's validation loss is more than {first['margin']:.0%} below "
             f"its task's best trivial baseline ({first['baseline']}, "
-            f"{first['baseline_loss']:.4f})."
+            f"{scale(first['baseline_loss']):.4f} {unit})."
         )
+    else:
+        lines += [
+            "**No**: the verdicts of the comparisons with these runs are withheld (a "
+            "difference between runs that learned nothing a trivial model does not hold is "
+            "noise).",
+            "",
+        ]
     for r in stuck:
-        warning = plateau_warning(r["check"], f"{r['name']} seed {r['seed']}")
+        name = f"{r['name']} seed {r['seed']}"
+        warning = plateau_warning(r["check"], name, scale, unit, r.get("hint"))
         lines.append(f"- **{warning}**")
     unchecked = len(rows) - len(checked)
     if unchecked:

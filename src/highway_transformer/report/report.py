@@ -58,7 +58,8 @@ from ..errors import CheckpointError, ConfigError, HighwayError
 from ..experiments.registry import CONTRASTS, PAPER_FIGURES, TABLES
 from ..experiments.scale import AS_CONFIGURED, SCALES, describe_scale
 from ..files import make_folder
-from ..tasks.floor import floor_losses, learning_check
+from ..storage.runfolder import flatten
+from ..tasks.floor import best_check, learning_hint, metric_unit, withheld_reason
 from .annealing import before_annealing
 from .code import describe_groups, runs_by_code
 from .figures import plot_convergence, plot_gate_heatmaps, plot_pca
@@ -281,6 +282,7 @@ def write_report(
         "baselines": found_baselines,
     }
     report["learning"] = learning_rows(runs, report["baselines"])
+    withhold_verdicts(report["primary"], report["learning"], metric, report["metric_label"])
     report["figures"] = {**figures, **_gate_figures(gates)}
     report["index"] = "index.md"
     (out / "index.md").write_text(index_markdown(report), encoding="utf-8")
@@ -328,17 +330,42 @@ def run_metric_label(run: RunRecord, metric: str) -> str:
 
 def learning_rows(runs: list[RunRecord], baselines: dict[str, Any] | None) -> list[dict]:
     """Each run's check against the trivial baselines (:mod:`..tasks.floor`): as the trainer
-    recorded it, else from the report's baselines (runs trained before the check)."""
+    recorded it, against the report's baselines too where it has them (the best trivial model
+    at hand: the trigram, logistic regression), with what to try from the run's settings."""
     models = (baselines or {}).get("models")
     rows = []
     for run in runs:
         results = run.results or {}
-        check, source = results.get("learned"), "recorded"
-        if check is None and models and "loss" in results.get("valid", {}):
-            check = learning_check(results["valid"]["loss"], floor_losses(models, "valid"))
-            source = "from the report's baselines"
-        rows.append({"name": run.name, "seed": run.seed, "check": check, "source": source})
+        recorded = results.get("learned")
+        check = best_check(results.get("valid", {}).get("loss"), recorded, models)
+        source = (
+            "recorded" if check is recorded
+            else "from the report's baselines" if recorded is None
+            else "recorded, with the report's baselines"
+        )  # fmt: skip
+        rows.append({
+            "name": run.name, "seed": run.seed, "check": check, "source": source,
+            "hint": learning_hint(flatten(run.config)),
+        })  # fmt: skip
     return rows
+
+
+def withhold_verdicts(
+    primary: dict[str, Any], learning: list[dict[str, Any]], metric: str, label: str
+) -> None:
+    """No verdict for a registered pair with a run that did not learn (:func:`withheld_reason`,
+    losses in the report's ``metric``); the interval stays, as a description, and a pair that
+    has no verdict anyway (one seed) keeps saying why."""
+    checks: dict[str, list[tuple[str, dict[str, Any] | None]]] = {}
+    for r in learning:
+        short = str(r["name"]).split("/", 1)[-1]
+        checks.setdefault(r["name"], []).append((f"{short} seed {r['seed']}", r["check"]))
+    scale, unit = metric_unit(metric, label)
+    for row in primary["rows"]:
+        runs = [*checks.get(row["against"], []), *checks.get(row["row"], [])]
+        reason = withheld_reason(runs, scale, unit)
+        if reason is not None and (row["paired"] or {}).get("verdict") is not None:
+            row["verdict_if_learned"], row["verdict"] = row["verdict"], reason
 
 
 def _gate_figures(gates: dict[str, Any]) -> dict[str, list[str]]:

@@ -48,7 +48,7 @@ from ..storage.folder import (
     unchecked_note,
 )
 from ..tasks import Task, task_class
-from ..tasks.floor import learning_check, plateau_warning
+from ..tasks.floor import learning_check, learning_hint, plateau_warning
 from ..tasks.progress import EvalBar
 from ..validation import checkpoint_config, validate
 from . import checkpoint as ckpt
@@ -374,7 +374,8 @@ class Trainer:
         check = learning_check(valid_loss, self.task.trivial_losses("valid"))
         level = self.task.level
         unit = (1 / math.log(2), bits_label(level)) if level else (1.0, "nats")
-        warning = plateau_warning(check, str(self.out_dir), *unit)
+        hint = learning_hint(runfolder.flatten(self.config.to_dict()))
+        warning = plateau_warning(check, str(self.out_dir), *unit, hint=hint)
         if warning:
             self.log(warning)
         return check
