@@ -5,7 +5,13 @@ TORCH ?= torch==2.13.0
 # e.g. https://download.pytorch.org/whl/cpu for a CPU-only torch (PyPI's Linux wheel brings CUDA)
 TORCH_INDEX ?=
 BIN := $(VENV)/bin
+# Two installs: `make demo` needs torch, the core and the `report` extra (its figures) alone;
+# `make test` (and lint, docs, bench) adds every extra the tests and the site use (triton,
+# transformers, lm-eval, mkdocs...: GBs and minutes the demo does not need).
+DEMO_STAMP := $(VENV)/.demo-installed
 STAMP := $(VENV)/.installed
+DEMO_EXTRAS := report
+FULL_EXTRAS := dev,report,digits,subword,tensorboard,hub,slurm,hf,docs
 
 .PHONY: demo test test-slow docs lint bench install clean
 
@@ -13,14 +19,18 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
-$(STAMP): $(BIN)/python pyproject.toml
+$(DEMO_STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/python -m pip install -q "$(TORCH)" $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
-	$(BIN)/python -m pip install -q -e ".[dev,report,digits,subword,tensorboard,hub,slurm,hf,docs]"
+	$(BIN)/python -m pip install -q -e ".[$(DEMO_EXTRAS)]"
+	touch $(DEMO_STAMP)
+
+$(STAMP): $(DEMO_STAMP)
+	$(BIN)/python -m pip install -q -e ".[$(FULL_EXTRAS)]"
 	touch $(STAMP)
 
 install: $(STAMP)
 
-demo: $(STAMP)
+demo: $(DEMO_STAMP)
 	$(BIN)/highway demo --out runs/demo
 
 test: $(STAMP)

@@ -32,6 +32,7 @@ from highway_transformer.config import (
     TrainConfig,
 )
 from highway_transformer.data.download import CACHE_ENV
+from highway_transformer.experiments.rates import RATES_ENV
 from highway_transformer.models.lm import LanguageModel
 from highway_transformer.presets import get_preset
 
@@ -87,8 +88,11 @@ def hold_folder() -> Iterator[Callable[[Path], subprocess.Popen[str]]]:
 
 @pytest.fixture(autouse=True)
 def _private_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch):
-    """Token caches and downloads go to a folder of this test session, not the user's cache."""
+    """Token caches and downloads go to a folder of this test session, not the user's cache;
+    the measured rates (experiments/rates.py) to one of this test: a probe of one test would
+    price another's plan."""
     monkeypatch.setenv(CACHE_ENV, str(tmp_path_factory.getbasetemp() / "cache"))
+    monkeypatch.setenv(RATES_ENV, str(tmp_path_factory.mktemp("rates") / "rates.json"))
 
 
 @pytest.fixture

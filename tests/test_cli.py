@@ -417,10 +417,16 @@ def test_train_scale_shrinks_the_config_file_before_the_overrides(
 
 
 def test_progress_of_training_and_scoring(
-    tmp_path: Path, text_file: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path,
+    text_file: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Training shows its learning rate; the final scoring and ``highway eval`` show a bar of
-    each split's scoring, which ``--no-progress`` hides, the metrics the same either way."""
+    """On a terminal, training shows its learning rate; the final scoring and ``highway
+    eval`` show a bar of each split's scoring, which ``--no-progress`` hides, the metrics the
+    same either way (piped: test_a_piped_train_says_its_budget_and_draws_no_bar)."""
+    for module in ("training.writers", "tasks.progress"):
+        monkeypatch.setattr(f"highway_transformer.{module}.on_terminal", lambda: True)
     config_file = tmp_path / "tiny.yaml"
     config_file.write_text(TINY_YAML, encoding="utf-8")
     out = tmp_path / "run"
@@ -450,4 +456,5 @@ def test_task_scoring_reports_all_its_examples(tmp_path: Path, capsys) -> None:
     shown = evaluate_checkpoint(out / "best", progress=True)
     err = capsys.readouterr().err
     assert "scoring valid" in err and "scoring test" in err and "example" in err
+    assert "\r" not in err and "\x1b[" not in err  # no terminal: plain lines, no cursor codes
     assert shown == quiet

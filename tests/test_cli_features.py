@@ -114,6 +114,7 @@ def test_eval_file_counts_every_symbol_once_and_oov(runs, tmp_path, capsys) -> N
     code, out, err = _run(capsys, "eval", str(runs["sdu"]), "--file", str(path))
     assert code == 0 and "bits per character" in out and "3 out of vocabulary" in out
     assert "reading" in err and "scoring" in err  # progress bars on stderr
+    assert "\r" not in err and "\x1b[" not in err  # no terminal: plain lines, no cursor codes
     code, quiet, err = _run(capsys, "eval", str(runs["sdu"]), "--file", str(path), "--no-progress")
     assert code == 0 and quiet == out and "scoring" not in err
     code, _, err = _run(capsys, "eval", str(runs["sdu"]), "--file", str(tmp_path / "nope.txt"))

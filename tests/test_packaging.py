@@ -41,18 +41,60 @@ def test_every_extra_is_declared_and_heavy_packages_are_optional() -> None:
         assert heavy not in core
 
 
-def test_make_installs_every_extra_but_a_service_and_a_benchmark() -> None:
-    """``make`` installs the extras the tests and docs use: all but ``wandb`` (a service
-    with an account) and ``bench`` (one benchmark's comparison package)."""
+def _make_variable(makefile: str, name: str) -> set[str]:
     import re
 
+    found = re.search(rf"^{name} := ([a-z,]+)$", makefile, re.M)
+    assert found is not None, name
+    return set(found.group(1).split(","))
+
+
+def _prerequisites(makefile: str, target: str) -> list[str]:
+    import re
+
+    found = re.search(rf"^{re.escape(target)}:(.*)$", makefile, re.M)
+    assert found is not None, target
+    return found.group(1).split()
+
+
+def test_make_installs_every_extra_but_a_service_and_a_benchmark() -> None:
+    """``make test`` installs the extras the tests and docs use: all but ``wandb`` (a
+    service with an account) and ``bench`` (one benchmark's comparison package)."""
     makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
-    found = re.search(r'pip install -q -e "\.\[([a-z,]+)\]"', makefile)
-    assert found is not None
-    installed = set(found.group(1).split(","))
+    assert 'pip install -q -e ".[$(FULL_EXTRAS)]"' in makefile
+    installed = _make_variable(makefile, "FULL_EXTRAS")
     declared = set(PYPROJECT["project"]["optional-dependencies"])
     assert installed <= declared
     assert declared - installed == {"wandb", "bench"}
+
+
+def test_make_demo_installs_what_the_demo_needs_alone() -> None:
+    """``make demo`` installs torch, the core and ``report`` (the demo's figures: the one
+    extra it imports) into its own stamp; ``make test`` and the tools the full install, after
+    it."""
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    assert _make_variable(makefile, "DEMO_EXTRAS") == {"report"}
+    assert 'pip install -q -e ".[$(DEMO_EXTRAS)]"' in makefile
+    assert _prerequisites(makefile, "demo") == ["$(DEMO_STAMP)"]
+    assert _prerequisites(makefile, "$(DEMO_STAMP)") == ["$(BIN)/python", "pyproject.toml"]
+    assert _prerequisites(makefile, "$(STAMP)") == ["$(DEMO_STAMP)"]
+    for target in ("install", "test", "test-slow", "docs", "lint", "bench"):
+        assert _prerequisites(makefile, target) == ["$(STAMP)"], target
+
+
+def test_the_demo_runs_with_the_report_extra_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What ``make demo`` installs is enough: the tiny demo (training, report, figures,
+    samples) with every other extra missing."""
+    from highway_transformer import cli
+
+    for module, extra in EXTRAS.items():
+        if extra != "report":
+            monkeypatch.setitem(sys.modules, module, None)
+    argv = ["demo", "--tiny", "--steps", "4", "--seeds", "1", "--jobs", "1", "--no-progress"]
+    assert cli.main([*argv, "--out", str(tmp_path / "demo")]) == 0
+    assert (tmp_path / "demo" / "report.md").is_file()
 
 
 def test_demo_without_matplotlib_stops_before_training(

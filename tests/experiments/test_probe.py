@@ -13,17 +13,24 @@ import torch
 
 from highway_transformer.cli_experiments import parse_run_targets
 from highway_transformer.errors import ConfigError
-from highway_transformer.experiments import plan_runs
+from highway_transformer.experiments import plan_runs, run_experiments
 from highway_transformer.experiments.plan import describe_plan
 from highway_transformer.experiments.probe import WARMUP, probe_seconds_per_step
 
 
+def _overrides(corpus: Path, steps: int) -> list[str]:
+    return [
+        "data.corpus=file",
+        f"data.path={corpus}",
+        "data.level=char",
+        f"train.max_steps={steps}",
+    ]
+
+
 def _tiny_row(tmp_path: Path, corpus: Path, steps: int = 30):
     (spec,) = plan_runs(
-        "ht-table1/t-l3", tmp_path / "runs", "tiny", seeds=1,
-        overrides=["data.corpus=file", f"data.path={corpus}", "data.level=char",
-                   f"train.max_steps={steps}"],
-    )  # fmt: skip
+        "ht-table1/t-l3", tmp_path / "runs", "tiny", seeds=1, overrides=_overrides(corpus, steps)
+    )
     return spec
 
 
@@ -57,6 +64,24 @@ def test_the_plan_prices_probed_rows_and_says_so(tmp_path: Path, word_corpus: Pa
     assert probed.endswith("probed here for 3 steps, not whole runs: ht-table1/t-l3")
     assert said == ["ht-table1/t-l3: probing 3 steps here"]
     assert not spec.run_dir.exists()
+
+
+def test_a_probed_rate_prices_a_plan_and_a_run_elsewhere(tmp_path: Path, word_corpus: Path) -> None:
+    """``--plan --probe N`` in one ``--out``: a later plan with another ``--out`` finds the
+    rate (the per-user cache), and so does the start line of the row's run there."""
+    probed = _tiny_row(tmp_path / "a", word_corpus)
+    describe_plan([probed], probe=3)
+    elsewhere = _tiny_row(tmp_path / "b", word_corpus)
+    line = describe_plan([elsewhere])[-1]
+    assert line.startswith("at the rates measured on this kind of machine")
+    assert line.endswith("; from an earlier probe here, not whole runs: ht-table1/t-l3")
+    said: list[str] = []
+    run_experiments(
+        "ht-table1/t-l3", tmp_path / "b" / "runs", "tiny", overrides=_overrides(word_corpus, 30),
+        log=said.append,
+    )  # fmt: skip
+    start = next(line for line in said if "steps to train" in line)
+    assert start.endswith("s/step measured here") and "(train.max_steps=30)" in start
 
 
 @pytest.mark.parametrize(

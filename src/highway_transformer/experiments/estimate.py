@@ -62,17 +62,22 @@ def ran_here(stretch: dict[str, Any], here: dict[str, Any]) -> bool:
 
 def seconds_per_step(run_dirs: Iterable[Path], here: dict[str, Any]) -> float | None:
     """Mean seconds per step over the stretches of these runs that ran here (None: none did)."""
+    return stretches_rate((s for d in run_dirs for s in recorded_stretches(d)), here)
+
+
+def stretches_rate(stretches: Iterable[dict[str, Any]], here: dict[str, Any]) -> float | None:
+    """Mean seconds per step over those of ``stretches`` that ran here (None: none did)."""
     steps = seconds = 0.0
-    for run_dir in run_dirs:
-        for stretch in recorded_stretches(run_dir):
-            span = stretch.get("to_step", 0) - stretch.get("from_step", 0)
-            if ran_here(stretch, here) and span > 0 and stretch.get("seconds"):
-                steps += span
-                seconds += float(stretch["seconds"])
+    for stretch in stretches:
+        span = stretch.get("to_step", 0) - stretch.get("from_step", 0)
+        if ran_here(stretch, here) and span > 0 and stretch.get("seconds"):
+            steps += span
+            seconds += float(stretch["seconds"])
     return seconds / steps if steps else None
 
 
-def _duration(seconds: float) -> str:
+def duration(seconds: float) -> str:
+    """A span of seconds as it is read: ``40 s``, ``12 min``, ``3.5 h``."""
     if seconds >= 3600:
         return f"{seconds / 3600:.1f} h"
     return f"{seconds / 60:.0f} min" if seconds >= 60 else f"{seconds:.0f} s"
@@ -94,13 +99,15 @@ def estimate_line(
     jobs: int,
     threads: int,
     probed: tuple[int, list[str]] = (0, []),
+    earlier: list[str] | None = None,
 ) -> str:
     """The plan's closing line: the time the steps left take at the rates measured here.
 
     ``runs`` are (row, steps left) in the order the runner starts them; ``rates`` are keyed
     by row; ``jobs`` runs train at once (one long run left alone is not shortened by them);
     ``probed``: the probe's steps and the rows whose rate came from it (named, since a
-    probe's rate is a short sample, not whole runs)."""
+    probe's rate is a short sample, not whole runs); ``earlier``: the rows whose rate an
+    earlier probe on this kind of machine left in the per-user cache (:mod:`.rates`)."""
     todo = [(row, steps) for row, steps in runs if steps > 0]
     if not todo:
         return "nothing left to train"
@@ -112,13 +119,15 @@ def estimate_line(
             f"no rate measured on this kind of machine yet ({where}): no time estimate "
             "(--probe N measures N steps of each row here)"
         )
-    line = f"at the rates measured on this kind of machine ({where}): ≈ {_duration(sum(known))}"
+    line = f"at the rates measured on this kind of machine ({where}): ≈ {duration(sum(known))}"
     line += " of training"
     if jobs > 1:
-        line += f", ≈ {_duration(finish_time(known, jobs))} with {jobs} at once"
+        line += f", ≈ {duration(finish_time(known, jobs))} with {jobs} at once"
     steps, rows = probed
     if rows:
         line += f"; probed here for {steps:,} steps, not whole runs: {', '.join(rows)}"
+    if earlier:
+        line += f"; from an earlier probe here, not whole runs: {', '.join(earlier)}"
     if unknown:
         line += f"; not yet measured here, so not counted (--probe N): {', '.join(unknown)}"
     return line

@@ -333,26 +333,56 @@ def _estimate(
     left = {id(spec): state.steps_left for spec, state in zip(specs, states, strict=True)}
     runs = [(spec.experiment.name, left[id(spec)]) for spec in launch_order(specs)]
     unmeasured = {row for row, steps in runs if steps and not rates[row]}
-    probed = _probe_rows(specs, unmeasured, probe, threads, log) if probe else {}
+    earlier = _cached_rows(specs, unmeasured, here)
+    rates.update(earlier)
+    probed = _probe_rows(specs, unmeasured - set(earlier), probe, threads, here, log)
     rates.update(probed)
-    return estimate.estimate_line(runs, rates, jobs, threads, probed=(probe, sorted(probed)))
+    return estimate.estimate_line(
+        runs, rates, jobs, threads, probed=(probe, sorted(probed)), earlier=sorted(earlier)
+    )
+
+
+def _first_configs(specs: list[RunSpec], rows: set[str]) -> dict[str, Config]:
+    """Each of ``rows``' first seed's config (the one a probe trains)."""
+    first: dict[str, Config] = {}
+    for spec in specs:
+        if spec.experiment.name in rows:
+            first.setdefault(spec.experiment.name, spec.config)
+    return first
+
+
+def _cached_rows(specs: list[RunSpec], rows: set[str], here: dict[str, Any]) -> dict[str, float]:
+    """The rates an earlier probe of ``rows`` on this kind of machine left in the per-user
+    cache (whatever ``--out`` it planned)."""
+    from .rates import cached_rate
+
+    found = {row: cached_rate(config, here) for row, config in _first_configs(specs, rows).items()}
+    return {row: rate for row, rate in found.items() if rate is not None}
 
 
 def _probe_rows(
-    specs: list[RunSpec], rows: set[str], steps: int, threads: int, log: Callable[[str], None]
+    specs: list[RunSpec],
+    rows: set[str],
+    steps: int,
+    threads: int,
+    here: dict[str, Any],
+    log: Callable[[str], None],
 ) -> dict[str, float]:
     """Seconds per step of each of ``rows`` (its first seed's config) from a probe of
-    ``steps`` steps here; rows too short to probe are left out."""
+    ``steps`` steps here, kept in the per-user cache for later plans; rows too short to
+    probe are left out."""
     from .probe import probe_seconds_per_step
+    from .rates import remember_rate
 
     rates: dict[str, float] = {}
-    for spec in specs:
-        row = spec.experiment.name
-        if row in rows and row not in rates:
-            log(f"{row}: probing {steps} steps here")
-            rate = probe_seconds_per_step(spec.config, steps, threads)
-            if rate is not None:
-                rates[row] = rate
+    if not steps:
+        return rates
+    for row, config in _first_configs(specs, rows).items():
+        log(f"{row}: probing {steps} steps here")
+        rate = probe_seconds_per_step(config, steps, threads)
+        if rate is not None:
+            rates[row] = rate
+            remember_rate(config, here, rate, steps)
     return rates
 
 

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import itertools
 import os
+import sys
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,7 +49,7 @@ from ..models.families import memory_policy
 from ..models.generation import spells_spaces
 from ..models.lm import LanguageModel
 from .lm_eval import EvalResult, evaluate
-from .progress import EvalBar
+from .progress import EvalBar, on_terminal
 
 #: Bytes read at a time for a BPE/unigram tokenizer.
 SUBWORD_READ_BYTES = 1 << 16
@@ -205,8 +207,11 @@ def evaluate_file(
         size = os.path.getsize(path)
     except OSError as exc:
         raise DataError(f"cannot read {path}: {exc.strerror}; give a text file") from None
-    with tqdm(total=size, desc="reading", unit="B", unit_scale=True, disable=not progress) as bar:
+    bars, started = progress and on_terminal(), time.monotonic()
+    with tqdm(total=size, desc="reading", unit="B", unit_scale=True, disable=not bars) as bar:
         tokens = tokenise_file(path, vocab, spill_bytes, bar.update)
+    if progress and not bars:  # piped: a plain line, no bar's cursor codes
+        print(f"reading: {size:,} B in {time.monotonic() - started:.0f} s", file=sys.stderr)
     with tokens.ids as ids:
         if len(ids) < 2:
             raise DataError(f"{path} is too short to score: it needs at least 2 symbols")

@@ -26,6 +26,7 @@ from torch import nn
 from ..config import Config, save_config
 from ..data.levels import bits_label
 from ..errors import CheckpointError, ConfigError, TrainingDiverged
+from ..experiments.estimate import stretches_rate
 from ..models.resources import check_model_size
 from ..runtime.compiling import CompiledModule, check_compile
 from ..runtime.device import autocast_context
@@ -51,6 +52,7 @@ from ..tasks import Task, task_class
 from ..tasks.floor import learning_check, learning_hint, plateau_warning
 from ..tasks.progress import EvalBar
 from ..validation import checkpoint_config, validate
+from . import announce
 from . import checkpoint as ckpt
 from .accumulation import accumulate_gradients
 from .background import CheckpointWriter, host_copy, host_tensors
@@ -161,6 +163,7 @@ class Trainer:
                 f"data.eval_batch_size={config.data.eval_batch_size} gives some of the "
                 f"{self.world.size} processes no evaluation rows; use at least {self.world.size}"
             )
+        self.requested = config  # what a plan probed: before the task completes it
         self.task = task if task is not None else task_class(config.task.name)(config, self.device)
         # the task's copy of the config, completed from its data (the LM's vocabulary size)
         self.config = config = self.task.config
@@ -266,8 +269,13 @@ class Trainer:
                     writer.write(record)
         self.pending = []
         self.state.open_stretch(self._machine())
-        bar = Progress(t.max_steps, self.state.step, self._title(), self.progress)
+        bar = Progress(t.max_steps, self.state.step, self._title(), self.progress, self.log)
         log, self.log = self.log, bar.logger(self.log)
+        # said first, bar or not: a piped log otherwise shows nothing for hours
+        rate = self._known_rate()
+        name, step = self.config.name, self.state.step
+        self.log(announce.start_line(name, step, t.max_steps, rate, t.log_interval))
+        unmeasured = (step, self.state.elapsed) if rate is None else None
         batches = self.task.local_batches()
         self.model.train()
         try:
@@ -275,6 +283,9 @@ class Trainer:
                 while self.state.step < t.max_steps:
                     record, stop = self._step(batches, self.state.window, lambda: stops.requested)
                     bar.update(record)
+                    if record is not None and unmeasured is not None:
+                        self._log_first_rate(*unmeasured)
+                        unmeasured = None
                     step = self.state.step
                     if after_step is not None:
                         after_step(step)
@@ -305,7 +316,7 @@ class Trainer:
         precision = self.config.train.precision
         try:
             with (
-                EvalBar(f"scoring {split}", self.task.eval_unit, self.progress) as bar,
+                EvalBar(f"scoring {split}", self.task.eval_unit, self.progress, False) as bar,
                 self.task.reporting(bar.report),
                 torch.no_grad(),
                 autocast_context(self.device, precision),
@@ -598,6 +609,23 @@ class Trainer:
     def _machine(self) -> dict[str, Any]:
         """Where this process trains, and whether its step is compiled (both decide speed)."""
         return run_metadata(self.device, self.config.train.precision, self.compiled)
+
+    def _known_rate(self) -> float | None:
+        """Seconds per step of this run on this kind of machine: its own earlier stretches
+        here (a resumed run), else a probe's of this config (:mod:`..experiments.rates`)."""
+        if not self.world.is_main:
+            return None  # only the main process logs
+        from ..experiments.rates import cached_rate
+
+        here = self._machine()
+        return stretches_rate(self.state.stretches, here) or cached_rate(self.requested, here)
+
+    def _log_first_rate(self, from_step: int, from_elapsed: float) -> None:
+        """The rate measured since ``from_step`` and the training time left at it."""
+        measured = self.state.step - from_step
+        rate = (self.state.elapsed - from_elapsed) / max(measured, 1)
+        left = self.config.train.max_steps - self.state.step
+        self.log(announce.rate_line(self.config.name, rate, measured, left))
 
     def _title(self) -> str:
         return f"{self.config.name} ({self.task.name})"

@@ -12,12 +12,15 @@ from __future__ import annotations
 import csv
 import json
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
+from ..experiments.estimate import duration
 from ..extras import import_extra
 from ..storage import runfolder
+from ..tasks.progress import PLAIN_EVERY, on_terminal
 
 Record = dict[str, Any]
 
@@ -125,11 +128,25 @@ def check_sinks(tensorboard: bool, wandb_project: str) -> None:
 
 
 class Progress:
-    """A tqdm progress bar; log lines go through ``tqdm.write`` so they never share its line."""
+    """A tqdm progress bar on a terminal; log lines go through ``tqdm.write`` so they never
+    share its line. Elsewhere (a pipe, a file) no bar, whose carriage returns and cursor codes
+    would garble the log: a plain line in ``log`` at a log step every
+    :data:`~highway_transformer.tasks.progress.PLAIN_EVERY` seconds instead."""
 
-    def __init__(self, total: int, initial: int, desc: str, enabled: bool) -> None:
+    def __init__(
+        self,
+        total: int,
+        initial: int,
+        desc: str,
+        enabled: bool,
+        log: Callable[[str], None] = lambda _: None,
+    ) -> None:
         self.bar = None
-        if enabled:
+        self.plain = enabled and not on_terminal()
+        self.total, self.step, self.desc, self.log = total, initial, desc, log
+        self.started = self.said = time.monotonic()
+        self.first = initial
+        if enabled and not self.plain:
             from tqdm.auto import tqdm
 
             self.bar = tqdm(
@@ -150,6 +167,9 @@ class Progress:
         return write
 
     def update(self, record: Record | None) -> None:
+        self.step += 1
+        if self.plain and record is not None:
+            self._plain_line(record)
         if self.bar is None:
             return
         if record is not None:
@@ -159,6 +179,19 @@ class Progress:
                 items_s=f"{record['rate']:,.0f}",
             )
         self.bar.update(1)
+
+    def _plain_line(self, record: Record) -> None:
+        """What the bar shows, as one line, once every PLAIN_EVERY seconds."""
+        now = time.monotonic()
+        if now - self.said < PLAIN_EVERY:
+            return
+        self.said = now
+        per_step = (now - self.started) / max(self.step - self.first, 1)  # evaluations too
+        left = duration(per_step * (self.total - self.step))
+        self.log(
+            f"{self.desc}: step {self.step:,}/{self.total:,}, loss {record['loss']:.4f}, "
+            f"lr {record['lr']:.3g}, {record['rate']:,.0f} items/s, ≈ {left} left"
+        )
 
     def close(self) -> None:
         if self.bar is not None:
