@@ -280,7 +280,7 @@ def test_demo_command_with_a_tiny_model(
     for variant in demo.VARIANTS:
         assert {p.name for p in (runs / variant).iterdir()} == {"seed1", "seed2"}
         assert (runs / variant / "seed2" / "results.json").is_file()
-    assert (out / "report" / "convergence_steps.png").stat().st_size > 0
+    assert (out / "report" / "convergence_steps.svg").stat().st_size > 0
     summary = json.loads((out / "demo.json").read_text(encoding="utf-8"))
     rows = summary["primary"]["rows"]
     assert [(r["row"], r["against"]) for r in rows] == [

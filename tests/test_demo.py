@@ -98,7 +98,7 @@ def test_the_demo_report_gives_each_seed_and_the_paired_intervals(tmp_path: Path
         "| −0.1000 [−0.1497, −0.0503] |"
     ) in page
     assert "one seed" not in page
-    assert "![convergence, mean over seeds](report/convergence_steps.png)" in page
+    assert "![convergence, mean over seeds](report/convergence_steps.svg)" in page
     assert page.rstrip().endswith("The sdu-tanh sample\n```")
     assert Path(summary["plot"]).is_file()
     assert json.loads((out / "demo.json").read_text(encoding="utf-8")) == summary

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 #: ``highway demo``'s default budget: steps per run, seeds per model (``demo.DEMO_STEPS`` and
 #: ``demo.DEMO_SEEDS``, kept here for the same reason; checked by the tests).
-DEMO_STEPS, DEMO_SEEDS = 400, 3
+DEMO_STEPS, DEMO_SEEDS = 600, 3
 
 
 def _train(args: argparse.Namespace) -> int:

@@ -44,7 +44,7 @@ VARIANTS: dict[str, GateConfig] = {
     "sdu-tanh": GateConfig(kind="sdu", activation="tanh"),
 }
 #: The demo's budget: training steps per run, and seeds per model.
-DEMO_STEPS = 400
+DEMO_STEPS = 600
 DEMO_SEEDS = 3
 #: Where the generated samples start, and the seed whose best weights write them.
 PROMPT = "The "
@@ -196,7 +196,7 @@ def write_demo_summary(
     trivial = trivial_line(report, digits)
     paired = max(((row["paired"] or {"n": 0})["n"] for row in primary["rows"]), default=0)
     figures = report["figures"]["convergence_steps"]
-    figure = next((f"report/{f}" for f in figures if f.endswith(".png")), None)
+    figure = next((f"report/{f}" for f in figures if f.endswith(".svg")), None)
     lines = [
         f"# {TITLE}",
         "",

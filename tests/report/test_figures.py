@@ -28,15 +28,14 @@ CURVES = {
 }  # fmt: skip
 
 
-def test_a_figure_is_written_as_png_and_the_same_svg_again(tmp_path: Path) -> None:
+def test_a_figure_is_one_svg_written_the_same_again(tmp_path: Path) -> None:
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     first = plot_convergence(CURVES, "bpc", "step", tmp_path / "a" / "curves", "Table 1")
     again = plot_convergence(CURVES, "bpc", "step", tmp_path / "b" / "curves", "Table 1")
-    assert [p.name for p in first] == ["curves.png", "curves.svg"]
-    assert first[0].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert first[1].read_bytes() == again[1].read_bytes()  # no dates, stable ids
-    assert b"<svg" in first[1].read_bytes()
+    assert [p.name for p in first] == ["curves.svg"]  # one format a figure
+    assert first[0].read_bytes() == again[0].read_bytes()  # no dates, stable ids
+    assert b"<svg" in first[0].read_bytes()
     timed = plot_convergence(CURVES, "ppl", "time", tmp_path / "a" / "timed")
     assert all(p.is_file() for p in timed)
 
@@ -46,8 +45,8 @@ def test_the_seed_band_and_the_lines_to_beat_are_drawn(tmp_path: Path) -> None:
     lines = {"loss": {"unigram": 2.9, "bigram": 2.5}, "bpc": {"unigram": 4.2}}
     svg = plot_convergence(
         CURVES, "bpc", "step", tmp_path / "banded", bands=bands, lines_to_beat=lines
-    )[1].read_text(encoding="utf-8")
-    plain = plot_convergence(CURVES, "bpc", "step", tmp_path / "plain")[1].read_text("utf-8")
+    )[0].read_text(encoding="utf-8")
+    plain = plot_convergence(CURVES, "bpc", "step", tmp_path / "plain")[0].read_text("utf-8")
     assert "unigram (trivial)" in svg and "bigram (trivial)" in svg
     assert "unigram (trivial)" not in plain
     assert svg.count('id="FillBetweenPolyCollection') + svg.count('id="PolyCollection') >= 1
@@ -83,6 +82,6 @@ def test_no_empty_and_no_repeated_convergence_panel() -> None:
 
 def test_the_heatmap_says_how_to_read_it(tmp_path: Path) -> None:
     matrices = {"attn": ([1, 2], np.array([[0.1, -0.2], [0.0, 0.3]]))}
-    svg = plot_gate_heatmaps(matrices, tmp_path / "heat", "b1")[1].read_text(encoding="utf-8")
+    svg = plot_gate_heatmaps(matrices, tmp_path / "heat", "b1")[0].read_text(encoding="utf-8")
     assert "gated layer" in svg and "dimension of b1" in svg
     assert "Rows: the gated layers" in HEATMAP_NOTE and "red above 0, blue below" in HEATMAP_NOTE

@@ -125,7 +125,7 @@ def test_figures_are_written(table1: Path, tmp_path: Path) -> None:
     report = write_report([table1], out)
     assert {"convergence_steps", "convergence_time"} <= set(report["figures"])
     files = [name for names in report["figures"].values() for name in names]
-    assert {Path(f).suffix for f in files} == {".png", ".svg"}
+    assert {Path(f).suffix for f in files} == {".svg"}
     for name in files:
         assert (out / name).stat().st_size > 1000
     saved = json.loads((out / "report.json").read_text(encoding="utf-8"))
@@ -438,7 +438,7 @@ def test_seconds_compare_only_runs_of_one_kind_of_machine(table1: Path, tmp_path
     assert "in fewer steps than the baseline (training time not compared);" in index
     assert "| ht-table1/t-l3+sigmoid | 30 (40) | yes | — (—) | — |" in index
     assert report["figures"]["convergence_time"] == [] and "convergence vs time" not in index
-    assert (tmp_path / "same" / "convergence_time.png").is_file()
+    assert (tmp_path / "same" / "convergence_time.svg").is_file()
     # rewritten untimed: no stale figure
     report = write_report([table1], tmp_path / "same", allow_mixed_code=True)
     assert not list((tmp_path / "same").glob("convergence_time.*"))

@@ -13,7 +13,9 @@ from ..extras import import_extra
 
 #: One curve point: (step, mean training seconds, mean value).
 Point = tuple[int, float, float]
-FORMATS = ("png", "svg")
+#: One format a figure: SVG, text that a re-made report reproduces byte for byte (hash salt, no
+#: date), that the site and GitHub show, and that tests can read.
+FORMATS = ("svg",)
 
 
 def pyplot() -> Any:
@@ -25,14 +27,13 @@ def pyplot() -> Any:
 
 
 def save_figure(fig: Any, stem: Path) -> list[Path]:
-    """Write ``stem.png`` and ``stem.svg``; close the figure."""
+    """Write ``stem.svg``; close the figure."""
     plt = pyplot()
     paths = []
     for fmt in FORMATS:
         path = stem.with_suffix(f".{fmt}")
-        # no creation date in the files, so a re-made report differs only where numbers do
-        metadata = {"Date": None} if fmt == "svg" else {"Software": None}
-        fig.savefig(path, dpi=120 if fmt == "png" else None, metadata=metadata)
+        # no creation date in the file, so a re-made report differs only where numbers do
+        fig.savefig(path, metadata={"Date": None})
         paths.append(path)
     plt.close(fig)
     return paths

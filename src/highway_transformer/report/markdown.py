@@ -475,12 +475,9 @@ def time_markdown(rows: list[dict[str, Any]], paper: bool = True) -> list[str]:
 
 
 def _image_lines(names: list[str], alt: str) -> list[str]:
-    png = [n for n in names if n.endswith(".png")]
-    svg = [n for n in names if n.endswith(".svg")]
-    out = [f"![{alt}]({n})" for n in png]
-    if svg:
-        out.append("(" + ", ".join(f"[{n}]({n})" for n in svg) + ")")
-    return out
+    """Each figure shown; a report written before figures were SVG only names its PNG."""
+    shown = [n for n in names if n.endswith(".svg")] or [n for n in names if n.endswith(".png")]
+    return [f"![{alt}]({n})" for n in shown]
 
 
 def index_markdown(report: dict[str, Any]) -> str:

@@ -4,7 +4,7 @@ Reads the run folders written by :func:`highway_transformer.experiments.run_expe
 (``experiment.json``, ``config.yaml``, ``metrics.jsonl``, ``results.json``, ``best/``) of one
 table at one scale and writes:
 
-* ``convergence_steps.{png,svg}`` and ``convergence_time.{png,svg}``: training and
+* ``convergence_steps.svg`` and ``convergence_time.svg``: training and
   validation loss and bpc/perplexity against steps and training seconds, one line per row
   (the mean over seeds at each logged step; no time figure when the runs trained on several
   kinds of machine, :mod:`.machines`);
