@@ -376,7 +376,7 @@ def test_results_readme_snippet_adds_gate_biases_to_older_runs(
     text.write_text("abcde fgh\n" * 600, encoding="utf-8")
     overrides = ["data.corpus=file", f"data.path={text}", "data.level=char",
                  "train.max_steps=2", "train.eval_interval=2"]  # fmt: skip
-    (run,) = run_experiments("ht-table1/t-l3+tanh", tmp_path / "results" / "cpu", "tiny",
+    (run,) = run_experiments("ht-table1/t-l3+tanh", tmp_path / "results", "tiny",
                              overrides=overrides)  # fmt: skip
     results = json.loads((run / "results.json").read_text(encoding="utf-8"))
     recorded = results.pop("gate_biases")
