@@ -127,7 +127,7 @@ def run_phase(phase: str, run: Path, path: Path) -> dict:
     from highway_transformer.data.encoding import encode_words
     from highway_transformer.data.vocab import SubwordVocabulary
     from highway_transformer.models.families import memory_policy
-    from highway_transformer.tasks.lm_eval import evaluate
+    from highway_transformer.tasks.lm_scoring import evaluate
 
     model, config, vocab = load_pretrained(run)
     text = path.read_text(encoding="utf-8")

@@ -39,7 +39,7 @@ from highway_transformer.config import GateConfig  # noqa: E402
 from highway_transformer.models.lm import count_flops_per_token  # noqa: E402
 from highway_transformer.presets import get_preset  # noqa: E402
 from highway_transformer.runtime.hardware import cpu_native  # noqa: E402
-from highway_transformer.tasks.lm_eval import autocast_context  # noqa: E402
+from highway_transformer.tasks.lm_scoring import autocast_context  # noqa: E402
 
 GATES = {
     "plain": GateConfig(kind="none"),

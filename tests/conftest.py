@@ -32,9 +32,9 @@ from highway_transformer.config import (
     TrainConfig,
 )
 from highway_transformer.data.download import CACHE_ENV
-from highway_transformer.experiments.rates import RATES_ENV
 from highway_transformer.models.lm import LanguageModel
 from highway_transformer.presets import get_preset
+from highway_transformer.training.rates import RATES_ENV
 
 #: A small repetitive text: a tiny model learns it in a few steps.
 PATTERN = "abcabd abcabe xyzzy. " * 60
@@ -89,7 +89,7 @@ def hold_folder() -> Iterator[Callable[[Path], subprocess.Popen[str]]]:
 @pytest.fixture(autouse=True)
 def _private_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch):
     """Token caches and downloads go to a folder of this test session, not the user's cache;
-    the measured rates (experiments/rates.py) to one of this test: a probe of one test would
+    the measured rates (training/rates.py) to one of this test: a probe of one test would
     price another's plan."""
     monkeypatch.setenv(CACHE_ENV, str(tmp_path_factory.getbasetemp() / "cache"))
     monkeypatch.setenv(RATES_ENV, str(tmp_path_factory.mktemp("rates") / "rates.json"))

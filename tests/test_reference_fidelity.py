@@ -41,7 +41,7 @@ from highway_transformer.nn import reference
 from highway_transformer.nn.memory import MemoryPolicy
 from highway_transformer.nn.norms import RTLayerNorm, build_norm
 from highway_transformer.presets import PRESETS, get_preset
-from highway_transformer.tasks.lm_eval import evaluate
+from highway_transformer.tasks.lm_scoring import evaluate
 from highway_transformer.validation import validate
 
 V, D, H, DH, BATCH, N_LAYERS = 11, 8, 2, 4, 2, 2

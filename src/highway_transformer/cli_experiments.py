@@ -257,7 +257,7 @@ def _ab_rows(args: argparse.Namespace) -> int:
         print("\n".join(_plan_lines(plan.specs, args)))
         return 0
     if args.seeds == 1:
-        from .report.ab import ONE_SEED
+        from .report.ab_summary import ONE_SEED
 
         print(ONE_SEED)
     run_dirs = run_planned(
@@ -274,7 +274,7 @@ def _ab_rows(args: argparse.Namespace) -> int:
     if args.no_report:
         print(f"write the report with: highway report {runs} --out REPORT_DIR --baselines")
         return 0
-    from .report.ab import summary_lines
+    from .report.ab_summary import summary_lines
     from .report.report import write_report
 
     out = Path(args.out) / "report" / args.scale

@@ -30,7 +30,7 @@ from .errors import ConfigError, DataError
 from .experiments.ab import AB_TABLE, AbPlan, AbRow, plan_ab
 from .experiments.scale import AS_CONFIGURED
 from .extras import import_extra
-from .report.ab import MINUS, ONE_SEED, summary_lines
+from .report.ab_summary import MINUS, ONE_SEED, summary_lines
 from .report.compare import compare_runs
 from .report.markdown import format_difference
 from .report.stats import summary

@@ -42,7 +42,7 @@ from .config import (
     names,
 )
 from .errors import CheckpointError, ConfigError, HighwayError, unknown_choice
-from .nn.gating import parse_layer_spec
+from .nn.layer_spec import parse_layer_spec
 from .storage.folder import CONFIG_FILE, read_config, resolve
 
 if TYPE_CHECKING:

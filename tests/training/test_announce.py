@@ -15,7 +15,7 @@ import torch
 
 from highway_transformer.config import Config
 from highway_transformer.experiments import estimate
-from highway_transformer.experiments.rates import remember_rate
+from highway_transformer.training.rates import remember_rate
 from highway_transformer.training.trainer import train
 
 CURSOR_CODES = ("\r", "\x1b[")

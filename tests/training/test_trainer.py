@@ -20,7 +20,7 @@ from highway_transformer.storage import runfolder
 from highway_transformer.storage.folder import MODEL_FILE, STATE_FILE, TENSOR_FILE
 from highway_transformer.storage.runfolder import read_metrics
 from highway_transformer.tasks import TASKS
-from highway_transformer.tasks.lm_eval import evaluate
+from highway_transformer.tasks.lm_scoring import evaluate
 from highway_transformer.training import checkpoint as ckpt
 from highway_transformer.training.trainer import Trainer, train
 from highway_transformer.validation import validate

@@ -27,7 +27,7 @@ from typing import Any
 from ..config import Config, ModelConfig
 from ..errors import ConfigError
 from ..models.families import attention_kind, block_layout, uses_memory
-from ..nn.gating import parse_layer_spec
+from ..nn.layer_spec import parse_layer_spec
 from ..storage import runfolder
 
 MiB, GiB = 1024**2, 1024**3

@@ -21,6 +21,7 @@ from ..config import Config, parse_override
 from ..errors import ConfigError, HighwayError
 from ..runtime.provenance import code_facts
 from ..storage import runfolder
+from ..training.rates import PLACE_KEYS
 from ..training.runlock import holder
 from . import estimate
 from .comparisons import Comparison, registered_comparison
@@ -191,15 +192,6 @@ def _check_same_overrides(spec: RunSpec) -> None:
         )
 
 
-#: Settings that say where a run trains, not what it computes: a run may be resumed with
-#: others (each stretch of training records its machine and threads).
-PLACE_KEYS = frozenset(
-    {"data.path", "train.device", "train.threads", "train.compile", "train.fused_optimizer",
-     "train.pin_memory", "train.dist_backend", "train.dist_timeout", "train.wandb_project",
-     "train.tensorboard", "train.keep_checkpoints"}
-)  # fmt: skip
-
-
 def _check_same_config(spec: RunSpec) -> None:
     """Refuse to skip or resume a run folder whose config is not the one this request plans
     (e.g. the scale or a preset changed since it trained): its numbers would be mixed into
@@ -354,7 +346,7 @@ def _first_configs(specs: list[RunSpec], rows: set[str]) -> dict[str, Config]:
 def _cached_rows(specs: list[RunSpec], rows: set[str], here: dict[str, Any]) -> dict[str, float]:
     """The rates an earlier probe of ``rows`` on this kind of machine left in the per-user
     cache (whatever ``--out`` it planned)."""
-    from .rates import cached_rate
+    from ..training.rates import cached_rate
 
     found = {row: cached_rate(config, here) for row, config in _first_configs(specs, rows).items()}
     return {row: rate for row, rate in found.items() if rate is not None}
@@ -371,8 +363,8 @@ def _probe_rows(
     """Seconds per step of each of ``rows`` (its first seed's config) from a probe of
     ``steps`` steps here, kept in the per-user cache for later plans; rows too short to
     probe are left out."""
+    from ..training.rates import remember_rate
     from .probe import probe_seconds_per_step
-    from .rates import remember_rate
 
     rates: dict[str, float] = {}
     if not steps:

@@ -26,7 +26,7 @@ from ..errors import ConfigError
 from ..nn.attention import MultiHeadAttention
 from ..nn.block import AttentionSublayer, Block, FeedForwardSublayer, LocalRNNSublayer
 from ..nn.connections import Connection, build_combiner
-from ..nn.gating import parse_layer_spec
+from ..nn.layer_spec import parse_layer_spec
 from ..nn.local_rnn import LocalRNN
 from ..nn.norms import build_norm
 from ..nn.relative import RelativeMultiHeadAttention

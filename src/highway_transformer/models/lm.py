@@ -32,7 +32,7 @@ from ..nn.block import AttentionSublayer, collect_gate_biases
 from ..nn.connections import combiner_class
 from ..nn.decoding import AppendBuffer, DistanceTable, KVCache
 from ..nn.dropout import Dropout
-from ..nn.gating import parse_layer_spec
+from ..nn.layer_spec import parse_layer_spec
 from ..nn.linear_cross_entropy import linear_cross_entropy, takes_row_blocks
 from ..nn.memory import MemoryPolicy, check_memory, update_memory
 from ..nn.positional import SinusoidalPositionalEncoding

@@ -12,7 +12,7 @@ Any size of file is scored in bounded memory: it is read and tokenised a piece a
 kept as ``uint16``/``uint32``, in a temporary file once they pass
 :data:`~highway_transformer.data.streams.SPILL_BYTES`, and the evaluation reads them one
 window at a time, Transformer-XL memory carried from window to window as for a split held in
-memory: the score is the one :func:`~highway_transformer.tasks.lm_eval.evaluate` gives for
+memory: the score is the one :func:`~highway_transformer.tasks.lm_scoring.evaluate` gives for
 the file's ids as one tensor.
 """
 
@@ -48,7 +48,7 @@ from ..errors import DataError
 from ..models.families import memory_policy
 from ..models.generation import spells_spaces
 from ..models.lm import LanguageModel
-from .lm_eval import EvalResult, evaluate
+from .lm_scoring import EvalResult, evaluate
 from .progress import EvalBar, on_terminal
 
 #: Bytes read at a time for a BPE/unigram tokenizer.

@@ -29,7 +29,7 @@ from ..models.resources import check_resources
 from ..runtime.world import World
 from ..storage.folder import VOCAB_FILE
 from .base import Batch, Task, TaskState
-from .lm_eval import evaluate
+from .lm_scoring import evaluate
 
 
 class LMTask(Task):

@@ -3,7 +3,7 @@
 A run's log can be piped to a file (``highway run --jobs N`` writes ``train.log``; a user
 tees it), where no progress bar is drawn: the first line says how many steps the run trains
 and, where a rate is known for this machine (its own earlier stretches here, or a probe's
-in the per-user cache: :mod:`~highway_transformer.experiments.rates`), how long they take;
+in the per-user cache: :mod:`~highway_transformer.training.rates`), how long they take;
 where none is, the rate measured over the first log interval follows once.
 """
 

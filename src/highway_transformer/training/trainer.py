@@ -612,10 +612,10 @@ class Trainer:
 
     def _known_rate(self) -> float | None:
         """Seconds per step of this run on this kind of machine: its own earlier stretches
-        here (a resumed run), else a probe's of this config (:mod:`..experiments.rates`)."""
+        here (a resumed run), else a probe's of this config (:mod:`.rates`)."""
         if not self.world.is_main:
             return None  # only the main process logs
-        from ..experiments.rates import cached_rate
+        from .rates import cached_rate
 
         here = self._machine()
         return stretches_rate(self.state.stretches, here) or cached_rate(self.requested, here)

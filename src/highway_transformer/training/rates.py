@@ -2,7 +2,7 @@
 
 A probe (``--plan --probe N``, :mod:`.probe`) trains in a temporary folder that goes with its
 rate; the rate is kept here instead, keyed by what the row computes (its config less its
-name, seed and the :data:`~.plan.PLACE_KEYS`) and by the machine it was measured on
+name, seed and the :data:`PLACE_KEYS`) and by the machine it was measured on
 (:func:`~highway_transformer.runtime.machine.machine_of`: device, instruction set, threads,
 precision, torch). A later ``--plan`` with another ``--out``, and the start line of a
 training, find it there. The file is ``rates.json`` in the per-user cache
@@ -21,9 +21,16 @@ from typing import Any
 from ..config import Config
 from ..runtime.machine import machine_of
 from ..storage.runfolder import flatten
-from .plan import PLACE_KEYS
 
-__all__ = ["RATES_ENV", "cached_rate", "rate_key", "rates_file", "remember_rate"]
+__all__ = ["PLACE_KEYS", "RATES_ENV", "cached_rate", "rate_key", "rates_file", "remember_rate"]
+
+#: Settings that say where a run trains, not what it computes: a run may be resumed with
+#: others (each stretch of training records its machine and threads).
+PLACE_KEYS = frozenset(
+    {"data.path", "train.device", "train.threads", "train.compile", "train.fused_optimizer",
+     "train.pin_memory", "train.dist_backend", "train.dist_timeout", "train.wandb_project",
+     "train.tensorboard", "train.keep_checkpoints"}
+)  # fmt: skip
 
 RATES_ENV = "HIGHWAY_RATES_FILE"
 #: Keys that do not change a step's cost: a row's seeds, and its other names, share a rate.

@@ -1,4 +1,4 @@
-"""Language-model evaluation (``tasks/lm_eval.py``): every target counted once whatever the
+"""Language-model evaluation (``tasks/lm_scoring.py``): every target counted once whatever the
 windows, and the result of one full pass."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from highway_transformer.config import (
 )
 from highway_transformer.data.corpora import load_corpus
 from highway_transformer.tasks.base import standard_error
-from highway_transformer.tasks.lm_eval import evaluate
+from highway_transformer.tasks.lm_scoring import evaluate
 
 
 @pytest.mark.parametrize(

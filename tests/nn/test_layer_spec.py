@@ -7,7 +7,7 @@ import pytest
 
 from highway_transformer.config import Config, GateConfig, ModelConfig
 from highway_transformer.errors import ConfigError
-from highway_transformer.nn.gating import LayerSpec, parse_layer_spec
+from highway_transformer.nn.layer_spec import LayerSpec, parse_layer_spec
 from highway_transformer.validation import validate
 
 
