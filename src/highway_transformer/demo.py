@@ -323,7 +323,7 @@ def trivial_line(report: dict[str, Any], digits: int = 4) -> str | None:
             f"learned more than a {best} model holds"
         )
     rest = [name for name in means if name not in beat]
-    return f"beating the best trivial model ({line}): {', '.join(beat)}" + (
+    return f"mean over seeds beating the best trivial model ({line}): {', '.join(beat)}" + (
         f"; not beating it: {', '.join(rest)}" if rest else ""
     )
 
