@@ -9,10 +9,10 @@ from highway_transformer.experiments.estimate import (
     estimate_line,
     finish_time,
     machine_here,
-    ran_here,
     recorded_stretches,
     seconds_per_step,
 )
+from highway_transformer.runtime.machine import ran_here
 from highway_transformer.storage.folder import write_manifest
 
 AVX2 = {"device": "cpu", "cpu_capability": "AVX2", "threads": 1, "precision": "fp32"}

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import CheckpointError
-from ..runtime.machine import machine_of
+from ..runtime.machine import duration, stretches_rate
 from ..storage import runfolder
 
 
@@ -53,34 +53,9 @@ def machine_here(
     return {**run_metadata(where, precision, compiles(compile, where)), "threads": threads}
 
 
-def ran_here(stretch: dict[str, Any], here: dict[str, Any]) -> bool:
-    """Whether a stretch ran on a machine like ``here``: every speed fact it records agrees
-    (stretches written before a fact was recorded are judged on the ones they hold)."""
-    facts, mine = machine_of(stretch), dict(machine_of(here))
-    return bool(facts) and all(mine.get(k) == v for k, v in facts)
-
-
 def seconds_per_step(run_dirs: Iterable[Path], here: dict[str, Any]) -> float | None:
     """Mean seconds per step over the stretches of these runs that ran here (None: none did)."""
     return stretches_rate((s for d in run_dirs for s in recorded_stretches(d)), here)
-
-
-def stretches_rate(stretches: Iterable[dict[str, Any]], here: dict[str, Any]) -> float | None:
-    """Mean seconds per step over those of ``stretches`` that ran here (None: none did)."""
-    steps = seconds = 0.0
-    for stretch in stretches:
-        span = stretch.get("to_step", 0) - stretch.get("from_step", 0)
-        if ran_here(stretch, here) and span > 0 and stretch.get("seconds"):
-            steps += span
-            seconds += float(stretch["seconds"])
-    return seconds / steps if steps else None
-
-
-def duration(seconds: float) -> str:
-    """A span of seconds as it is read: ``40 s``, ``12 min``, ``3.5 h``."""
-    if seconds >= 3600:
-        return f"{seconds / 3600:.1f} h"
-    return f"{seconds / 60:.0f} min" if seconds >= 60 else f"{seconds:.0f} s"
 
 
 def finish_time(durations: list[float], jobs: int) -> float:

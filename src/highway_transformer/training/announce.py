@@ -9,7 +9,7 @@ where none is, the rate measured over the first log interval follows once.
 
 from __future__ import annotations
 
-from ..experiments.estimate import duration
+from ..runtime.machine import duration
 
 
 def start_line(name: str, step: int, max_steps: int, rate: float | None, interval: int) -> str:

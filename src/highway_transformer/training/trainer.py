@@ -26,11 +26,11 @@ from torch import nn
 from ..config import Config, save_config
 from ..data.levels import bits_label
 from ..errors import CheckpointError, ConfigError, TrainingDiverged
-from ..experiments.estimate import stretches_rate
 from ..models.resources import check_model_size
 from ..runtime.compiling import CompiledModule, check_compile
 from ..runtime.device import autocast_context
 from ..runtime.hardware import run_metadata
+from ..runtime.machine import stretches_rate
 from ..runtime.strategies import strategy
 from ..runtime.world import (
     check_divisible,

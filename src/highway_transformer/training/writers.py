@@ -17,8 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..experiments.estimate import duration
 from ..extras import import_extra
+from ..runtime.machine import duration
 from ..storage import runfolder
 from ..tasks.progress import PLAIN_EVERY, on_terminal
 
