@@ -16,9 +16,7 @@ def test_a_machine_is_the_sorted_speed_facts_as_text() -> None:
                  "started_at": "2026-12-02T01:00:00+00:00"}  # fmt: skip
     assert machine_of(elsewhere) == machine_of(stretch)  # place and time are not the machine
     assert machine_of({**stretch, "threads": 8}) != machine_of(stretch)
-    assert {"from_step", "to_step", "seconds", "started_at", "host", "recorded"} == (
-        PLACE_AND_TIME
-    )
+    assert {"from_step", "to_step", "seconds", "started_at", "host", "recorded"} == (PLACE_AND_TIME)
 
 
 def test_a_stretch_recorded_without_its_machine_is_no_machine() -> None:

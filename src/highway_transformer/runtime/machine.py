@@ -13,9 +13,7 @@ from typing import Any
 from .provenance import CODE_FACTS
 
 #: Stretch facts that say where or when a stretch ran, not how fast: not part of a machine.
-PLACE_AND_TIME = frozenset(
-    {"from_step", "to_step", "seconds", "started_at", "host", "recorded"}
-)
+PLACE_AND_TIME = frozenset({"from_step", "to_step", "seconds", "started_at", "host", "recorded"})
 #: Nor is the code that ran (a run resumed after a code change ran on the same machine).
 NOT_MACHINE = PLACE_AND_TIME | frozenset(CODE_FACTS)
 
