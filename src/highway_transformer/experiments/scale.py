@@ -11,7 +11,10 @@ scale          width   heads  length  steps    batch  train tokens  valid/test t
 ``cpu-mnist``  1/4     1      1/4     1/50     as is  all           all
 =============  ======  =====  ======  =======  =====  ============  =================
 
-(``cpu-adamw``: the ``cpu`` factors with AdamW in place of every row's optimiser.
+(``quick``: no factors of its own: each task's recipe (:data:`QUICK_RECIPES`: a width, a
+budget, a learning rate) that learns in minutes a run on a 2-core laptop, fitted to each row,
+with ``cpu-modern``'s optimiser and model settings; docs/tasks.md measures it per task.
+``cpu-adamw``: the ``cpu`` factors with AdamW in place of every row's optimiser.
 ``cpu-short``: the ``cpu`` scale with a quarter of its steps and 25 periodic validations of
 20,000 tokens, for tables whose runs cost hours each at ``cpu``: the 6-layer Transformer-XL
 of the HT Table 5 analogue runs 2,000 steps, about 50 min, instead of 8,000.
@@ -201,15 +204,15 @@ CPU = Scale(
     note="the published optimiser and schedule shape",
 )
 
-#: ``quick``: each task's recipe that learns on a 2-core laptop in minutes a run (measured,
-#: docs/tasks.md "Quick recipes that learn on a laptop"); AdamW, warm-up and cosine, pre-LN,
-#: PyTorch's initialisation, as ``cpu-modern``.
 NO_DROPOUT: tuple[tuple[str, object], ...] = (
     ("model.dropout", 0.0),
     ("model.dropout_emb", 0.0),
     ("model.dropout_attn", 0.0),
 )
 
+#: ``quick``: each task's recipe that learns on a 2-core laptop in minutes a run (measured,
+#: docs/tasks.md "Quick recipes that learn on a laptop"); AdamW, warm-up and cosine, pre-LN,
+#: PyTorch's initialisation, as ``cpu-modern``.
 QUICK_RECIPES: dict[str, Recipe] = {
     # char PTB 16 x 100 (20 of context), word PTB 16 x 20 (10): a quarter of the windows;
     # no dropout: a run sees under one pass of the text, where dropout only slows it
@@ -221,7 +224,7 @@ QUICK_RECIPES: dict[str, Recipe] = {
         length=1 / 4,
         eval_max_tokens=20_000,
         settings=NO_DROPOUT,
-    ),  # fmt: skip
+    ),
     # 8 whole pieces a step, not the published one: a step costs about as much and learns more
     "music": Recipe(
         d_model=64,
@@ -229,8 +232,8 @@ QUICK_RECIPES: dict[str, Recipe] = {
         evaluations=5,
         lr=2e-3,
         settings=(("data.batch_size", 8), ("data.eval_batch_size", 8)),
-    ),  # fmt: skip
-    "pixels": Recipe(d_model=32, steps=1000, evaluations=5, lr=3e-3),
+    ),
+    "pixels": Recipe(d_model=64, steps=3000, evaluations=5, lr=3e-3),
     "copy": Recipe(d_model=32, steps=1000, evaluations=5, lr=3e-3),
     "adding": Recipe(d_model=32, steps=1000, evaluations=5, lr=3e-3),
     "seq2seq": Recipe(d_model=32, steps=600, evaluations=5, lr=3e-3),
