@@ -266,17 +266,14 @@ def test_a_scale_caps_only_the_splits_a_task_reads_from_data() -> None:
 
 
 def test_quick_scale_brings_every_tasks_presets_to_its_recipe() -> None:
-    from highway_transformer.data.levels import corpus_level
     from highway_transformer.presets import PRESETS, get_preset
     from highway_transformer.tasks import TASKS
 
     recipes = dict(SCALES["quick"].recipes)
-    assert set(TASKS) <= set(recipes)  # a recipe for every task (and word-level lm's own)
-    assert {key.split("/")[0] for key in recipes} == set(TASKS)
+    assert set(recipes) == set(TASKS)  # a recipe for every task
     for name in PRESETS:
         preset = get_preset(name)
-        level = f"{preset.task.name}/{corpus_level(preset.data)}"
-        recipe = recipes.get(level, recipes[preset.task.name])
+        recipe = recipes[preset.task.name]
         c = scale_config(preset, "quick")
         heads = preset.model.n_heads  # kept: d_model is the recipe's nearest multiple of it
         assert c.model.n_heads == heads and c.model.d_model % heads == 0
@@ -295,9 +292,6 @@ def test_quick_scale_brings_every_tasks_presets_to_its_recipe() -> None:
             assert getattr(getattr(c, section), field) == value
     char = scale_config(get_preset("ht-table1/t-l3"), "quick")
     assert (char.data.seq_len, char.data.context, char.model.dropout) == (100, 20, 0.0)
-    word = scale_config(get_preset("ht-table3/t-l3+sigmoid"), "quick")
-    assert (word.data.seq_len, word.data.context, word.data.batch_size) == (40, 20, 32)
-    assert (word.train.max_steps, word.model.dropout, word.model.gate.kind) == (3000, 0.1, "sdu")
     assert "lm: d_model 128" in describe_scale("quick")
 
 

@@ -90,7 +90,6 @@ from typing import Any
 
 from ..config import Config
 from ..config.names import SPLIT_CAPPED_TASKS
-from ..data.levels import corpus_level
 from ..errors import ConfigError, unknown_choice
 
 
@@ -215,8 +214,8 @@ NO_DROPOUT: tuple[tuple[str, object], ...] = (
 #: docs/tasks.md "Quick recipes that learn on a laptop"); AdamW, warm-up and cosine, pre-LN,
 #: PyTorch's initialisation, as ``cpu-modern``.
 QUICK_RECIPES: dict[str, Recipe] = {
-    # char PTB 16 x 100 (20 of context), a quarter of the windows; no dropout: a run sees
-    # under one pass of the text, where dropout only slows it
+    # char PTB 16 x 100 (20 of context), word PTB 16 x 20 (10): a quarter of the windows;
+    # no dropout: a run sees under one pass of the text, where dropout only slows it
     "lm": Recipe(
         d_model=128,
         steps=2000,
@@ -225,22 +224,6 @@ QUICK_RECIPES: dict[str, Recipe] = {
         length=1 / 4,
         eval_max_tokens=20_000,
         settings=NO_DROPOUT,
-    ),
-    # word PTB: at the lm recipe's 16 x 20 (10 counted) it ended at perplexity 405, above
-    # the bigram's 211: 32 x 40 (20 counted), about two passes of the text, light dropout
-    "lm/word": Recipe(
-        d_model=128,
-        steps=3000,
-        evaluations=5,
-        lr=3e-3,
-        length=1 / 2,
-        eval_max_tokens=20_000,
-        settings=(
-            ("model.dropout", 0.1),
-            ("model.dropout_emb", 0.1),
-            ("model.dropout_attn", 0.0),
-            ("data.batch_size", 32),
-        ),
     ),
     # 8 whole pieces a step, not the published one: a step costs about as much and learns more
     "music": Recipe(
@@ -443,12 +426,8 @@ def _optimiser_updates(config: Config, scale: Scale, steps: int) -> dict[str, An
 
 
 def _recipe(config: Config, scale: Scale) -> Recipe:
-    """The recipe of ``config``'s task at ``scale``: its level's (``lm/word``) where it has
-    one, else the task's; a task without one is an error."""
+    """The recipe of ``config``'s task at ``scale``; a task without one is an error."""
     recipes = dict(scale.recipes)
-    level = f"{config.task.name}/{corpus_level(config.data)}"  # a corpus fixes its level
-    if level in recipes:
-        return recipes[level]
     if config.task.name not in recipes:
         raise ConfigError(
             f"the {scale.name} scale has no recipe for task {config.task.name!r} (it has "
