@@ -90,6 +90,9 @@ NOT_RUN = {
     "with a tiny model in test_cli.py",
     "make test": "runs this test suite",
     "highway download": "needs the network",
+    'highway ab --row "plain=rt-table2/rtransformer" --row '
+    '"sigmoid=rt-table2/rtransformer+sigmoid" task.dataset=path/to/JSB_heldout.mat': "needs "
+    "a re-split JSB file of one's own; the same A/B on the published JSB file runs above",
     "highway demo": "takes minutes; tested with a tiny model in test_cli.py, and "
     "`highway demo --tiny` from an installed wheel in test_wheel.py",
     "highway run ht-table5/": "needs enwik8 (a 100 MB download)",
