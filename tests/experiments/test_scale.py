@@ -263,3 +263,50 @@ def test_a_scale_caps_only_the_splits_a_task_reads_from_data() -> None:
     assert tiny.data.max_train_tokens is tiny.data.max_eval_tokens is None
     lm = scale_config(Config(), "tiny")
     assert (lm.data.max_train_tokens, lm.data.max_eval_tokens) == (20_000, 2_000)
+
+
+def test_quick_scale_brings_every_tasks_presets_to_its_recipe() -> None:
+    from highway_transformer.presets import PRESETS, get_preset
+    from highway_transformer.tasks import TASKS
+
+    recipes = dict(SCALES["quick"].recipes)
+    assert set(recipes) == set(TASKS)  # a recipe for every task
+    for name in PRESETS:
+        preset = get_preset(name)
+        recipe = recipes[preset.task.name]
+        c = scale_config(preset, "quick")
+        heads = preset.model.n_heads  # kept: d_model is the recipe's nearest multiple of it
+        assert c.model.n_heads == heads and c.model.d_model % heads == 0
+        assert abs(c.model.d_model - recipe.d_model) <= heads / 2
+        # d_inner keeps its ratio to d_model (a parameter-matched row keeps its difference)
+        width = recipe.d_model / preset.model.d_model
+        assert c.model.d_inner == max(1, round(preset.model.d_inner * width))
+        t = c.train
+        assert (t.max_steps, t.eval_interval) == (recipe.steps, recipe.steps // recipe.evaluations)
+        assert (t.optimizer, t.lr, t.schedule, t.clip) == ("adamw", recipe.lr, "cosine", 1.0)
+        assert t.warmup_steps == round(recipe.steps * 0.02)
+        assert (c.model.norm, c.model.init) == ("pre", "torch")
+        assert c.model.gate == preset.model.gate  # the rows' difference is kept
+        for key, value in recipe.settings:
+            section, _, field = key.partition(".")
+            assert getattr(getattr(c, section), field) == value
+    char = scale_config(get_preset("ht-table1/t-l3"), "quick")
+    assert (char.data.seq_len, char.data.context, char.model.dropout) == (100, 20, 0.0)
+    assert "lm: d_model 128" in describe_scale("quick")
+
+
+def test_quick_scale_refuses_a_task_without_a_recipe_or_a_setting_it_cannot_use() -> None:
+    from highway_transformer.experiments.scale import QUICK_RECIPES
+    from highway_transformer.presets import get_preset
+
+    quick = SCALES["quick"]
+    no_music = dataclasses.replace(
+        quick, recipes=tuple((k, r) for k, r in quick.recipes if k != "music")
+    )
+    with pytest.raises(ConfigError, match="no recipe for task 'music'"):
+        scale_config(get_preset("rt-table2/rtransformer"), no_music)
+    # segment memory is the language model's: a music recipe setting it is refused
+    music = dataclasses.replace(QUICK_RECIPES["music"], settings=(("model.memory.mem_len", 16),))
+    with_memory = dataclasses.replace(quick, recipes=(("music", music),))
+    with pytest.raises(ConfigError):
+        scale_config(get_preset("rt-table2/rtransformer"), with_memory)

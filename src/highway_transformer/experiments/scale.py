@@ -11,7 +11,10 @@ scale          width   heads  length  steps    batch  train tokens  valid/test t
 ``cpu-mnist``  1/4     1      1/4     1/50     as is  all           all
 =============  ======  =====  ======  =======  =====  ============  =================
 
-(``cpu-adamw``: the ``cpu`` factors with AdamW in place of every row's optimiser.
+(``quick``: no factors of its own: each task's recipe (:data:`QUICK_RECIPES`: a width, a
+budget, a learning rate) that learns in minutes a run on a 2-core laptop, fitted to each row,
+with ``cpu-modern``'s optimiser and model settings; docs/tasks.md measures it per task.
+``cpu-adamw``: the ``cpu`` factors with AdamW in place of every row's optimiser.
 ``cpu-short``: the ``cpu`` scale with a quarter of its steps and 25 periodic validations of
 20,000 tokens, for tables whose runs cost hours each at ``cpu``: the 6-layer Transformer-XL
 of the HT Table 5 analogue runs 2,000 steps, about 50 min, instead of 8,000.
@@ -87,7 +90,7 @@ from typing import Any
 
 from ..config import Config
 from ..config.names import SPLIT_CAPPED_TASKS
-from ..errors import unknown_choice
+from ..errors import ConfigError, unknown_choice
 
 
 @dataclass(frozen=True)
@@ -114,6 +117,37 @@ ADAMW = Optimiser("adamw", 1e-3, (0.9, 0.99), 0.01, 0.02, "cosine", 1.0)
 
 
 @dataclass(frozen=True)
+class Recipe:
+    """One task's ``quick`` recipe: the sizes every row of that task is brought to (widths and
+    steps absolute, so presets published at different sizes all land on a budget that
+    learns on a laptop); the scale turns them into each row's factors, keeping the rows'
+    differences (gates, a parameter-matched ``d_inner``)."""
+
+    d_model: int  # widths x d_model / the row's d_model (heads kept)
+    steps: int
+    evaluations: int
+    lr: float  # AdamW's rate: the narrow synthetic-task models take larger steps
+    length: float = 1.0  # factor on every length (lm windows; the other tasks' are theirs)
+    eval_max_tokens: int | None = None  # each periodic validation
+    settings: tuple[tuple[str, object], ...] = ()  # set as given (music: pieces a batch)
+
+    def fitted(self, config: Config, scale: Scale) -> Scale:
+        """``scale`` with this recipe's sizes as factors on ``config``'s."""
+        return replace(
+            scale,
+            width=self.d_model / config.model.d_model,
+            length=self.length,
+            steps=self.steps / config.train.max_steps,
+            min_steps=self.steps,
+            evaluations=self.evaluations,
+            eval_max_tokens=self.eval_max_tokens,
+            optimiser=replace(scale.optimiser or ADAMW, lr=self.lr),
+            model=scale.model + self.settings,
+            recipes=(),
+        )
+
+
+@dataclass(frozen=True)
 class Scale:
     """Factors and caps of one scale (see the module docstring)."""
 
@@ -132,10 +166,12 @@ class Scale:
     # optimiser name -> factor on the published learning rate (rows with other optimisers keep it)
     lr_factors: tuple[tuple[str, float], ...] = ()
     optimiser: Optimiser | None = None  # replaces every row's optimiser and schedule
-    # model settings replaced in every row (``cpu-modern``: pre-LN, PyTorch initialisation)
+    # settings replaced in every row (``cpu-modern``: pre-LN, PyTorch initialisation)
     model: tuple[tuple[str, object], ...] = ()
     # keep the step schedule's published decay interval (the run is the published run's start)
     published_lr_step: bool = False
+    # task -> its recipe (``quick``): the factors above are fitted to each row's sizes
+    recipes: tuple[tuple[str, Recipe], ...] = ()
     note: str = ""  # what else deviates from the papers, for describe_scale
 
 
@@ -167,6 +203,41 @@ CPU = Scale(
     lr_factors=CPU_LR_FACTORS,
     note="the published optimiser and schedule shape",
 )
+
+NO_DROPOUT: tuple[tuple[str, object], ...] = (
+    ("model.dropout", 0.0),
+    ("model.dropout_emb", 0.0),
+    ("model.dropout_attn", 0.0),
+)
+
+#: ``quick``: each task's recipe that learns on a 2-core laptop in minutes a run (measured,
+#: docs/tasks.md "Quick recipes that learn on a laptop"); AdamW, warm-up and cosine, pre-LN,
+#: PyTorch's initialisation, as ``cpu-modern``.
+QUICK_RECIPES: dict[str, Recipe] = {
+    # char PTB 16 x 100 (20 of context), word PTB 16 x 20 (10): a quarter of the windows;
+    # no dropout: a run sees under one pass of the text, where dropout only slows it
+    "lm": Recipe(
+        d_model=128,
+        steps=2000,
+        evaluations=5,
+        lr=3e-3,
+        length=1 / 4,
+        eval_max_tokens=20_000,
+        settings=NO_DROPOUT,
+    ),
+    # 8 whole pieces a step, not the published one: a step costs about as much and learns more
+    "music": Recipe(
+        d_model=64,
+        steps=600,
+        evaluations=5,
+        lr=2e-3,
+        settings=(("data.batch_size", 8), ("data.eval_batch_size", 8)),
+    ),
+    "pixels": Recipe(d_model=64, steps=3000, evaluations=5, lr=3e-3),
+    "copy": Recipe(d_model=32, steps=1000, evaluations=5, lr=3e-3),
+    "adding": Recipe(d_model=32, steps=1000, evaluations=5, lr=3e-3),
+    "seq2seq": Recipe(d_model=32, steps=600, evaluations=5, lr=3e-3),
+}
 
 SCALES: dict[str, Scale] = {
     "paper": Scale("paper"),
@@ -221,6 +292,13 @@ SCALES: dict[str, Scale] = {
     "cpu-adamw": replace(CPU, name="cpu-adamw", lr_factors=(), optimiser=ADAMW, note=""),
     "cpu-modern": replace(
         CPU, name="cpu-modern", lr_factors=(), optimiser=ADAMW, model=MODERN_MODEL, note=""
+    ),
+    "quick": Scale(
+        "quick",
+        optimiser=ADAMW,
+        model=MODERN_MODEL,
+        recipes=tuple(QUICK_RECIPES.items()),
+        note="each task's own recipe (below), its widths and steps absolute",
     ),
 }
 
@@ -347,6 +425,17 @@ def _optimiser_updates(config: Config, scale: Scale, steps: int) -> dict[str, An
     return updates
 
 
+def _recipe(config: Config, scale: Scale) -> Recipe:
+    """The recipe of ``config``'s task at ``scale``; a task without one is an error."""
+    recipes = dict(scale.recipes)
+    if config.task.name not in recipes:
+        raise ConfigError(
+            f"the {scale.name} scale has no recipe for task {config.task.name!r} (it has "
+            f"{', '.join(recipes)})"
+        )
+    return recipes[config.task.name]
+
+
 def scale_config(config: Config, scale: str | Scale) -> Config:
     """``config`` shrunk to ``scale`` (``paper`` returns an unchanged, validated copy)."""
     from ..validation import validate  # torch: only when a config is scaled
@@ -356,6 +445,8 @@ def scale_config(config: Config, scale: str | Scale) -> Config:
     scale = get_scale(scale) if isinstance(scale, str) else scale
     if scale.name == "paper":
         return validate(config.replace())
+    if scale.recipes:
+        scale = _recipe(config, scale).fitted(config, scale)
     budget = _budget_updates(config, scale)
     updates = {
         **_width_updates(config, scale),
@@ -367,6 +458,18 @@ def scale_config(config: Config, scale: str | Scale) -> Config:
     return validate(config.replace(**updates))
 
 
+def _describe_recipes(s: Scale) -> str:
+    """The ``quick`` line: each task's sizes, then the optimiser and model settings."""
+    tasks = "; ".join(
+        f"{task}: d_model {r.d_model}, lengths x{r.length:g}, {r.steps} steps, "
+        f"{r.evaluations} evaluations, lr {r.lr:g}" + "".join(f", {k}={v}" for k, v in r.settings)
+        for task, r in s.recipes
+    )
+    model = ", ".join(f"{k}={v}" for k, v in s.model)
+    optimiser = s.optimiser.describe() if s.optimiser else "optimiser as configured"
+    return f"{s.name}: {s.note}: {tasks}; {optimiser} (lr by task); every model with {model}, fp32"
+
+
 def describe_scale(scale: str | Scale) -> str:
     """One line stating the factors of ``scale`` (for reports and logs)."""
     if scale == AS_CONFIGURED:
@@ -374,6 +477,8 @@ def describe_scale(scale: str | Scale) -> str:
     s = get_scale(scale) if isinstance(scale, str) else scale
     if s.name == "paper":
         return "paper: the published hyper-parameters, unchanged"
+    if s.recipes:
+        return _describe_recipes(s)
     train = "all" if s.max_train_tokens is None else f"<= {s.max_train_tokens:,}"
     final = "all" if s.max_eval_tokens is None else f"<= {s.max_eval_tokens:,}"
     periodic = "" if s.eval_max_tokens is None else f" of <= {s.eval_max_tokens:,} tokens"
