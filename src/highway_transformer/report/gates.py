@@ -10,7 +10,8 @@ import numpy as np
 from ..errors import CheckpointError
 from ..storage import runfolder
 
-_NAME = re.compile(r"^layer(\d+)\.(\w+)$")
+#: ``layer3.ffn``, or an encoder-decoder's ``encoder.layer3.attn`` (its stack kept in the kind).
+_NAME = re.compile(r"^(?:(\w+)\.)?layer(\d+)\.(\w+)$")
 
 
 def load_gate_biases(run_dir: str | Path) -> dict[str, np.ndarray]:
@@ -39,11 +40,12 @@ def _arrays(biases: dict) -> dict[str, np.ndarray]:
 
 
 def split_name(name: str) -> tuple[int, str]:
-    """``"layer3.ffn"`` -> ``(3, "ffn")``."""
+    """``"layer3.ffn"`` -> ``(3, "ffn")``; ``"encoder.layer1.attn"`` -> ``(1, "encoder.attn")``."""
     match = _NAME.match(name)
     if match is None:
         raise ValueError(f"not a gate-bias name: {name!r}")
-    return int(match.group(1)), match.group(2)
+    stack, layer, kind = match.groups()
+    return int(layer), f"{stack}.{kind}" if stack else kind
 
 
 def bias_matrices(biases: dict[str, np.ndarray]) -> dict[str, tuple[list[int], np.ndarray]]:
