@@ -20,6 +20,7 @@ Standard library only: it runs under the host's Python.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import re
@@ -39,10 +40,23 @@ MIB = 1 << 20
 MAX_FILES, MAX_FILE, MAX_TOTAL, MAX_DEPTH, MAX_TREE = 8, 16 * MIB, 64 * MIB, 2, 64 * MIB
 NAME = re.compile(r"^[A-Za-z0-9._-]+$")
 PYTEST_STEPS = ("kernel_tests", "device_tests", "device_compiled_tests")
+
+
+def _stub_mark() -> str:
+    """The mark the CUDA stub raises, read from the stub itself (inactive without its
+    environment variable, so loading it only defines the mark)."""
+    path = Path(__file__).resolve().parent / "cuda_stub" / "sitecustomize.py"
+    spec = importlib.util.spec_from_file_location("_cuda_stub", path)
+    assert spec is not None and spec.loader is not None
+    stub = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(stub)
+    return stub.MARK
+
+
 #: What a first CUDA call says here: the stub's mark, or torch's and Triton's own words.
 REACHED_CUDA = re.compile(
-    r"cuda-stub: the first CUDA call was reached|Found no NVIDIA driver|No CUDA GPUs are "
-    r"available|Torch not compiled with CUDA|0 active drivers|no CUDA-capable device"
+    re.escape(_stub_mark()) + r"|Found no NVIDIA driver|No CUDA GPUs are available|"
+    r"Torch not compiled with CUDA|0 active drivers|no CUDA-capable device"
 )
 #: What fails a step before CUDA.
 BEFORE_CUDA = re.compile(

@@ -229,6 +229,10 @@ def test_the_summary_counts_a_cut_pytest_step_from_its_log(tmp_path: Path) -> No
     assert not summary.kernel_verified(summary.pytest_counts(tmp_path, "kernel_tests"))
 
 
+def test_the_wide_batch_is_the_one_the_script_trains() -> None:
+    assert f"--batch {summary.WIDE_BATCH} " in SCRIPT.read_text(encoding="utf-8")
+
+
 def test_the_summary_sets_each_target_against_its_figure() -> None:
     head = {
         "l6_xl": {"plain": {"compiled": {"mfu": 0.2}}},
