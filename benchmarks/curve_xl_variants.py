@@ -1,7 +1,8 @@
 """A short char-PTB training curve: plain Transformer-XL vs GTrXL-GRU vs XL + σ-SDU.
 
 Same seed, data order, size and step budget for all three (a CPU scale stated in the
-output); writes ``OUT/report.md`` and ``OUT/convergence.png``.
+output); writes ``OUT/compare.md`` (the ``highway compare`` page of the three runs, with a
+sample from each model) and ``OUT/convergence.png``.
 
     python benchmarks/curve_xl_variants.py --ptb ../shared/data/ptb --out runs/xl-variants
 """
@@ -11,9 +12,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from highway_transformer.api import sample_text
 from highway_transformer.config import Config, GateConfig
-from highway_transformer.demo import run_comparison
 from highway_transformer.presets.xl_tables import xl_enwik8
+from highway_transformer.report.compare import compare_runs
+from highway_transformer.storage import runfolder
+from highway_transformer.training.trainer import train
 
 
 def scaled(gate: GateConfig, norm: str, args: argparse.Namespace) -> Config:
@@ -28,6 +32,24 @@ def scaled(gate: GateConfig, norm: str, args: argparse.Namespace) -> Config:
     t.lr, t.warmup_steps, t.eval_interval, t.eval_max_tokens = 1e-3, 20, args.steps // 8, 20_000
     t.log_interval = 10
     return config
+
+
+def run_comparison(out: Path, configs: dict[str, Config], title: str, prompt: str) -> None:
+    """Train each named config into ``out/NAME`` (skipping finished, resuming interrupted
+    runs of the same config; a folder trained with another config is an error), then compare
+    them (baseline: the first) with a generated sample from each model."""
+    for variant, config in configs.items():
+        runfolder.refuse_other_config(out / variant, config)
+    for variant, config in configs.items():
+        run_dir = out / variant
+        if runfolder.is_finished(run_dir):
+            print(f"{variant}: already trained, skipped")
+            continue
+        print(f"training {variant} ({config.train.max_steps} steps)")
+        resume = runfolder.has_checkpoint(run_dir)
+        train(config, run_dir, resume=resume, overwrite=not resume, progress=False)
+    samples = {variant: sample_text(out / variant, prompt) for variant in configs}
+    compare_runs([out / v for v in configs], out, title=title, samples=samples)
 
 
 def main() -> None:
@@ -49,8 +71,8 @@ def main() -> None:
         f"char PTB, {args.layers}-layer XL d {args.d_model}, segment = memory = {args.seq_len}, "
         f"batch 16, {args.steps} Adam steps, first {args.train_tokens:,} training symbols"
     )
-    run_comparison(args.out, configs, progress=False, title=title, prompt="the ")
-    print(Path(args.out, "report.md").read_text(encoding="utf-8"))
+    run_comparison(Path(args.out), configs, title=title, prompt="the ")
+    print(Path(args.out, "compare.md").read_text(encoding="utf-8"))
 
 
 if __name__ == "__main__":

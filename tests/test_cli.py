@@ -10,8 +10,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from highway_transformer import cli, demo
+from highway_transformer import cli
 from highway_transformer.config import Config
+from highway_transformer.experiments import named
+from highway_transformer.experiments.named import DEMO
 from highway_transformer.storage.runfolder import read_metrics
 
 PATTERN = "the cat sat on the mat. the dog sat on the log. " * 25
@@ -249,10 +251,11 @@ def test_eval_without_checkpoint(tmp_path: Path, capsys: pytest.CaptureFixture[s
 def tiny_demo_config(
     text_file: Path, tiny_file_config: Callable[..., Config]
 ) -> Callable[..., Config]:
-    """The demo's ``demo_config(variant, steps=400)`` on the tiny model of :func:`text_file`."""
+    """The demo's ``row_config(DEMO, variant, steps=400)`` on the tiny model of
+    :func:`text_file`."""
 
-    def build(variant: str, steps: int = 400) -> Config:
-        gate = dataclasses.asdict(demo.VARIANTS[variant])
+    def build(ab: named.NamedAB, variant: str, steps: int = 400) -> Config:
+        gate = dataclasses.asdict(Config().replace(**ab.rows[variant]).model.gate)
         return tiny_file_config(
             text_file,
             name=f"demo-{variant}",
@@ -270,14 +273,14 @@ def test_demo_command_with_a_tiny_model(
     monkeypatch: pytest.MonkeyPatch,
     tiny_demo_config: Callable[..., Config],
 ) -> None:
-    assert demo.demo_config("sdu-tanh").model.gate.activation == "tanh"  # the real one
-    monkeypatch.setattr(demo, "demo_config", tiny_demo_config)
+    assert named.row_config(DEMO, "sdu-tanh", 600).model.gate.activation == "tanh"  # the real one
+    monkeypatch.setattr(named, "row_config", tiny_demo_config)
     out = tmp_path / "demo"
     argv = ["demo", "--out", str(out), "--steps", "4", "--seeds", "2", "--jobs", "1"]
     code, stdout, err = _run(capsys, *argv, "--no-progress")
     assert code == 0
     runs = out / "ab" / "none"
-    for variant in demo.VARIANTS:
+    for variant in DEMO.rows:
         assert {p.name for p in (runs / variant).iterdir()} == {"seed1", "seed2"}
         assert (runs / variant / "seed2" / "results.json").is_file()
     assert (out / "report" / "convergence_steps.svg").stat().st_size > 0
@@ -292,7 +295,7 @@ def test_demo_command_with_a_tiny_model(
     assert "lines to beat (valid bpc of trivial models): unigram" in stdout
     report = (out / "report.md").read_text(encoding="utf-8")
     assert "| seed | plain | sdu-sigmoid | sdu-tanh |" in report and "## Samples" in report
-    assert all(f"**{variant}**" in report for variant in demo.VARIANTS)
+    assert all(f"**{variant}**" in report for variant in DEMO.rows)
     assert "one seed" not in report
     # a second run reuses the trained runs
     code, _, err = _run(capsys, *argv, "--no-progress")

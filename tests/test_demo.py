@@ -1,6 +1,6 @@
-"""The demo (``demo.py``): its report from hand-written run folders of its A/B (the values
-of each seed, the paired intervals and verdicts checked against a hand computation), one
-seed, the variants and their configs, and the single-seed comparison of the benchmarks."""
+"""The demo (the named A/B ``DEMO``): its front page from hand-written run folders of its A/B
+(the values of each seed, the paired intervals and verdicts checked against a hand
+computation), one seed, and the rows and their configs."""
 
 from __future__ import annotations
 
@@ -10,9 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from highway_transformer import cli, demo
-from highway_transformer.config import save_config
+from highway_transformer import cli
+from highway_transformer.config import Config, GateConfig, save_config
+from highway_transformer.experiments.named import DEMO, default_jobs, plan_named, row_config
 from highway_transformer.experiments.plan import write_experiment_file
+from highway_transformer.report.ab_summary import write_ab_page
 from highway_transformer.report.report import write_report
 from highway_transformer.runtime.provenance import code_facts
 from highway_transformer.validation import validate
@@ -29,10 +31,15 @@ FINAL = {
 T_975_2 = 4.302652729911275
 
 
+def _gate(row: str) -> GateConfig:
+    """The gate a row of the demo declares."""
+    return Config().replace(**DEMO.rows[row]).model.gate
+
+
 def _demo_runs(out: Path, seeds: int = 3) -> list[Path]:
     """The demo's A/B planned (40 steps) and its run folders written by hand, each with its
     frozen comparison and the bpc of :data:`FINAL` as its last checkpoint's whole-split score."""
-    plan = demo.plan_demo(out, steps=40, seeds=seeds)
+    plan = plan_named(DEMO, out, steps=40, seeds=seeds)
     for spec in plan.specs:
         write_experiment_file(spec)
         save_config(spec.config, spec.run_dir / "config.yaml")
@@ -58,8 +65,8 @@ def test_the_demo_report_gives_each_seed_and_the_paired_intervals(tmp_path: Path
     report = write_report(_demo_runs(out), out / "report")
     trivial = {"unigram": 4.5, "bigram": 3.25, "trigram": 2.0}
     report["baselines"] = {"models": {m: {"valid": {"bpc": v}} for m, v in trivial.items()}}
-    samples = {v: f"The {v} sample" for v in demo.VARIANTS}
-    summary = demo.write_demo_summary(out, report, 40, samples)
+    samples = {v: f"The {v} sample" for v in DEMO.rows}
+    summary = write_ab_page(out, report, DEMO, 40, samples)
 
     rows = {r["row"]: r for r in summary["primary"]["rows"]}
     assert list(rows) == ["ab/sdu-sigmoid", "ab/sdu-tanh"]
@@ -108,7 +115,7 @@ def test_one_seed_says_there_is_no_interval(tmp_path: Path) -> None:
     out = tmp_path / "demo"
     report = write_report(_demo_runs(out, seeds=1), out / "report")
     report["baselines"] = {"models": {"trigram": {"valid": {"bpc": 1.5}}}}
-    demo.write_demo_summary(out, report, 40)
+    write_ab_page(out, report, DEMO, 40)
     page = (out / "report.md").read_text(encoding="utf-8")
     assert "no model's mean beats the best trivial model (trigram 1.5000)" in page
     assert page.count("one seed: no interval and no verdict (give --seeds 2 or more") == 1
@@ -128,72 +135,35 @@ def test_a_bad_budget_is_one_line_and_writes_nothing(
 
 
 def test_the_command_line_defaults_are_the_demos() -> None:
-    assert (cli.DEMO_STEPS, cli.DEMO_SEEDS) == (demo.DEMO_STEPS, demo.DEMO_SEEDS)
-    assert demo.default_jobs(9) >= 1 and demo.default_jobs(1) == 1
-
-
-def _write_metrics(folder: Path, valid: list[float]) -> None:
-    folder.mkdir(parents=True)
-    records = []
-    for i, loss in enumerate(valid, start=1):
-        records.append({"step": 10 * i, "split": "train", "loss": loss + 0.1})
-        records.append({"step": 10 * i, "split": "valid", "loss": loss})
-    text = "".join(json.dumps(r) + "\n" for r in records)
-    (folder / "metrics.jsonl").write_text(text, encoding="utf-8")
-
-
-def test_the_single_seed_comparison_on_synthetic_metrics(tmp_path: Path) -> None:
-    """``run_comparison``'s report (``benchmarks/curve_xl_variants.py``)."""
-    curves = {
-        "plain": [2.0, 1.5, 1.2, 1.1],
-        "sdu-sigmoid": [1.8, 1.1, 1.0, 0.9],
-        "sdu-tanh": [2.2, 1.9, 1.7, 1.6],
-    }
-    for variant, losses in curves.items():
-        _write_metrics(tmp_path / variant, losses)
-        results = {
-            "parameters": 1000,
-            "valid": {"bpc": losses[-1] / 0.693},
-            "test": {"bpc": losses[-1] / 0.69},
-        }
-        (tmp_path / variant / "results.json").write_text(json.dumps(results), encoding="utf-8")
-    samples = {v: f"The {v} sample" for v in curves}
-    summary = demo.write_demo_report(tmp_path, list(curves), samples=samples)
-    rows = {r["run"]: r for r in summary["rows"]}
-    assert summary["target_valid_loss"] == 1.1
-    assert rows["plain"]["steps_to_target"] == 40
-    assert rows["sdu-sigmoid"]["steps_to_target"] == 20  # 1.1 <= 1.1 at step 20
-    assert rows["sdu-tanh"]["steps_to_target"] is None
-    report = (tmp_path / "report.md").read_text(encoding="utf-8")
-    assert "| sdu-tanh | 1,000 |" in report and "not reached" in report
-    assert report.rstrip().endswith("The sdu-tanh sample\n```")
-    assert Path(summary["plot"]).is_file()
+    args = cli.build_parser().parse_args(["demo"])
+    assert (args.steps, args.seeds) == (DEMO.steps, DEMO.seeds) == (600, 3)
+    assert default_jobs(9) >= 1 and default_jobs(1) == 1
 
 
 def test_the_variants_differ_in_their_gate_alone() -> None:
-    configs = {variant: demo.demo_config(variant, steps=50) for variant in demo.VARIANTS}
+    configs = {variant: row_config(DEMO, variant, steps=50) for variant in DEMO.rows}
     assert list(configs) == ["plain", "sdu-sigmoid", "sdu-tanh"]
     for variant, config in configs.items():
         validate(config)
-        assert config.name == f"demo-{variant}" and config.model.gate == demo.VARIANTS[variant]
+        assert config.name == f"demo-{variant}" and config.model.gate == _gate(variant)
         assert config.train.max_steps == 50 and config.train.eval_interval == 5
         plain = configs["plain"].replace(**{"name": config.name})
         assert (
             config.replace(**{"model.gate.kind": "none", "model.gate.activation": "sigmoid"})
             == plain
         )
-    assert demo.demo_config("plain", steps=5).train.eval_interval == 1  # at least every step
+    assert row_config(DEMO, "plain", steps=5).train.eval_interval == 1  # at least every step
 
 
 def test_the_tiny_demo_shrinks_every_model_alike_and_keeps_its_own_folder(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "demo"
-    plan = demo.plan_demo(out, steps=2, seeds=1, tiny=True)
+    plan = plan_named(DEMO, out, steps=2, seeds=1, tiny=True)
     configs = {spec.experiment.row: spec.config for spec in plan.specs}
-    assert list(configs) == list(demo.VARIANTS)
+    assert list(configs) == list(DEMO.rows)
     for variant, config in configs.items():
-        assert config.model.gate == demo.VARIANTS[variant]
+        assert config.model.gate == _gate(variant)
         assert (config.model.d_model, config.model.n_layers) == (16, 3)
         assert config.data.max_train_tokens == 20_000 and config.train.max_steps == 2
     # a folder holding the tiny demo refuses the full one (and the other way round)
@@ -206,6 +176,6 @@ def test_the_tiny_demo_shrinks_every_model_alike_and_keeps_its_own_folder(
 def test_the_tiny_demo_says_so_first(tmp_path: Path) -> None:
     out = tmp_path / "demo"
     report = write_report(_demo_runs(out, seeds=1), out / "report")
-    summary = demo.write_demo_summary(out, report, 40, tiny=True)
+    summary = write_ab_page(out, report, DEMO, 40, tiny=True)
     page = (out / "report.md").read_text(encoding="utf-8")
-    assert page.split("\n")[2] == demo.TINY_NOTE and summary["tiny"] is True
+    assert page.split("\n")[2] == DEMO.tiny_note and summary["tiny"] is True

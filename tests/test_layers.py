@@ -34,7 +34,6 @@ LAYERS: list[tuple[str, ...]] = [
     ("training", "api"),
     ("experiments", "hf"),
     ("report",),
-    ("demo",),
     ("cli_experiments",),
     ("cli",),
 ]

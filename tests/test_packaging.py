@@ -113,8 +113,9 @@ def test_the_core_imports_without_any_extra() -> None:
     import subprocess
 
     block = "; ".join(f"sys.modules[{m!r}] = None" for m in EXTRAS)
-    modules = "highway_transformer, highway_transformer.cli, highway_transformer.demo, " \
-              "highway_transformer.report.report, highway_transformer.data.corpora"  # fmt: skip
+    modules = "highway_transformer, highway_transformer.cli, " \
+              "highway_transformer.cli_experiments, highway_transformer.report.report, " \
+              "highway_transformer.data.corpora"  # fmt: skip
     code = f"import sys; {block}; import {modules}"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-500:]

@@ -3,7 +3,8 @@
 
 * :func:`build_model`: a language model from a :class:`~highway_transformer.config.ModelConfig`;
 * :func:`load_pretrained`: the model, config and vocabulary of a checkpoint folder;
-* :func:`evaluate_checkpoint`: a checkpoint's metrics on the valid/test splits of its task.
+* :func:`evaluate_checkpoint`: a checkpoint's metrics on the valid/test splits of its task;
+* :func:`sample_text`: a continuation of a prompt by a run's best weights (the demo's samples).
 
 Training's entry points, :func:`~highway_transformer.training.trainer.train` and
 :class:`~highway_transformer.training.trainer.Trainer`, validate their config the same way.
@@ -19,11 +20,11 @@ from torch import nn
 
 from .config import Config, ModelConfig, apply_overrides
 from .data.vocab import Vocabulary, read_vocab
-from .errors import ConfigError
+from .errors import ConfigError, DataError
 from .models.lm import LanguageModel
 from .models.resources import check_model_size
 from .runtime.device import autocast_context
-from .storage.folder import VOCAB_FILE, resolve, trusting_unverified
+from .storage.folder import BEST_DIR, VOCAB_FILE, resolve, trusting_unverified
 from .storage.weights import load_weights
 from .tasks import Task, build_task_model, task_class
 from .tasks.progress import EvalBar
@@ -56,6 +57,17 @@ def load_pretrained(
         model = build_task_model(config)
         load_weights(model, folder)
     return model.to(device).eval(), config, vocab
+
+
+def sample_text(run_dir: str | Path, prompt: str, tokens: int = 240) -> str:
+    """A continuation of ``prompt`` by the run's best weights: temperature 0.7, top-k 20 and
+    sampling seed 1 for every run, so that runs' samples differ by their weights alone."""
+    model, _, vocab = load_pretrained(Path(run_dir) / BEST_DIR)
+    try:
+        text = model.generate(prompt, tokens, vocab=vocab, temperature=0.7, top_k=20, seed=1)
+    except DataError as exc:
+        return f"(no sample: {exc})"
+    return prompt + text
 
 
 def evaluate_checkpoint(

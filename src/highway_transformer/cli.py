@@ -22,13 +22,10 @@ from typing import TYPE_CHECKING
 
 from .config.names import TASK_NAMES
 from .errors import ConfigError, HighwayError, PeerFailed, TrainingInterrupted
+from .experiments.named import DEMO
 
 if TYPE_CHECKING:
     from .config import Config
-
-#: ``highway demo``'s default budget: steps per run, seeds per model (``demo.DEMO_STEPS`` and
-#: ``demo.DEMO_SEEDS``, kept here for the same reason; checked by the tests).
-DEMO_STEPS, DEMO_SEEDS = 600, 3
 
 
 def _train(args: argparse.Namespace) -> int:
@@ -242,13 +239,14 @@ def _presets(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    for name in ("steps", "seeds", "jobs"):  # checked by run_demo too, after torch is imported
+    for name in ("steps", "seeds", "jobs"):  # checked by run_named_ab too, after torch is imported
         value = getattr(args, name)
         if value is not None and value < 1:
             raise ConfigError(f"--{name} must be >= 1, got {value}")
-    from .demo import run_demo
+    from .cli_experiments import run_named_ab
 
-    summary = run_demo(
+    summary = run_named_ab(
+        DEMO,
         args.out,
         steps=args.steps,
         seeds=args.seeds,
@@ -538,11 +536,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--steps",
         type=int,
-        default=DEMO_STEPS,
-        help=f"training steps per run (default {DEMO_STEPS})",
+        default=DEMO.steps,
+        help=f"training steps per run (default {DEMO.steps})",
     )
     p.add_argument(
-        "--seeds", type=int, default=DEMO_SEEDS, help=f"seeds per model (default {DEMO_SEEDS})"
+        "--seeds", type=int, default=DEMO.seeds, help=f"seeds per model (default {DEMO.seeds})"
     )
     p.add_argument(
         "--jobs",

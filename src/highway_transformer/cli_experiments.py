@@ -7,18 +7,24 @@ highway run ht-table5/l6-xl ht-table5/l6-xl+tanh --scale tiny train.max_steps=50
 highway report runs/ht-table1/small --out reports/ht-table1-small
 highway prune runs/ht-table1/small          # finished runs' weights, once nothing needs them
 highway ab --row "plain=ht-table1/t-l3" --row "tanh=ht-table1/t-l3+tanh" --scale tiny --out runs/ab
+
+``highway demo`` is a named A/B (:mod:`.experiments.named`), run by :func:`run_named_ab`.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from .errors import ConfigError
 from .experiments.scale import AS_CONFIGURED, SCALES
 from .storage.folder import trusting_unverified
+
+if TYPE_CHECKING:
+    from .experiments.named import NamedAB
 
 
 def _log(message: str) -> None:
@@ -275,14 +281,56 @@ def _ab_rows(args: argparse.Namespace) -> int:
         print(f"write the report with: highway report {runs} --out REPORT_DIR --baselines")
         return 0
     from .report.ab_summary import summary_lines
-    from .report.report import write_report
 
     out = Path(args.out) / "report" / args.scale
-    report = write_report(run_dirs, out, baselines=True, allow_mixed_code=args.allow_mixed_code)
-    _warn_unusable(report)
+    report = write_ab_report(run_dirs, out, args.allow_mixed_code)
     print("\n".join(summary_lines(report)))
     print(f"report: {out / 'index.md'} (runs: {runs})")
     return 0
+
+
+def write_ab_report(run_dirs: list[Path], out: Path, allow_mixed_code: bool) -> dict[str, Any]:
+    """An A/B's report (with the lines to beat) into ``out``, the unusable runs named first."""
+    from .report.report import write_report
+
+    report = write_report(run_dirs, out, baselines=True, allow_mixed_code=allow_mixed_code)
+    _warn_unusable(report)
+    return report
+
+
+def run_named_ab(
+    named: NamedAB,
+    out: str | Path,
+    steps: int | None = None,
+    seeds: int | None = None,
+    jobs: int | None = None,
+    progress: bool = True,
+    log: Callable[[str], None] = _log,
+    allow_mixed_code: bool = False,
+    tiny: bool = False,
+) -> dict[str, Any]:
+    """Train the named A/B's runs not trained yet (``jobs`` at once, default
+    :func:`~.experiments.named.default_jobs`; interrupted ones resume), write its report to
+    ``out/report`` and its front page ``out/report.md``; return ``out/NAME.json``."""
+    from .api import sample_text
+    from .experiments.named import default_jobs, plan_named
+    from .experiments.runner import run_planned
+    from .extras import import_extra
+    from .report.ab_summary import write_ab_page
+
+    import_extra("matplotlib", f"the {named.name}'s figure")  # fail before minutes of training
+    if jobs is not None and jobs < 1:
+        raise ConfigError(f"--jobs must be >= 1, got {jobs}")
+    out, steps = Path(out), named.steps if steps is None else steps
+    plan = plan_named(named, out, steps, named.seeds if seeds is None else seeds, tiny)
+    jobs = default_jobs(len(plan.specs)) if jobs is None else jobs
+    progress = progress and jobs == 1  # runs trained at once log to their train.log
+    run_dirs = run_planned(plan.specs, out, jobs=jobs, log=log, progress=progress)
+    report = write_ab_report(run_dirs, out / "report", allow_mixed_code)
+    runs = out / plan.experiments[0].table / AS_CONFIGURED
+    seed = f"seed{named.sample_seed}"
+    samples = {row: sample_text(runs / row / seed, named.prompt) for row in named.rows}
+    return write_ab_page(out, report, named, steps, samples, tiny)
 
 
 def _warn_unusable(report: dict[str, Any]) -> None:

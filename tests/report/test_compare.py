@@ -167,3 +167,43 @@ def test_folders_that_cannot_be_compared_are_one_line_errors(tmp_path: Path) -> 
     other = _run(tmp_path / "other", [2.0, 1.5], data={"corpus": "ptb-char"})
     with pytest.raises(DataError, match=r"different tasks or data \(data.corpus='ptb-char'"):
         compare_runs([good, other], tmp_path / "out")
+
+
+def _write_plain_metrics(folder: Path, valid: list[float]) -> None:
+    folder.mkdir(parents=True)
+    records = []
+    for i, loss in enumerate(valid, start=1):
+        records.append({"step": 10 * i, "split": "train", "loss": loss + 0.1})
+        records.append({"step": 10 * i, "split": "valid", "loss": loss})
+    text = "".join(json.dumps(r) + "\n" for r in records)
+    (folder / "metrics.jsonl").write_text(text, encoding="utf-8")
+
+
+def test_the_single_seed_comparison_on_synthetic_metrics(tmp_path: Path) -> None:
+    """The page of ``benchmarks/curve_xl_variants.py``: the comparison with each model's
+    sample last."""
+    curves = {
+        "plain": [2.0, 1.5, 1.2, 1.1],
+        "sdu-sigmoid": [1.8, 1.1, 1.0, 0.9],
+        "sdu-tanh": [2.2, 1.9, 1.7, 1.6],
+    }
+    for variant, losses in curves.items():
+        _write_plain_metrics(tmp_path / variant, losses)
+        results = {
+            "parameters": 1000,
+            "valid": {"bpc": losses[-1] / 0.693},
+            "test": {"bpc": losses[-1] / 0.69},
+        }
+        (tmp_path / variant / "results.json").write_text(json.dumps(results), encoding="utf-8")
+    samples = {v: f"The {v} sample" for v in curves}
+    summary = compare_runs([tmp_path / v for v in curves], tmp_path, samples=samples)
+    rows = {r["run"]: r for r in summary["rows"]}
+    assert summary["target_valid_loss"] == 1.1
+    assert rows["plain"]["steps_to_target"] == 40
+    assert rows["sdu-sigmoid"]["steps_to_target"] == 20  # 1.1 <= 1.1 at step 20
+    assert rows["sdu-tanh"]["steps_to_target"] is None
+    report = (tmp_path / "compare.md").read_text(encoding="utf-8")
+    assert "| sdu-tanh | 1,000 |" in report and "not reached" in report
+    assert report.rstrip().endswith("The sdu-tanh sample\n```")
+    assert Path(summary["plot"]).is_file()
+    assert summary["samples"] == samples

@@ -136,9 +136,14 @@ def loss_unit(run: RunFolder) -> Unit:
 
 
 def compare_runs(
-    run_dirs: list[str | Path], out: str | Path, baseline: str | None = None, title: str = ""
+    run_dirs: list[str | Path],
+    out: str | Path,
+    baseline: str | None = None,
+    title: str = "",
+    samples: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """Write ``compare.md``, ``compare.json`` and ``convergence.png`` into ``out``."""
+    """Write ``compare.md``, ``compare.json`` and ``convergence.png`` into ``out``; ``samples``
+    (each run's text from its best weights): a last section of the page."""
     dirs = [Path(d) for d in run_dirs]
     labels = run_labels(dirs)
     if len(set(dirs)) != len(dirs):
@@ -176,8 +181,15 @@ def compare_runs(
         "rows": rows,
         "plot": str(plot),
     }
+    page = markdown_table(summary, title or "Comparison")
+    if samples:
+        from .markdown import sample_lines  # the tasks import torch: after the inputs' checks
+
+        summary["samples"] = samples
+        how = "Best weights, temperature 0.7, top-k 20, seed 1:"
+        page = "\n".join([page.rstrip(), "", *sample_lines(samples, how)])
     write_json(out / "compare.json", summary)
-    (out / "compare.md").write_text(markdown_table(summary, title or "Comparison"), "utf-8")
+    (out / "compare.md").write_text(page, "utf-8")
     return summary
 
 

@@ -713,3 +713,13 @@ def _baseline_cell(value: Any, metric: str) -> str:
     factor = 100 if metric in PERCENT_METRICS else 1
     digits = 4 if metric in ("bpc", "loss") else 2
     return _fmt(None if value is None else value * factor, digits)
+
+
+def sample_lines(samples: dict[str, str] | None, how: str) -> list[str]:
+    """A ``## Samples`` section: ``how`` they were drawn, then each model's text; [] without."""
+    if not samples:
+        return []
+    lines = ["## Samples", "", how, ""]
+    for name, text in samples.items():
+        lines += [f"**{name}**", "", "```text", text.strip("\n"), "```", ""]
+    return lines

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import Config, load_file
+from ..errors import ConfigError
 from .folder import BEST_DIR, CHECKPOINT_DIR, STATE_FILE, fsync_dir
 
 #: Keys the trainer fills in from the data: a planned value of 0 is a placeholder.
@@ -162,6 +163,18 @@ def config_differences(
         and not (key in AUTOMATIC and not planned.get(key))
         and saved.get(key) != planned.get(key)
     ]
+
+
+def refuse_other_config(run_dir: Path, config: Config, holder: str = "") -> None:
+    """Refuse to reuse a run folder trained with another configuration (e.g. more steps);
+    ``holder`` names what holds it in the message (default: the folder was trained)."""
+    differ = config_differences(run_dir, config)
+    if differ:
+        shown = ", ".join(f"{k}={found!r} (asked {asked!r})" for k, found, asked in differ[:3])
+        what = f"{holder} with" if holder else f"{run_dir} was trained with"
+        raise ConfigError(
+            f"{what} another configuration: {shown}; choose another --out or remove the folder"
+        )
 
 
 def gate_bias_values(model: Any) -> dict[str, list[float]]:
