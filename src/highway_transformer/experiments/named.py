@@ -54,13 +54,27 @@ DEMO = NamedAB(
     # keeps it on the unigram plateau (~4.8 bpc) for most of a short budget: the comparison
     # would then measure leaving the plateau, not the gate.
     base={
-        "model.d_model": 128, "model.n_layers": 3, "model.n_heads": 4, "model.d_inner": 512,
-        "model.dropout": 0.1, "model.init": "torch", "model.tie_weights": False,
-        "data.corpus": "pydoc", "data.batch_size": 16, "data.seq_len": 128,
-        "data.context": 32, "data.eval_batch_size": 32,
-        "train.optimizer": "adamw", "train.lr": 3e-3, "train.weight_decay": 0.01,
-        "train.schedule": "cosine", "train.warmup_steps": 40, "train.clip": 0.5,
-        "train.eval_max_tokens": 8000, "train.log_interval": 10, "train.seed": 1111,
+        "model.d_model": 128,
+        "model.n_layers": 3,
+        "model.n_heads": 4,
+        "model.d_inner": 512,
+        "model.dropout": 0.1,
+        "model.init": "torch",
+        "model.tie_weights": False,
+        "data.corpus": "pydoc",
+        "data.batch_size": 16,
+        "data.seq_len": 128,
+        "data.context": 32,
+        "data.eval_batch_size": 32,
+        "train.optimizer": "adamw",
+        "train.lr": 3e-3,
+        "train.weight_decay": 0.01,
+        "train.schedule": "cosine",
+        "train.warmup_steps": 40,
+        "train.clip": 0.5,
+        "train.eval_max_tokens": 8000,
+        "train.log_interval": 10,
+        "train.seed": 1111,
     },  # fmt: skip
     rows={
         "plain": {"model.gate.kind": "none"},
@@ -69,9 +83,15 @@ DEMO = NamedAB(
     },
     # d 16 on a slice of the corpus: the whole command runs in seconds
     tiny={
-        "model.d_model": 16, "model.n_heads": 2, "model.d_inner": 32, "data.seq_len": 32,
-        "data.context": 8, "data.batch_size": 4, "data.eval_batch_size": 4,
-        "data.max_train_tokens": 20_000, "data.max_eval_tokens": 2_000,
+        "model.d_model": 16,
+        "model.n_heads": 2,
+        "model.d_inner": 32,
+        "data.seq_len": 32,
+        "data.context": 8,
+        "data.batch_size": 4,
+        "data.eval_batch_size": 4,
+        "data.max_train_tokens": 20_000,
+        "data.max_eval_tokens": 2_000,
         "train.eval_max_tokens": 1_000,
     },  # fmt: skip
     tiny_note=(

@@ -245,4 +245,3 @@ def write_ab_page(
     text = json.dumps(page, indent=2, ensure_ascii=False)
     (out / f"{named.name}.json").write_text(text, encoding="utf-8")
     return page
-

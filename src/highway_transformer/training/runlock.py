@@ -1,23 +1,15 @@
 """Run-folder ownership: one writer per run folder, and no silent mixing of runs.
 
-A training (fresh or resumed) holds the kernel's lock (``flock``) on ``run.lock`` in its
-folder for as long as it trains. The kernel releases it when its holder ends, however it ends
-(a SIGKILL, the out-of-memory killer, a preempted job), so a lock is never stale and a reused
-PID never makes a free folder look busy. The file also names the holder (PID, host, start
-time), as information: a second writer is refused with that name. A fresh run into a folder
-that already holds a run's records is refused unless ``overwrite`` asks to replace them, so
-metrics of two runs never mix.
-
-Where the kernel offers no ``flock`` (Windows, or a file system without locks), the file
-itself is the lock: created exclusively, deleted at the end; one left by a process of this
-host that no longer runs is taken over (on POSIX; on Windows the message says to delete it).
-
-Several runners may drain one table (``highway run`` twice, or on machines sharing the
-folder): a runner *claims* a run's folder (:func:`claim_run_folder`) before it reads the run's
-state or clears a failed start, skips a folder another process holds, and trains inside its
-claim (the training takes the claimed lock over); a runner that starts the training as a
-child process hands the locked descriptor over (:func:`claim_for_child`), so there is no
-instant at which a second runner could take the folder.
+A training holds the kernel's lock (``flock``) on ``run.lock`` in its folder while it trains;
+the kernel releases it however its holder ends, so that lock is never stale. What this module
+adds to ``flock``: the file names its holder (PID, host, start time) for the refusal of a
+second writer; a file deleted on release is never locked by a latecomer; a runner *claims* a
+folder (:func:`claim_run_folder`) before it reads the run's state, and a training of the same
+process uses that claim, or the locked descriptor a runner handed to its child
+(:func:`claim_for_child`), so no second runner can take the folder in between; a fresh run
+into a folder holding a run's records is refused unless ``overwrite`` replaces them. Where
+the kernel keeps no locks (Windows, some file systems) the file itself is the lock: created
+exclusively, deleted at the end, taken over when its owner, a process of this host, has ended.
 """
 
 from __future__ import annotations
@@ -184,18 +176,8 @@ def _acquire(out: Path, log: Callable[[str], None]) -> Callable[[], None]:
     """Take ``out``'s lock; the function that releases it."""
     make_folder(out, "--out")
     lock = out / LOCK_FILE
-    if fcntl is not None:
-        release = _acquire_flock(lock, log)
-        if release is not None:
-            return release
-    return _acquire_file(lock, log)
-
-
-def _acquire_flock(lock: Path, log: Callable[[str], None]) -> Callable[[], None] | None:
-    """Hold the kernel's lock on ``lock`` and write this process into it; None where the file
-    system keeps no locks."""
-    fd = _flock_descriptor(lock, log)
-    return None if fd is None else _releaser(fd, lock)
+    fd = _flock_descriptor(lock, log) if fcntl is not None else None
+    return _acquire_file(lock, log) if fd is None else _releaser(fd, lock)
 
 
 def _flock_descriptor(lock: Path, log: Callable[[str], None]) -> int | None:
@@ -263,21 +245,21 @@ def _same_file(fd: int, path: Path) -> bool:
 def _held(lock: Path) -> bool | None:
     """Whether a process holds the kernel's lock on ``lock``; None where that cannot be
     known (no ``flock``, no lock file, a file system without locks)."""
-    if fcntl is None:
-        return None
     try:
-        fd = os.open(lock, os.O_RDONLY)
+        fd = os.open(lock, os.O_RDONLY) if fcntl is not None else None
     except OSError:
+        return None
+    if fd is None:
         return None
     try:  # shared: conflicts with a holder's exclusive lock only, and needs no write access
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return False
     except BlockingIOError:
         return True
     except OSError:
         return None
     finally:
         os.close(fd)  # releases the probe's own lock
-    return False
 
 
 def read_owner(lock: Path) -> dict | None:
@@ -291,11 +273,9 @@ def read_owner(lock: Path) -> dict | None:
 
 def _describe(owner: dict) -> str:
     started = owner.get("started")
-    when = (
-        time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started))
-        if isinstance(started, int | float)
-        else "an unknown time"
-    )
+    when = "an unknown time"
+    if isinstance(started, int | float):
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started))
     return f"PID {owner.get('pid')} on {owner.get('host')} (started {when})"
 
 
@@ -327,11 +307,9 @@ def _alive(pid: int) -> bool:
         return True
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
     except PermissionError:  # someone else's process: it exists
         return True
-    except OSError:
+    except OSError:  # no such process
         return False
     return True
 
