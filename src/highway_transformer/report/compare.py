@@ -59,7 +59,9 @@ class Unit:
 
 
 @dataclass
-class RunFolder:
+class TrainFolder:
+    """A `highway train` folder as `highway compare` reads it (refused whole if unusable)."""
+
     label: str
     path: Path
     records: list[dict[str, Any]]
@@ -82,7 +84,7 @@ def run_labels(run_dirs: list[Path]) -> list[str]:
     return [label(i) for i in range(len(parts))]
 
 
-def load_run(run_dir: Path, label: str) -> RunFolder:
+def load_train_folder(run_dir: Path, label: str) -> TrainFolder:
     """One training run folder, with at least one validation record; a malformed file, or
     numbers no statistic may read (:func:`~.runs.unusable_reason`), are refused naming the
     file, as the report refuses or flags them. Each row is one named run, so leaving one out
@@ -109,10 +111,10 @@ def load_run(run_dir: Path, label: str) -> RunFolder:
             f"{unusable}; its numbers are not usable, so nothing is compared: leave {run_dir} "
             "out or train it again"
         )
-    return RunFolder(label, run_dir, records, results or {}, config)
+    return TrainFolder(label, run_dir, records, results or {}, config)
 
 
-def check_comparable(runs: list[RunFolder]) -> None:
+def check_comparable(runs: list[TrainFolder]) -> None:
     """Refuse runs of different tasks or data: their losses are not on one scale."""
     first = runs[0]
     for run in runs[1:]:
@@ -126,7 +128,7 @@ def check_comparable(runs: list[RunFolder]) -> None:
             )
 
 
-def loss_unit(run: RunFolder) -> Unit:
+def loss_unit(run: TrainFolder) -> Unit:
     """Bits per token (named by level) for a language model; the task's loss otherwise."""
     if run.config.get("task.name", "lm") == "lm":
         data = {k.removeprefix("data."): v for k, v in run.config.items() if k.startswith("data.")}
@@ -150,7 +152,7 @@ def compare_runs(
         raise DataError("a run folder is named twice; give each run once")
     if baseline is not None and baseline not in labels:
         raise DataError(f"--baseline {baseline!r} is not one of the runs: {', '.join(labels)}")
-    runs = [load_run(d, label) for label, d in zip(labels, dirs, strict=True)]
+    runs = [load_train_folder(d, label) for label, d in zip(labels, dirs, strict=True)]
     check_comparable(runs)
     base = next(r for r in runs if r.label == (baseline or labels[0]))
     unit = loss_unit(base)
@@ -234,7 +236,7 @@ def difference(a: float, a_se: float | None, b: float, b_se: float | None) -> di
 
 
 def _row(
-    run: RunFolder, base: RunFolder, target: float, target_se: float | None, unit: Unit
+    run: TrainFolder, base: TrainFolder, target: float, target_se: float | None, unit: Unit
 ) -> dict:
     # the tasks import torch: after the inputs' checks
     from ..tasks.floor import learning_hint, plateau_warning, withheld_reason
@@ -389,7 +391,7 @@ def trivial_lines(summary: dict[str, Any], rows: list[dict[str, Any]]) -> list[s
 
 def plot_convergence(
     out: Path,
-    runs: list[RunFolder],
+    runs: list[TrainFolder],
     target: float,
     baseline: str,
     trivial: dict[str, float],
