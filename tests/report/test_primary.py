@@ -91,7 +91,7 @@ def test_every_commit_that_froze_the_comparison_is_named(tmp_path: Path, make_ru
     primary = _primary(dirs)
     assert primary["status"] == PRE_REGISTERED
     assert (
-        "registered by 2 commits, the same comparison at each: abc (6 runs), def (1 runs)"
+        "registered by 2 commits, the same comparison at each: abc (6 runs), def (1 run)"
         in (primary["note"])
     )
 

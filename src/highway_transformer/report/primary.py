@@ -69,20 +69,24 @@ def frozen_status(runs: list[RunRecord], table: str) -> dict[str, Any]:
     }
 
 
+def _runs(count: int) -> str:
+    return f"{count} run" if count == 1 else f"{count} runs"
+
+
 def _registered_note(status: str, codes: list[Any]) -> str:
     """Where the frozen comparison was registered: every commit the runs froze it at (the
     same comparison, fingerprint for fingerprint, can be frozen by several commits)."""
     commits = Counter(c.get("commit") if isinstance(c, dict) else None for c in codes)
     named = sorted(commit for commit in commits if commit)
     if len(named) > 1:
-        listed = ", ".join(f"{commit} ({commits[commit]} runs)" for commit in named)
+        listed = ", ".join(f"{commit} ({_runs(commits[commit])})" for commit in named)
         where = f"registered by {len(named)} commits, the same comparison at each: {listed}"
     elif named:
         where = f"registered by commit {named[0]}"
     else:
         where = "registered by an installed package"
     if None in commits and named:
-        where += f" and by an installed package ({commits[None]} runs)"
+        where += f" and by an installed package ({_runs(commits[None])})"
     if status == PARTLY:
         return f"{where}; some runs trained before it was registered and froze none"
     return f"{where}, frozen into every run before it trained"
