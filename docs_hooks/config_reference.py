@@ -1,9 +1,9 @@
 """MkDocs hook: the configuration reference, generated from the config schema at build time.
 
 The page ``config.md`` holds the marker below; it is replaced by one table per config section
-with every key, its default and its meaning: the rows ``highway config`` prints, with each
-key's declared range and source added (:func:`highway_transformer.config.keys.declared_keys`,
-the declarations of ``config/schema.py``), read from the source tree being documented.
+with every key, its default and its meaning: the rows ``highway config`` prints
+(:func:`highway_transformer.config.keys.config_keys`), read from the source tree being
+documented.
 """
 
 from __future__ import annotations
@@ -21,16 +21,10 @@ def config_rows(root: Path) -> list[tuple[str, str, str]]:
     """``(key, default, meaning)`` of every config key, for the code under ``root/src``."""
     sys.path.insert(0, str(root / "src"))
     try:
-        from highway_transformer.config.keys import declared_keys, shown_meaning
+        from highway_transformer.config.keys import config_keys
     finally:
         sys.path.pop(0)
-    rows = []
-    for name, default, spec in declared_keys():
-        notes = [f"range {spec.range.describe()}"] if spec and spec.range else []
-        notes += [f"source: {spec.source}"] if spec and spec.source else []
-        meaning = shown_meaning(spec) + (f" ({'; '.join(notes)})" if notes else "")
-        rows.append((name, "None" if default is None else repr(default), meaning))
-    return rows
+    return [(k, "None" if d is None else repr(d), m) for k, d, m in config_keys()]
 
 
 def _cell(text: str) -> str:

@@ -33,7 +33,7 @@ def _train(args: argparse.Namespace) -> int:
     from .training.launch import launch, watch_launcher, without_nproc
 
     watch_launcher()  # a rank of `highway train --nproc`: stop when the launcher dies
-    config, scaling = _train_config(args)  # validated once; a typo answers before torch
+    config = _train_config(args)  # before torch is imported: a typo answers at once
     if args.trust_unverified and not args.resume:
         raise ConfigError(
             "--trust-unverified lets --resume read a checkpoint without its manifest; add "
@@ -55,8 +55,6 @@ def _train(args: argparse.Namespace) -> int:
 
     if args.scale is not None and is_main_process():
         _log(f"scale {describe_scale(args.scale)}")
-        if scaling:
-            _log(scaling)
     out = Path(args.out or Path("runs") / config.name)
     results = train(
         config,
@@ -73,11 +71,10 @@ def _train(args: argparse.Namespace) -> int:
     return 0
 
 
-def _train_config(args: argparse.Namespace) -> tuple[Config, str]:
+def _train_config(args: argparse.Namespace) -> Config:
     """The validated config of ``highway train``: preset or task preset, ``--scale``,
-    ``--config``, ``--task``, ``--data-path`` and the overrides, in that order; and the line
-    naming what ``--scale`` changed (``""`` without one)."""
-    from .config import Config, apply_overrides
+    ``--config``, ``--task``, ``--data-path`` and the overrides, in that order."""
+    from .config import Config
     from .presets import get_preset, task_preset
     from .validation import build_config
 
@@ -92,26 +89,21 @@ def _train_config(args: argparse.Namespace) -> tuple[Config, str]:
         overrides.append(f"data.path={args.data_path}")
     file = args.config
     overrides += args.overrides
-    if args.scale is None:
-        return build_config(base, file, overrides), ""
-    scaled = _scaled(base, file, args.scale, overrides)  # as `highway run` shrinks a row
-    config = build_config(scaled, None, overrides)  # the overrides win
-    from .experiments.scale import scale_changes
-
-    return config, scale_changes(apply_overrides(base, file, overrides), config, args.scale)
+    if args.scale is not None:  # the preset and file shrunk as `highway run` shrinks a row
+        base, file = _scaled(base, file, args.scale, overrides), None
+    return build_config(base, file, overrides)
 
 
 def _scaled(base: Config, file: str | None, scale: str, overrides: list[str]) -> Config:
-    """``base`` and the config file shrunk by the rules of ``highway run --scale``, not yet
-    validated (the command-line ``overrides`` come after, and win); named ``NAME_SCALE``
-    below ``paper``."""
+    """``base`` and the config file shrunk by the rules of ``highway run --scale`` (the
+    command-line ``overrides`` come after, and win); named ``NAME_SCALE`` below ``paper``."""
     from .config import apply_overrides
-    from .experiments.scale import get_scale, scaled
+    from .experiments.scale import get_scale, scale_config
     from .validation import check_overrides
 
     get_scale(scale)  # an unknown name is an error before any file is read
-    check_overrides(base, file, overrides)  # the forms, before scaling reads them
-    config = scaled(apply_overrides(base, file), scale)
+    check_overrides(base, file, overrides)  # before scaling, which validates (torch)
+    config = scale_config(apply_overrides(base, file), scale)
     return config if scale == "paper" else config.replace(name=f"{config.name}_{scale}")
 
 

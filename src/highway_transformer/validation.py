@@ -5,8 +5,7 @@ attention kinds and initialisations in ``models``, tasks, parallel strategies) a
 module that knows them all. A config is validated once, at the boundary where it enters:
 :func:`build_config` (files and ``key=value`` overrides), the trainer, the checked entry
 points of :mod:`highway_transformer.api`, a checkpoint being read
-(:func:`checkpoint_config`); a config that passed one boundary is not checked again at the
-next (:func:`validate`). Constructors below check only their own arguments.
+(:func:`checkpoint_config`). Constructors below check only their own arguments.
 
 Every failure is a :class:`~highway_transformer.errors.ConfigError` (a
 :class:`~highway_transformer.errors.CheckpointError` for a checkpoint's config) whose one
@@ -19,11 +18,21 @@ import math
 import types
 import typing
 from collections.abc import Collection
-from dataclasses import fields, is_dataclass
+from dataclasses import dataclass, fields, is_dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .config import (
+    ANNEAL_RULES,
+    COMPILE_MODES,
+    DIST_BACKENDS,
+    FINAL_WEIGHTS,
+    FLAGS,
+    LEVELS,
+    OPTIMIZERS,
+    POSITIONALS,
+    PRECISIONS,
+    SCHEDULES,
     SUBWORD_LEVELS,
     Config,
     DataConfig,
@@ -32,8 +41,6 @@ from .config import (
     apply_overrides,
     names,
 )
-from .config.keys import declared_keys, field_ranges
-from .config.schema import Key
 from .errors import CheckpointError, ConfigError, HighwayError, unknown_choice
 from .nn.layer_spec import parse_layer_spec
 from .storage.folder import CONFIG_FILE, read_config, resolve
@@ -79,34 +86,14 @@ def checkpoint_config(folder: str | Path) -> Config:
         raise CheckpointError(f"{path} is not a valid config for this version: {exc}") from None
 
 
-#: The configs that passed :func:`check_all`, by value (``repr`` tells ``"3"`` from ``3``, a
-#: tuple from a list); the rules read nothing but the values, so a config that crosses a
-#: second boundary (``build_config``, then the :class:`Trainer`) is not checked again.
-_PASSED: dict[str, None] = {}
-_PASSED_KEPT = 256  # a table's runs, and more
-
-
 def validate(config: Config) -> Config:
-    """Check every field that can be checked without data; raise ConfigError naming the fix.
-
-    A config whose values passed before (in this process) is returned unchecked: each entry
-    point validates its config once, however many boundaries it then crosses."""
-    seen = repr(config)
-    if seen not in _PASSED:
-        check_all(config)
-        _PASSED[seen] = None
-        if len(_PASSED) > _PASSED_KEPT:
-            del _PASSED[next(iter(_PASSED))]
-    return config
-
-
-def check_all(config: Config) -> None:
-    """Every rule, every time (:func:`validate` calls it once per config)."""
+    """Check every field that can be checked without data; raise ConfigError naming the fix."""
     check_form(config)
     check_task(config)  # first: a task that cannot use a setting says so before the family
     check_model(config.model)
     check_data(config.data)
     check_training(config)
+    return config
 
 
 # --------------------------------------------------------------------------- types and ranges
@@ -128,6 +115,103 @@ def check_form(config: Config) -> Config:
     check_ranges(config)
     check_names(config)
     return config
+
+
+@dataclass(frozen=True)
+class Range:
+    """Allowed values of a numeric field: ``low <= value`` (``<`` when ``open_low``), likewise
+    ``high``; ``fix`` says what to write instead."""
+
+    low: float | None = None
+    high: float | None = None
+    open_low: bool = False
+    open_high: bool = False
+    fix: str = ""
+
+    def describe(self) -> str:
+        parts = []
+        if self.low is not None:
+            parts.append(f"{'>' if self.open_low else '>='} {self.low:g}")
+        if self.high is not None:
+            parts.append(f"{'<' if self.open_high else '<='} {self.high:g}")
+        return " and ".join(parts) or "a finite number"
+
+    def admits(self, value: float) -> bool:
+        if not math.isfinite(value):
+            return False
+        if self.low is not None and (value < self.low or (self.open_low and value == self.low)):
+            return False
+        return not (
+            self.high is not None and (value > self.high or (self.open_high and value == self.high))
+        )
+
+
+_AT_LEAST_1 = Range(1)
+_NON_NEGATIVE = Range(0)
+_PROBABILITY = Range(0, 1, open_high=True, fix="a dropout of 0.1 drops 10%")
+
+#: Every numeric field's allowed values, listed once; :func:`validate` checks them all first.
+#: ``None`` (where a field allows it) means "as another field" and is always accepted.
+FIELD_RANGES: dict[str, Range] = {
+    "model.vocab_size": Range(0, fix="0 takes it from the data"),
+    "model.d_model": _AT_LEAST_1,
+    "model.n_layers": _AT_LEAST_1,
+    "model.n_heads": _AT_LEAST_1,
+    "model.d_head": Range(1, fix="leave it unset (null) for d_model // n_heads"),
+    "model.d_inner": _AT_LEAST_1,
+    "model.dropout": _PROBABILITY,
+    "model.dropout_emb": _PROBABILITY,
+    "model.dropout_attn": _PROBABILITY,
+    "model.dropout_pos": _PROBABILITY,
+    "model.dropout_out": _PROBABILITY,
+    "model.init_range": Range(0, open_low=True, fix="e.g. 0.1"),
+    "model.init_std": Range(0, open_low=True, fix="e.g. 0.02"),
+    "model.init_proj_std": Range(0, open_low=True, fix="e.g. 0.01, or unset it"),
+    "model.shaw_clip": _AT_LEAST_1,
+    "model.adaptive_cutoffs": _AT_LEAST_1,
+    "model.adaptive_div": Range(1, fix="e.g. 4"),
+    "model.gate.bias": Range(-100, 100, fix="gate biases are small, e.g. 0 or 2"),
+    "model.local_rnn.window": _AT_LEAST_1,
+    "model.local_rnn.per_block": _AT_LEAST_1,
+    "model.memory.mem_len": _NON_NEGATIVE,
+    "model.memory.clamp_len": Range(-1, fix="0 or -1 means no clamping"),
+    "model.memory.eval_mem_len": _NON_NEGATIVE,
+    "model.memory.eval_clamp_len": Range(-1, fix="0 or -1 means no clamping"),
+    "data.batch_size": _AT_LEAST_1,
+    "data.seq_len": _AT_LEAST_1,
+    "data.context": _NON_NEGATIVE,
+    "data.eval_batch_size": _AT_LEAST_1,
+    "data.eval_seq_len": Range(1, fix="leave it unset (null) to use data.seq_len"),
+    "data.eval_context": Range(0, fix="leave it unset (null) to use data.context"),
+    "data.max_train_tokens": Range(2, fix="leave it unset (null) to use the whole stream"),
+    "data.max_eval_tokens": Range(2, fix="leave it unset (null) to use the whole splits"),
+    "data.subword_vocab_size": Range(256, fix="the 256 bytes are tokens; e.g. 1000"),
+    "train.lr": Range(0, open_low=True, fix="e.g. 2.0 for SGD, 2.5e-4 for Adam"),
+    "train.warmup_steps": Range(0, fix="0 disables warm-up"),
+    "train.min_lr": _NON_NEGATIVE,
+    "train.anneal_factor": Range(0, 1, open_low=True, fix="e.g. 0.25"),
+    "train.lr_step": _NON_NEGATIVE,
+    "train.anneal_patience": _NON_NEGATIVE,
+    "train.anneal_window": _AT_LEAST_1,
+    "train.anneal_after": _NON_NEGATIVE,
+    "train.momentum": Range(0, 1, open_high=True),
+    "train.weight_decay": _NON_NEGATIVE,
+    "train.betas": Range(0, 1, open_high=True, fix="e.g. [0.9, 0.999]"),
+    "train.clip": Range(0, fix="0 disables clipping"),
+    "train.max_steps": _AT_LEAST_1,
+    "train.eval_interval": _AT_LEAST_1,
+    "train.eval_max_tokens": Range(1, fix="leave it unset (null) for the whole split"),
+    "train.log_interval": Range(1, fix="log every N steps, e.g. 10"),
+    "train.checkpoint_interval": Range(0, fix="0 checkpoints at each evaluation"),
+    "train.keep_checkpoints": Range(1, fix="1 keeps checkpoint/ alone, the newest"),
+    "train.seed": Range(0, 2**63 - 1),
+    "train.threads": Range(0, fix="0 leaves the thread count as it is"),
+    "train.accumulate": Range(1, fix="1 disables gradient accumulation"),
+    "train.dist_timeout": Range(0, open_low=True, fix="seconds, e.g. 600"),
+    "task.length": _AT_LEAST_1,
+    "task.max_len": Range(0, fix="0 means no limit"),
+    "task.beam_size": _AT_LEAST_1,
+}
 
 
 def _field_value(config: Config, dotted: str) -> Any:
@@ -172,9 +256,8 @@ def check_types(obj: Any, prefix: str = "") -> None:
 
 
 def check_ranges(config: Config) -> None:
-    """Every numeric key within its declared range (:func:`field_ranges`); the error names
-    field and fix."""
-    for name, allowed in field_ranges().items():
+    """Every field of :data:`FIELD_RANGES` within its range; the error names field and fix."""
+    for name, allowed in FIELD_RANGES.items():
         value = _field_value(config, name)
         for item in value if isinstance(value, tuple) else (value,):
             if item is None or allowed.admits(item):
@@ -187,27 +270,65 @@ def check_ranges(config: Config) -> None:
 
 
 def check_names(config: Config) -> None:
-    """Every name the config chooses is one its key declares (the registries' names, from
+    """Every name the config chooses is one a registry knows (read from
     :mod:`highway_transformer.config.names`, so no torch is imported)."""
-    for declared in declared_keys():
-        spec = declared.spec
-        if spec is None or not (spec.choices or spec.check):
-            continue
-        value = _field_value(config, declared.name)
-        for item in value if isinstance(value, tuple) else (value,):
-            if item is not None:
-                _check_name(declared.name, item, spec)
-    task = config.task  # the data sets a task names depend on the task
+    _check_model_names(config.model)
+    _check_data_names(config.data)
+    _check_task_names(config)
+    _check_training_names(config)
+
+
+def _check_model_names(m: ModelConfig) -> None:
+    _choice("model family", m.family, names.FAMILY_NAMES)
+    if m.attention is not None:
+        _choice("attention", m.attention, names.ATTENTION_NAMES)
+    _choice("local RNN cell", m.local_rnn.cell, names.CELL_NAMES)
+    _choice("positional encoding", m.positional, POSITIONALS)
+    _choice(
+        "attention kernel (model.attention_kernel)", m.attention_kernel, names.ATTENTION_KERNELS
+    )
+    _choice("layer norm (model.layer_norm)", m.layer_norm, names.NORM_NAMES)
+    for name in ("final_norm", "embedding_scale"):
+        _choice(f"model.{name} value", str(getattr(m, name)).lower(), FLAGS)
+    _choice("initialisation", m.init, names.SCHEMES)
+    _choice("LayerNorm initialisation", m.init_norm, names.NORM_INITS)
+    _choice("token table initialisation", m.init_embedding, names.EMBEDDING_SCHEMES)
+    _choice("norm position", m.norm, names.NORM_POSITIONS)
+    _choice("gate", m.gate.kind, names.GATE_NAMES)
+    _choice("gate activation", m.gate.activation, names.ACTIVATION_NAMES)
+    for sub in m.gate.sublayers:
+        _choice("gated sublayer kind", sub, names.GATEABLE_NAMES)
+
+
+def _check_data_names(d: DataConfig) -> None:
+    _choice("corpus (data.corpus)", d.corpus, names.CORPUS_NAMES)
+    _choice("corpus level", d.level, LEVELS)
+    _choice("vocabulary splits (data.vocab_splits)", d.vocab_splits, names.VOCAB_SPLITS)
+    _choice("evaluation layout (data.eval_layout)", d.eval_layout, names.EVAL_LAYOUT_NAMES)
+
+
+def _check_task_names(config: Config) -> None:
+    task = config.task
+    _choice("task", task.name, names.TASK_NAMES)
+    _choice("task.pooling", task.pooling, names.POOLING_NAMES)
+    names.normalize_score(task.score)
     if task.name == "pixels" and task.dataset.strip():
         _choice("pixel data set (task.dataset)", task.dataset.strip().lower(), names.PIXEL_DATASETS)
 
 
-def _check_name(name: str, value: Any, spec: Key) -> None:
-    if spec.check is not None:
-        spec.check(value)
-    normalized = spec.normalize(value) if spec.normalize else value
-    if spec.choices and normalized not in spec.choices:
-        raise unknown_choice(spec.what or f"{name} value", value, spec.choices)
+def _check_training_names(config: Config) -> None:
+    t = config.train
+    _choice("optimizer", t.optimizer, OPTIMIZERS)
+    _choice("learning-rate schedule", t.schedule, SCHEDULES)
+    _choice("anneal rule", t.anneal_rule, ANNEAL_RULES)
+    _choice("final weights", t.final_weights, FINAL_WEIGHTS)
+    _choice("precision", t.precision, PRECISIONS)
+    _choice("distributed backend", t.dist_backend, DIST_BACKENDS)
+    _choice("training strategy (train.strategy)", t.strategy, names.STRATEGY_NAMES)
+    names.check_device_name(t.device)
+    # an earlier version's boolean reads as true / false
+    _choice("train.compile value", str(t.compile).lower(), FLAGS)
+    _choice("torch.compile mode (train.compile_mode)", t.compile_mode, COMPILE_MODES)
 
 
 # --------------------------------------------------------------------------- model

@@ -94,15 +94,10 @@ def check_device_name(name: str, what: str = "train.device") -> None:
         raise ConfigError(f"{what} {name}: use auto, cpu, cuda, cuda:N or mps")
 
 
-def score_key(name: object) -> str:
-    """``name`` as :data:`SCORES` spells it (``Cosine`` -> ``content``), known or not."""
-    key = str(name).strip().lower()
-    return SCORE_ALIASES.get(key, key)
-
-
 def normalize_score(name: str) -> str:
     """The canonical score name for ``name`` (``cosine`` -> ``content`` ...)."""
-    key = score_key(name)
+    key = str(name).strip().lower()
+    key = SCORE_ALIASES.get(key, key)
     if key not in SCORES:
         raise unknown_choice("attention score function", name, SCORES)
     return key

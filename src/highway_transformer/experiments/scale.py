@@ -437,20 +437,14 @@ def _recipe(config: Config, scale: Scale) -> Recipe:
 
 
 def scale_config(config: Config, scale: str | Scale) -> Config:
-    """``config`` shrunk to ``scale`` (``paper`` returns an unchanged copy), validated."""
+    """``config`` shrunk to ``scale`` (``paper`` returns an unchanged, validated copy)."""
     from ..validation import validate  # torch: only when a config is scaled
 
-    return validate(scaled(config, scale))
-
-
-def scaled(config: Config, scale: str | Scale) -> Config:
-    """``config`` shrunk to ``scale``, not validated: for a caller that applies its overrides
-    after scaling and validates the result once (``highway train --scale``, a planned run)."""
     if scale == AS_CONFIGURED:
-        return config.replace()
+        return validate(config.replace())
     scale = get_scale(scale) if isinstance(scale, str) else scale
     if scale.name == "paper":
-        return config.replace()
+        return validate(config.replace())
     if scale.recipes:
         scale = _recipe(config, scale).fitted(config, scale)
     budget = _budget_updates(config, scale)
@@ -461,48 +455,7 @@ def scaled(config: Config, scale: str | Scale) -> Config:
         **_optimiser_updates(config, scale, budget["train.max_steps"]),
         **dict(scale.model),
     }
-    return config.replace(**updates)
-
-
-def _flat(node: Any, prefix: str = "") -> dict[str, Any]:
-    if not isinstance(node, dict):
-        return {prefix[:-1]: node}
-    return {
-        k: v for name, value in node.items() for k, v in _flat(value, f"{prefix}{name}.").items()
-    }
-
-
-def _lr_reason(config: Config, scale: Scale) -> str:
-    """Why ``scale`` gives ``config`` the learning rate it does."""
-    if scale.recipes:
-        return f"the {scale.name} recipe of task {config.task.name}"
-    if scale.optimiser is not None:
-        return f"the {scale.name} scale's {scale.optimiser.name}"
-    factor = dict(scale.lr_factors).get(config.train.optimizer, 1.0)
-    return f"{config.train.optimizer} x{factor:g} for a model narrowed x{scale.width:g}"
-
-
-def scale_changes(before: Config, after: Config, scale: str | Scale) -> str:
-    """One line naming every setting ``scale`` changed from ``before`` to ``after``
-    (``key old -> new``; the learning rate with its reason), or ``""``."""
-    old, new = _flat(before.to_dict()), _flat(after.to_dict())
-    changed = [k for k in new if k != "name" and old[k] != new[k]]
-    if not changed or scale in ("paper", AS_CONFIGURED):
-        return ""
-    s = get_scale(scale) if isinstance(scale, str) else scale
-    shown = [f"{k} {_shown(old[k])} -> {_shown(new[k])}" for k in changed]
-    if "train.lr" in changed:
-        i = changed.index("train.lr")
-        shown[i] += f" ({_lr_reason(before, s)})"
-    return f"scale {s.name} changed {len(changed)} settings: " + ", ".join(shown)
-
-
-def _shown(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:g}"
-    if isinstance(value, list | tuple):
-        return "[" + ", ".join(_shown(v) for v in value) + "]"
-    return "null" if value is None else str(value)
+    return validate(config.replace(**updates))
 
 
 def _describe_recipes(s: Scale) -> str:
