@@ -245,21 +245,21 @@ def _same_file(fd: int, path: Path) -> bool:
 def _held(lock: Path) -> bool | None:
     """Whether a process holds the kernel's lock on ``lock``; None where that cannot be
     known (no ``flock``, no lock file, a file system without locks)."""
-    try:
-        fd = os.open(lock, os.O_RDONLY) if fcntl is not None else None
-    except OSError:
+    if fcntl is None:
         return None
-    if fd is None:
+    try:
+        fd = os.open(lock, os.O_RDONLY)
+    except OSError:
         return None
     try:  # shared: conflicts with a holder's exclusive lock only, and needs no write access
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        return False
     except BlockingIOError:
         return True
     except OSError:
         return None
     finally:
         os.close(fd)  # releases the probe's own lock
+    return False
 
 
 def read_owner(lock: Path) -> dict | None:
