@@ -203,7 +203,12 @@ def _check_same_config(spec: RunSpec) -> None:
     except HighwayError:
         return  # unreadable: training refuses or re-prepares it
     if differing:
-        raise runfolder.other_config_error(f"{spec.run_dir} was trained with", differing)
+        shown = ", ".join(f"{k}={saved!r} there, {now!r} now" for k, saved, now in differing[:3])
+        more = f" and {len(differing) - 3} more" if len(differing) > 3 else ""
+        raise ConfigError(
+            f"{spec.run_dir} was trained with another configuration ({shown}{more}): pass "
+            "another --out, or move that folder away to train it again"
+        )
 
 
 def _check_same_comparison(spec: RunSpec) -> None:

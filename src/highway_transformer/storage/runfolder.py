@@ -165,24 +165,15 @@ def config_differences(
     ]
 
 
-def other_config_error(what: str, differing: list[tuple[str, Any, Any]]) -> ConfigError:
-    """The one-line refusal of a folder trained with another configuration: ``what`` names the
-    folder ("runs/x was trained with"), ``differing`` is :func:`config_differences`'s list."""
-    shown = ", ".join(f"{k}={saved!r} there, {now!r} now" for k, saved, now in differing[:3])
-    more = f" and {len(differing) - 3} more" if len(differing) > 3 else ""
-    return ConfigError(
-        f"{what} another configuration ({shown}{more}): pass another --out, or move that "
-        "folder away to train it again"
-    )
-
-
 def refuse_other_config(run_dir: Path, config: Config, holder: str = "") -> None:
     """Refuse to reuse a run folder trained with another configuration (e.g. more steps);
     ``holder`` names what holds it in the message (default: the folder was trained)."""
-    differing = config_differences(run_dir, config)
-    if differing:
-        raise other_config_error(
-            f"{holder} with" if holder else f"{run_dir} was trained with", differing
+    differ = config_differences(run_dir, config)
+    if differ:
+        shown = ", ".join(f"{k}={found!r} (asked {asked!r})" for k, found, asked in differ[:3])
+        what = f"{holder} with" if holder else f"{run_dir} was trained with"
+        raise ConfigError(
+            f"{what} another configuration: {shown}; choose another --out or remove the folder"
         )
 
 
