@@ -9,6 +9,7 @@ import shutil
 
 import pytest
 
+from highway_transformer.data.levels import corpus_level
 from highway_transformer.errors import ConfigError
 from highway_transformer.experiments import (
     describe_scale,
@@ -270,10 +271,11 @@ def test_quick_scale_brings_every_tasks_presets_to_its_recipe() -> None:
     from highway_transformer.tasks import TASKS
 
     recipes = dict(SCALES["quick"].recipes)
-    assert set(recipes) == set(TASKS)  # a recipe for every task
+    assert set(recipes) == set(TASKS) | {"lm-word"}  # a recipe for every task, and word LMs
     for name in PRESETS:
         preset = get_preset(name)
-        recipe = recipes[preset.task.name]
+        level = corpus_level(preset.data) if preset.task.name == "lm" else ""
+        recipe = recipes.get(f"lm-{level}", recipes[preset.task.name])
         c = scale_config(preset, "quick")
         heads = preset.model.n_heads  # kept: d_model is the recipe's nearest multiple of it
         assert c.model.n_heads == heads and c.model.d_model % heads == 0
@@ -293,6 +295,14 @@ def test_quick_scale_brings_every_tasks_presets_to_its_recipe() -> None:
     char = scale_config(get_preset("ht-table1/t-l3"), "quick")
     assert (char.data.seq_len, char.data.context, char.model.dropout) == (100, 20, 0.0)
     assert "lm: d_model 128" in describe_scale("quick")
+    word = scale_config(get_preset("ht-table3/t-l3"), "quick")  # word PTB: its own recipe
+    assert (word.data.seq_len, word.data.context, word.data.batch_size) == (40, 10, 64)
+    assert (word.train.max_steps, word.model.dropout, word.model.init_embedding) == (
+        3500,
+        0.1,
+        "normal",
+    )
+    assert "lm-word: d_model 128" in describe_scale("quick")
 
 
 def test_quick_scale_refuses_a_task_without_a_recipe_or_a_setting_it_cannot_use() -> None:

@@ -3,6 +3,7 @@ pairs that resume exactly, the loss counted over real target tokens, metrics in 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import pytest
@@ -54,3 +55,23 @@ def test_the_loss_counts_the_real_target_tokens_and_metrics_are_fractions(config
     assert set(metrics) == {"loss", "token_accuracy", "exact_match"}
     assert metrics["loss"] > 0 and 0 <= metrics["token_accuracy"] <= 1
     assert 0 <= metrics["exact_match"] <= 1
+
+
+def test_the_trivial_model_is_the_source_blind_decoder_near_its_entropy(config: Config) -> None:
+    # sources of 3..6 letters, each uniform over 10: a decoder blind to the source pays ln 10
+    # a letter and, at each step, the surprise of ending (or not) given the letters so far
+    task = Seq2SeqTask(config.replace(**{"train.eval_max_tokens": 7000}), CPU)
+    found = task.trivial_losses("valid")
+    lengths = range(3, 7)
+    nats = 0.0
+    for n in lengths:  # each length equally likely
+        for t in range(n):
+            left = sum(1 for m in lengths if m >= t)
+            nats += math.log(10) - math.log(1 - (1 / left if t in lengths else 0.0))
+        nats -= math.log(1 / sum(1 for m in lengths if m >= n))
+    entropy = nats / sum(n + 1 for n in lengths)
+    assert set(found) == {"source-blind decoder"}
+    assert found["source-blind decoder"] == pytest.approx(entropy, rel=0.02)
+    torch.manual_seed(0)
+    untrained = task.evaluate(task.build_model(config).eval(), "valid")["loss"]
+    assert untrained > found["source-blind decoder"]  # an untrained decoder is no better

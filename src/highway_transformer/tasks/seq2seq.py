@@ -3,6 +3,8 @@ the encoder-decoder."""
 
 from __future__ import annotations
 
+import math
+from collections import Counter
 from collections.abc import Iterator
 
 import torch
@@ -17,6 +19,8 @@ from .synthetic import eval_count
 
 #: Seed offsets of the fixed evaluation sets (far from the training draws).
 EVAL_SEEDS = {"valid": 1_000_001, "test": 2_000_003}
+#: Seed offset and number of the draws the trivial model's counts are taken from.
+BLIND_SEED, BLIND_PAIRS = 3_000_007, 4096
 
 
 def _trim(ids: Tensor) -> Tensor:
@@ -107,6 +111,32 @@ class Seq2SeqTask(Task):
             "token_accuracy": token_hits / max(count, 1),
             "exact_match": exact_hits / max(n, 1),
         }
+
+    def trivial_losses(self, split: str) -> dict[str, float]:
+        """The best decoder that ignores its source: it knows the target language alone,
+        each letter at its frequency and ``<eos>`` at the chance that a target of the letters
+        so far ends there, both counted (add-one) over fresh training draws."""
+        counted = s2s.make_toy_pairs(
+            BLIND_PAIRS, self.shortest, self.longest, seed=self.config.train.seed + BLIND_SEED
+        )
+        letters = Counter(c for _, target in counted for c in target)
+        lengths = Counter(len(target) for _, target in counted)
+        letter_nll = {
+            c: -math.log((letters[c] + 1) / (letters.total() + len(s2s.TARGET_ALPHABET)))
+            for c in s2s.TARGET_ALPHABET
+        }
+        at_least = [
+            sum(lengths[n] + 1 for n in range(t, self.longest + 1)) for t in range(self.longest + 1)
+        ]
+        ends = [(lengths[t] + 1) / at_least[t] for t in range(self.longest + 1)]
+        total, count = 0.0, 0
+        for ids in self.eval_sets[split]["tgt_out"].tolist():
+            target = self.tgt_vocab.decode(ids)
+            for t, c in enumerate(target):
+                total += letter_nll[c] - math.log(1 - ends[t])
+            total -= math.log(ends[len(target)])
+            count += len(target) + 1
+        return {"source-blind decoder": total / count}
 
     def state_dict(self) -> TaskState:
         return {**super().state_dict(), "drawn": self.drawn}
