@@ -298,7 +298,7 @@ def test_quick_scale_brings_every_tasks_presets_to_its_recipe() -> None:
     word = scale_config(get_preset("ht-table3/t-l3"), "quick")  # word PTB: its own recipe
     assert (word.data.seq_len, word.data.context, word.data.batch_size) == (40, 10, 64)
     assert (word.train.max_steps, word.model.dropout, word.model.init_embedding) == (
-        3500,
+        2000,
         0.1,
         "normal",
     )

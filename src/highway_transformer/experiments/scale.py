@@ -231,7 +231,7 @@ QUICK_RECIPES: dict[str, Recipe] = {
     # at 32 nats), light dropout; measured in docs/tasks.md
     "lm-word": Recipe(
         d_model=128,
-        steps=3500,
+        steps=2000,
         evaluations=5,
         lr=3e-3,
         eval_max_tokens=20_000,
