@@ -5,7 +5,8 @@ attention kinds and initialisations in ``models``, tasks, parallel strategies) a
 module that knows them all. A config is validated once, at the boundary where it enters:
 :func:`build_config` (files and ``key=value`` overrides), the trainer, the checked entry
 points of :mod:`highway_transformer.api`, a checkpoint being read
-(:func:`checkpoint_config`). Constructors below check only their own arguments.
+(:func:`checkpoint_config`); a config that passed one boundary is not checked again at the
+next (:func:`validate`). Constructors below check only their own arguments.
 
 Every failure is a :class:`~highway_transformer.errors.ConfigError` (a
 :class:`~highway_transformer.errors.CheckpointError` for a checkpoint's config) whose one
@@ -78,14 +79,35 @@ def checkpoint_config(folder: str | Path) -> Config:
         raise CheckpointError(f"{path} is not a valid config for this version: {exc}") from None
 
 
+#: The configs that passed :func:`check_all` in this process, by value (``repr`` tells ``"3"``
+#: from ``3`` and a tuple from a list): the rules read nothing but the values and the
+#: registries, so a config crossing a second boundary (``build_config``, then the trainer) or
+#: planned twice (an A/B's rows, then its runs) is not checked again.
+_PASSED: dict[str, None] = {}
+_PASSED_KEPT = 512  # a table's runs and more; the oldest is forgotten first
+
+
 def validate(config: Config) -> Config:
-    """Check every field that can be checked without data; raise ConfigError naming the fix."""
+    """Check every field that can be checked without data; raise ConfigError naming the fix.
+
+    A config whose values passed before is returned unchecked: an entry point validates its
+    config once, however many boundaries it then crosses."""
+    seen = repr(config)
+    if seen not in _PASSED:
+        check_all(config)
+        _PASSED[seen] = None
+        if len(_PASSED) > _PASSED_KEPT:
+            del _PASSED[next(iter(_PASSED))]
+    return config
+
+
+def check_all(config: Config) -> None:
+    """Every rule, every time (:func:`validate` calls it once per config)."""
     check_form(config)
     check_task(config)  # first: a task that cannot use a setting says so before the family
     check_model(config.model)
     check_data(config.data)
     check_training(config)
-    return config
 
 
 # --------------------------------------------------------------------------- types and ranges
