@@ -32,10 +32,11 @@ def _default(f: Field) -> Any:
     return None  # pragma: no cover - every config field has a default
 
 
-def declared_keys(cls: type = Config, prefix: str = "") -> list[Declared]:
-    """Every leaf key of ``cls`` (nested sections walked), in field order."""
+def declared_keys(cls: type | None = None, prefix: str = "") -> list[Declared]:
+    """Every leaf key of ``cls`` (default :class:`Config`; nested sections walked), in field
+    order."""
     out: list[Declared] = []
-    for f in fields(cls):
+    for f in fields(cls or Config):
         default = _default(f)
         if is_dataclass(default):
             out += declared_keys(type(default), f"{prefix}{f.name}.")
@@ -55,7 +56,7 @@ def key_ranges() -> dict[str, Range]:
     return {d.name: d.spec.range for d in declared_keys() if d.spec and d.spec.range}
 
 
-def config_keys(cls: type = Config) -> list[tuple[str, Any, str]]:
+def config_keys(cls: type | None = None) -> list[tuple[str, Any, str]]:
     """``(dotted key, default, meaning)`` for every leaf field of ``cls``, in field order."""
     return [(d.name, d.default, d.spec.meaning if d.spec else "") for d in declared_keys(cls)]
 
