@@ -16,7 +16,7 @@ from highway_transformer.errors import ConfigError
 
 @pytest.fixture
 def checked(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The name of each config :func:`validation.check_all` checks, from an empty memo."""
+    """The name of each config :func:`validation.check_all` checks."""
     names: list[str] = []
     check_all = validation.check_all
 
@@ -24,7 +24,6 @@ def checked(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         names.append(config.name)
         check_all(config)
 
-    monkeypatch.setattr(validation, "_PASSED", {})
     monkeypatch.setattr(validation, "check_all", counting)
     return names
 
@@ -71,13 +70,18 @@ def test_an_ab_validates_each_run_once(
     )
 
 
-def test_a_changed_or_new_config_is_checked_again(checked: list[str]) -> None:
+def test_an_entry_point_checks_a_config_once_and_a_changed_one_again(checked: list[str]) -> None:
     config = Config()
-    assert validation.validate(config) is config and validation.validate(config) is config
-    assert len(checked) == 1  # the same values: checked once
-    config.model.dropout = 1.5  # changed in place after it passed: checked again, refused
-    with pytest.raises(ConfigError, match=r"^model\.dropout must be >= 0 and < 1, got 1\.5"):
-        validation.validate(config)
-    with pytest.raises(ConfigError, match="must be of type int"):  # "3" is not 3
-        validation.validate(Config(model=ModelConfig(n_layers="3")))  # type: ignore[arg-type]
+    with validation.validating_once():
+        assert validation.validate(config) is config  # returned for chaining
+        validation.validate(Config())  # another object of the same values
+        assert len(checked) == 1  # the same values: checked once
+        config.model.dropout = 1.5  # changed in place after it passed: checked again, refused
+        with pytest.raises(ConfigError, match=r"^model\.dropout must be >= 0 and < 1, got 1\.5"):
+            validation.validate(config)
+        with pytest.raises(ConfigError, match="must be of type int"):  # "3" is not 3
+            validation.validate(Config(model=ModelConfig(n_layers="3")))  # type: ignore[arg-type]
     assert len(checked) == 3
+    validation.validate(Config())  # outside an entry point: every call checks (registries
+    validation.validate(Config())  # may change between calls, in a test)
+    assert len(checked) == 5

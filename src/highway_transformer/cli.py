@@ -601,8 +601,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
+    from .validation import validating_once  # torch-free
+
     try:
-        return int(args.func(args) or 0)
+        with validating_once():  # a command validates each config once
+            return int(args.func(args) or 0)
     except TrainingInterrupted as exc:  # a checkpoint was written: not a failure of input
         line = " ".join(str(exc).split())  # "stopped by SIGTERM: ..."
         if not _handed_over("stopped", line, exc.signal_number):

@@ -5,8 +5,9 @@ attention kinds and initialisations in ``models``, tasks, parallel strategies) a
 module that knows them all. A config is validated once, at the boundary where it enters:
 :func:`build_config` (files and ``key=value`` overrides), the trainer, the checked entry
 points of :mod:`highway_transformer.api`, a checkpoint being read
-(:func:`checkpoint_config`); a config that passed one boundary is not checked again at the
-next (:func:`validate`). Constructors below check only their own arguments.
+(:func:`checkpoint_config`); within one entry point (:func:`validating_once`: a command, an
+API call) a config that passed one boundary is not checked again at the next. Constructors
+below check only their own arguments.
 
 Every failure is a :class:`~highway_transformer.errors.ConfigError` (a
 :class:`~highway_transformer.errors.CheckpointError` for a checkpoint's config) whose one
@@ -18,7 +19,9 @@ from __future__ import annotations
 import math
 import types
 import typing
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import fields, is_dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -79,25 +82,36 @@ def checkpoint_config(folder: str | Path) -> Config:
         raise CheckpointError(f"{path} is not a valid config for this version: {exc}") from None
 
 
-#: The configs that passed :func:`check_all` in this process, by value (``repr`` tells ``"3"``
-#: from ``3`` and a tuple from a list): the rules read nothing but the values and the
-#: registries, so a config crossing a second boundary (``build_config``, then the trainer) or
+#: The configs (by value: ``repr`` tells ``"3"`` from ``3`` and a tuple from a list) that
+#: passed :func:`check_all` in the entry point running (:func:`validating_once`), or None
+#: outside one. The rules read the values and the registries, which an entry point does not
+#: change, so a config crossing a second boundary (``build_config``, then the trainer) or
 #: planned twice (an A/B's rows, then its runs) is not checked again.
-_PASSED: dict[str, None] = {}
-_PASSED_KEPT = 512  # a table's runs and more; the oldest is forgotten first
+_PASSED: ContextVar[dict[str, None] | None] = ContextVar("validated", default=None)
+
+
+@contextmanager
+def validating_once() -> Iterator[None]:
+    """An entry point (a command, an API call): within it :func:`validate` checks each config
+    once; nested, the outer one's record is kept."""
+    token = _PASSED.set({} if _PASSED.get() is None else _PASSED.get())
+    try:
+        yield
+    finally:
+        _PASSED.reset(token)
 
 
 def validate(config: Config) -> Config:
     """Check every field that can be checked without data; raise ConfigError naming the fix.
 
-    A config whose values passed before is returned unchecked: an entry point validates its
-    config once, however many boundaries it then crosses."""
-    seen = repr(config)
-    if seen not in _PASSED:
+    Within an entry point (:func:`validating_once`) a config whose values passed before is
+    returned unchecked: it is validated once, however many boundaries it then crosses."""
+    passed = _PASSED.get()
+    seen = repr(config) if passed is not None else ""
+    if passed is None or seen not in passed:
         check_all(config)
-        _PASSED[seen] = None
-        if len(_PASSED) > _PASSED_KEPT:
-            del _PASSED[next(iter(_PASSED))]
+        if passed is not None:
+            passed[seen] = None
     return config
 
 
