@@ -14,6 +14,7 @@ import pytest
 from highway_transformer import cli
 from highway_transformer.api import build_model
 from highway_transformer.config import Config, ModelConfig
+from highway_transformer.config.keys import key_ranges
 from highway_transformer.config.sampling import check_sampling
 from highway_transformer.data.vocab import Vocabulary
 from highway_transformer.errors import CheckpointError, ConfigError, DataError, HighwayError
@@ -21,7 +22,7 @@ from highway_transformer.files import make_folder
 from highway_transformer.report.report import write_report
 from highway_transformer.report.runs import group_runs, load_run
 from highway_transformer.report.tables import mean_curve, paper_rows
-from highway_transformer.validation import FIELD_RANGES, build_config
+from highway_transformer.validation import build_config
 
 
 def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
@@ -78,7 +79,7 @@ def test_bad_override_is_one_line_naming_the_field(
 
 
 def test_every_range_names_its_field_and_bound() -> None:
-    for name, allowed in FIELD_RANGES.items():
+    for name, allowed in key_ranges().items():
         if allowed.low is None:
             continue
         value = allowed.low - (1 if allowed.low == int(allowed.low) else 0.5)

@@ -78,7 +78,7 @@ def test_config_reference_lists_every_key() -> None:
     config = hook("config_reference")
     rows = config.config_rows(ROOT)
     assert len(rows) == len(format_keys().strip().splitlines())  # every key `highway config` prints
-    keys = [key for key, _, _ in rows]
+    keys = [key for key, *_ in rows]
     assert "model.gate.kind" in keys and "train.lr" in keys and "data.corpus" in keys
     rendered = config.render(rows)
     assert all(f"| `{key}` |" in rendered for key in keys)

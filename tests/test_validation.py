@@ -11,13 +11,13 @@ import pytest
 import torch
 
 from highway_transformer.config import Config, ModelConfig, TrainConfig
+from highway_transformer.config.keys import key_ranges
+from highway_transformer.config.ranges import Range
 from highway_transformer.errors import CheckpointError, ConfigError
 from highway_transformer.runtime.compiling import compiles
 from highway_transformer.storage.folder import write_manifest
 from highway_transformer.training.trainer import train
 from highway_transformer.validation import (
-    FIELD_RANGES,
-    Range,
     build_config,
     checkpoint_config,
     validate,
@@ -48,7 +48,7 @@ def test_the_default_config_and_every_field_range_hold() -> None:
     assert all(Range(1).admits(v) for v in (1, 2.5)) and not Range(1).admits(0.5)
     assert not Range(0).admits(float("nan")) and not Range(0).admits(float("inf"))
     assert Range(0, 1, open_high=True).describe() == ">= 0 and < 1"
-    assert "model.dropout" in FIELD_RANGES and "data.seq_len" in FIELD_RANGES
+    assert "model.dropout" in key_ranges() and "data.seq_len" in key_ranges()
 
 
 @pytest.mark.parametrize(

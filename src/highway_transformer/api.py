@@ -28,7 +28,7 @@ from .storage.folder import BEST_DIR, VOCAB_FILE, resolve, trusting_unverified
 from .storage.weights import load_weights
 from .tasks import Task, build_task_model, task_class
 from .tasks.progress import EvalBar
-from .validation import checkpoint_config, validate, validate_model
+from .validation import checkpoint_config, validate, validate_model, validating_once
 
 #: The splits a checkpoint is evaluated on.
 SPLITS = ("valid", "test")
@@ -88,7 +88,7 @@ def evaluate_checkpoint(
             raise ConfigError(f"unknown split {split!r}; choose valid or test")
     device = torch.device(device)
     folder = resolve(folder)
-    with trusting_unverified(trust_unverified):
+    with trusting_unverified(trust_unverified), validating_once():
         config = validate(apply_overrides(checkpoint_config(folder), None, list(overrides)))
         model = build_task_model(config)  # after the overrides: evaluation settings apply
         load_weights(model, folder)

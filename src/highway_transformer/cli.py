@@ -33,7 +33,7 @@ def _train(args: argparse.Namespace) -> int:
     from .training.launch import launch, watch_launcher, without_nproc
 
     watch_launcher()  # a rank of `highway train --nproc`: stop when the launcher dies
-    config = _train_config(args)  # before torch is imported: a typo answers at once
+    config, scaling = _train_config(args)  # validated once; a typo answers before torch
     if args.trust_unverified and not args.resume:
         raise ConfigError(
             "--trust-unverified lets --resume read a checkpoint without its manifest; add "
@@ -55,6 +55,8 @@ def _train(args: argparse.Namespace) -> int:
 
     if args.scale is not None and is_main_process():
         _log(f"scale {describe_scale(args.scale)}")
+        if scaling:
+            _log(scaling)
     out = Path(args.out or Path("runs") / config.name)
     results = train(
         config,
@@ -71,10 +73,11 @@ def _train(args: argparse.Namespace) -> int:
     return 0
 
 
-def _train_config(args: argparse.Namespace) -> Config:
+def _train_config(args: argparse.Namespace) -> tuple[Config, str]:
     """The validated config of ``highway train``: preset or task preset, ``--scale``,
-    ``--config``, ``--task``, ``--data-path`` and the overrides, in that order."""
-    from .config import Config
+    ``--config``, ``--task``, ``--data-path`` and the overrides, in that order; and the line
+    naming what ``--scale`` changed (``""`` without one)."""
+    from .config import Config, apply_overrides
     from .presets import get_preset, task_preset
     from .validation import build_config
 
@@ -89,22 +92,19 @@ def _train_config(args: argparse.Namespace) -> Config:
         overrides.append(f"data.path={args.data_path}")
     file = args.config
     overrides += args.overrides
-    if args.scale is not None:  # the preset and file shrunk as `highway run` shrinks a row
-        base, file = _scaled(base, file, args.scale, overrides), None
-    return build_config(base, file, overrides)
-
-
-def _scaled(base: Config, file: str | None, scale: str, overrides: list[str]) -> Config:
-    """``base`` and the config file shrunk by the rules of ``highway run --scale`` (the
-    command-line ``overrides`` come after, and win); named ``NAME_SCALE`` below ``paper``."""
-    from .config import apply_overrides
-    from .experiments.scale import get_scale, scale_config
+    if args.scale is None:
+        return build_config(base, file, overrides), ""
+    from .experiments.scale import get_scale, scale_changes, scaled
     from .validation import check_overrides
 
-    get_scale(scale)  # an unknown name is an error before any file is read
-    check_overrides(base, file, overrides)  # before scaling, which validates (torch)
-    config = scale_config(apply_overrides(base, file), scale)
-    return config if scale == "paper" else config.replace(name=f"{config.name}_{scale}")
+    get_scale(args.scale)  # an unknown name is an error before any file is read
+    asked = check_overrides(base, file, overrides)  # the forms, before scaling reads them
+    # the preset and file shrunk as `highway run` shrinks a row; the overrides win
+    shrunk = scaled(apply_overrides(base, file), args.scale)
+    if args.scale != "paper":
+        shrunk = shrunk.replace(name=f"{shrunk.name}_{args.scale}")
+    config = build_config(shrunk, None, overrides)  # validated here, once
+    return config, scale_changes(asked, config, args.scale)
 
 
 def _weights(path: str, which: str, trust_unverified: bool = False) -> Path:
@@ -601,8 +601,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
+    from .validation import validating_once  # torch-free
+
     try:
-        return int(args.func(args) or 0)
+        with validating_once():  # a command validates each config once
+            return int(args.func(args) or 0)
     except TrainingInterrupted as exc:  # a checkpoint was written: not a failure of input
         line = " ".join(str(exc).split())  # "stopped by SIGTERM: ..."
         if not _handed_over("stopped", line, exc.signal_number):

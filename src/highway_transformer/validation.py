@@ -5,7 +5,9 @@ attention kinds and initialisations in ``models``, tasks, parallel strategies) a
 module that knows them all. A config is validated once, at the boundary where it enters:
 :func:`build_config` (files and ``key=value`` overrides), the trainer, the checked entry
 points of :mod:`highway_transformer.api`, a checkpoint being read
-(:func:`checkpoint_config`). Constructors below check only their own arguments.
+(:func:`checkpoint_config`); within one entry point (:func:`validating_once`: a command, an
+API call) a config that passed one boundary is not checked again at the next. Constructors
+below check only their own arguments.
 
 Every failure is a :class:`~highway_transformer.errors.ConfigError` (a
 :class:`~highway_transformer.errors.CheckpointError` for a checkpoint's config) whose one
@@ -17,22 +19,14 @@ from __future__ import annotations
 import math
 import types
 import typing
-from collections.abc import Collection
-from dataclasses import dataclass, fields, is_dataclass
+from collections.abc import Collection, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import fields, is_dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .config import (
-    ANNEAL_RULES,
-    COMPILE_MODES,
-    DIST_BACKENDS,
-    FINAL_WEIGHTS,
-    FLAGS,
-    LEVELS,
-    OPTIMIZERS,
-    POSITIONALS,
-    PRECISIONS,
-    SCHEDULES,
     SUBWORD_LEVELS,
     Config,
     DataConfig,
@@ -41,6 +35,8 @@ from .config import (
     apply_overrides,
     names,
 )
+from .config.keys import choices_of, declared_keys, key_ranges
+from .config.schema import Key
 from .errors import CheckpointError, ConfigError, HighwayError, unknown_choice
 from .nn.layer_spec import parse_layer_spec
 from .storage.folder import CONFIG_FILE, read_config, resolve
@@ -86,14 +82,46 @@ def checkpoint_config(folder: str | Path) -> Config:
         raise CheckpointError(f"{path} is not a valid config for this version: {exc}") from None
 
 
+#: The configs (by value: ``repr`` tells ``"3"`` from ``3`` and a tuple from a list) that
+#: passed :func:`check_all` in the entry point running (:func:`validating_once`), or None
+#: outside one. The rules read the values and the registries, which an entry point does not
+#: change, so a config crossing a second boundary (``build_config``, then the trainer) or
+#: planned twice (an A/B's rows, then its runs) is not checked again.
+_PASSED: ContextVar[dict[str, None] | None] = ContextVar("validated", default=None)
+
+
+@contextmanager
+def validating_once() -> Iterator[None]:
+    """An entry point (a command, an API call): within it :func:`validate` checks each config
+    once; nested, the outer one's record is kept."""
+    token = _PASSED.set({} if _PASSED.get() is None else _PASSED.get())
+    try:
+        yield
+    finally:
+        _PASSED.reset(token)
+
+
 def validate(config: Config) -> Config:
-    """Check every field that can be checked without data; raise ConfigError naming the fix."""
+    """Check every field that can be checked without data; raise ConfigError naming the fix.
+
+    Within an entry point (:func:`validating_once`) a config whose values passed before is
+    returned unchecked: it is validated once, however many boundaries it then crosses."""
+    passed = _PASSED.get()
+    seen = repr(config) if passed is not None else ""
+    if passed is None or seen not in passed:
+        check_all(config)
+        if passed is not None:
+            passed[seen] = None
+    return config
+
+
+def check_all(config: Config) -> None:
+    """Every rule, every time (:func:`validate` calls it once per config)."""
     check_form(config)
     check_task(config)  # first: a task that cannot use a setting says so before the family
     check_model(config.model)
     check_data(config.data)
     check_training(config)
-    return config
 
 
 # --------------------------------------------------------------------------- types and ranges
@@ -115,103 +143,6 @@ def check_form(config: Config) -> Config:
     check_ranges(config)
     check_names(config)
     return config
-
-
-@dataclass(frozen=True)
-class Range:
-    """Allowed values of a numeric field: ``low <= value`` (``<`` when ``open_low``), likewise
-    ``high``; ``fix`` says what to write instead."""
-
-    low: float | None = None
-    high: float | None = None
-    open_low: bool = False
-    open_high: bool = False
-    fix: str = ""
-
-    def describe(self) -> str:
-        parts = []
-        if self.low is not None:
-            parts.append(f"{'>' if self.open_low else '>='} {self.low:g}")
-        if self.high is not None:
-            parts.append(f"{'<' if self.open_high else '<='} {self.high:g}")
-        return " and ".join(parts) or "a finite number"
-
-    def admits(self, value: float) -> bool:
-        if not math.isfinite(value):
-            return False
-        if self.low is not None and (value < self.low or (self.open_low and value == self.low)):
-            return False
-        return not (
-            self.high is not None and (value > self.high or (self.open_high and value == self.high))
-        )
-
-
-_AT_LEAST_1 = Range(1)
-_NON_NEGATIVE = Range(0)
-_PROBABILITY = Range(0, 1, open_high=True, fix="a dropout of 0.1 drops 10%")
-
-#: Every numeric field's allowed values, listed once; :func:`validate` checks them all first.
-#: ``None`` (where a field allows it) means "as another field" and is always accepted.
-FIELD_RANGES: dict[str, Range] = {
-    "model.vocab_size": Range(0, fix="0 takes it from the data"),
-    "model.d_model": _AT_LEAST_1,
-    "model.n_layers": _AT_LEAST_1,
-    "model.n_heads": _AT_LEAST_1,
-    "model.d_head": Range(1, fix="leave it unset (null) for d_model // n_heads"),
-    "model.d_inner": _AT_LEAST_1,
-    "model.dropout": _PROBABILITY,
-    "model.dropout_emb": _PROBABILITY,
-    "model.dropout_attn": _PROBABILITY,
-    "model.dropout_pos": _PROBABILITY,
-    "model.dropout_out": _PROBABILITY,
-    "model.init_range": Range(0, open_low=True, fix="e.g. 0.1"),
-    "model.init_std": Range(0, open_low=True, fix="e.g. 0.02"),
-    "model.init_proj_std": Range(0, open_low=True, fix="e.g. 0.01, or unset it"),
-    "model.shaw_clip": _AT_LEAST_1,
-    "model.adaptive_cutoffs": _AT_LEAST_1,
-    "model.adaptive_div": Range(1, fix="e.g. 4"),
-    "model.gate.bias": Range(-100, 100, fix="gate biases are small, e.g. 0 or 2"),
-    "model.local_rnn.window": _AT_LEAST_1,
-    "model.local_rnn.per_block": _AT_LEAST_1,
-    "model.memory.mem_len": _NON_NEGATIVE,
-    "model.memory.clamp_len": Range(-1, fix="0 or -1 means no clamping"),
-    "model.memory.eval_mem_len": _NON_NEGATIVE,
-    "model.memory.eval_clamp_len": Range(-1, fix="0 or -1 means no clamping"),
-    "data.batch_size": _AT_LEAST_1,
-    "data.seq_len": _AT_LEAST_1,
-    "data.context": _NON_NEGATIVE,
-    "data.eval_batch_size": _AT_LEAST_1,
-    "data.eval_seq_len": Range(1, fix="leave it unset (null) to use data.seq_len"),
-    "data.eval_context": Range(0, fix="leave it unset (null) to use data.context"),
-    "data.max_train_tokens": Range(2, fix="leave it unset (null) to use the whole stream"),
-    "data.max_eval_tokens": Range(2, fix="leave it unset (null) to use the whole splits"),
-    "data.subword_vocab_size": Range(256, fix="the 256 bytes are tokens; e.g. 1000"),
-    "train.lr": Range(0, open_low=True, fix="e.g. 2.0 for SGD, 2.5e-4 for Adam"),
-    "train.warmup_steps": Range(0, fix="0 disables warm-up"),
-    "train.min_lr": _NON_NEGATIVE,
-    "train.anneal_factor": Range(0, 1, open_low=True, fix="e.g. 0.25"),
-    "train.lr_step": _NON_NEGATIVE,
-    "train.anneal_patience": _NON_NEGATIVE,
-    "train.anneal_window": _AT_LEAST_1,
-    "train.anneal_after": _NON_NEGATIVE,
-    "train.momentum": Range(0, 1, open_high=True),
-    "train.weight_decay": _NON_NEGATIVE,
-    "train.betas": Range(0, 1, open_high=True, fix="e.g. [0.9, 0.999]"),
-    "train.clip": Range(0, fix="0 disables clipping"),
-    "train.max_steps": _AT_LEAST_1,
-    "train.eval_interval": _AT_LEAST_1,
-    "train.eval_max_tokens": Range(1, fix="leave it unset (null) for the whole split"),
-    "train.log_interval": Range(1, fix="log every N steps, e.g. 10"),
-    "train.checkpoint_interval": Range(0, fix="0 checkpoints at each evaluation"),
-    "train.keep_checkpoints": Range(1, fix="1 keeps checkpoint/ alone, the newest"),
-    "train.seed": Range(0, 2**63 - 1),
-    "train.threads": Range(0, fix="0 leaves the thread count as it is"),
-    "train.accumulate": Range(1, fix="1 disables gradient accumulation"),
-    "train.dist_timeout": Range(0, open_low=True, fix="seconds, e.g. 600"),
-    "task.length": _AT_LEAST_1,
-    "task.max_len": Range(0, fix="0 means no limit"),
-    "task.beam_size": _AT_LEAST_1,
-}
 
 
 def _field_value(config: Config, dotted: str) -> Any:
@@ -255,80 +186,41 @@ def check_types(obj: Any, prefix: str = "") -> None:
             check_types(value, f"{prefix}{name}.")
 
 
+def _items(value: Any) -> tuple[Any, ...]:
+    """The values a key's check reads: each item of a tuple; ``None`` (as another field) none."""
+    return value if isinstance(value, tuple) else () if value is None else (value,)
+
+
 def check_ranges(config: Config) -> None:
-    """Every field of :data:`FIELD_RANGES` within its range; the error names field and fix."""
-    for name, allowed in FIELD_RANGES.items():
-        value = _field_value(config, name)
-        for item in value if isinstance(value, tuple) else (value,):
-            if item is None or allowed.admits(item):
-                continue
-            fix = f" ({allowed.fix})" if allowed.fix else ""
-            raise ConfigError(f"{name} must be {allowed.describe()}, got {item}{fix}")
+    """Every numeric key within its declared range (``config/schema.py``); the error names
+    field and fix."""
+    for name, allowed in key_ranges().items():
+        for item in _items(_field_value(config, name)):
+            if not allowed.admits(item):
+                fix = f" ({allowed.fix})" if allowed.fix else ""
+                raise ConfigError(f"{name} must be {allowed.describe()}, got {item}{fix}")
 
 
 # --------------------------------------------------------------------------- names
 
 
 def check_names(config: Config) -> None:
-    """Every name the config chooses is one a registry knows (read from
-    :mod:`highway_transformer.config.names`, so no torch is imported)."""
-    _check_model_names(config.model)
-    _check_data_names(config.data)
-    _check_task_names(config)
-    _check_training_names(config)
-
-
-def _check_model_names(m: ModelConfig) -> None:
-    _choice("model family", m.family, names.FAMILY_NAMES)
-    if m.attention is not None:
-        _choice("attention", m.attention, names.ATTENTION_NAMES)
-    _choice("local RNN cell", m.local_rnn.cell, names.CELL_NAMES)
-    _choice("positional encoding", m.positional, POSITIONALS)
-    _choice(
-        "attention kernel (model.attention_kernel)", m.attention_kernel, names.ATTENTION_KERNELS
-    )
-    _choice("layer norm (model.layer_norm)", m.layer_norm, names.NORM_NAMES)
-    for name in ("final_norm", "embedding_scale"):
-        _choice(f"model.{name} value", str(getattr(m, name)).lower(), FLAGS)
-    _choice("initialisation", m.init, names.SCHEMES)
-    _choice("LayerNorm initialisation", m.init_norm, names.NORM_INITS)
-    _choice("token table initialisation", m.init_embedding, names.EMBEDDING_SCHEMES)
-    _choice("norm position", m.norm, names.NORM_POSITIONS)
-    _choice("gate", m.gate.kind, names.GATE_NAMES)
-    _choice("gate activation", m.gate.activation, names.ACTIVATION_NAMES)
-    for sub in m.gate.sublayers:
-        _choice("gated sublayer kind", sub, names.GATEABLE_NAMES)
-
-
-def _check_data_names(d: DataConfig) -> None:
-    _choice("corpus (data.corpus)", d.corpus, names.CORPUS_NAMES)
-    _choice("corpus level", d.level, LEVELS)
-    _choice("vocabulary splits (data.vocab_splits)", d.vocab_splits, names.VOCAB_SPLITS)
-    _choice("evaluation layout (data.eval_layout)", d.eval_layout, names.EVAL_LAYOUT_NAMES)
-
-
-def _check_task_names(config: Config) -> None:
-    task = config.task
-    _choice("task", task.name, names.TASK_NAMES)
-    _choice("task.pooling", task.pooling, names.POOLING_NAMES)
-    names.normalize_score(task.score)
+    """Every name the config chooses is one its key declares (a registry's names, read from
+    :mod:`highway_transformer.config.names` now, so no torch is imported), and the forms
+    that are no list of names."""
+    for declared in declared_keys():
+        if declared.spec and declared.spec.choices:
+            for item in _items(_field_value(config, declared.name)):
+                _check_choice(declared.name, declared.spec, item)
+    names.check_device_name(config.train.device)
+    task = config.task  # the data sets a task may name depend on the task
     if task.name == "pixels" and task.dataset.strip():
         _choice("pixel data set (task.dataset)", task.dataset.strip().lower(), names.PIXEL_DATASETS)
 
 
-def _check_training_names(config: Config) -> None:
-    t = config.train
-    _choice("optimizer", t.optimizer, OPTIMIZERS)
-    _choice("learning-rate schedule", t.schedule, SCHEDULES)
-    _choice("anneal rule", t.anneal_rule, ANNEAL_RULES)
-    _choice("final weights", t.final_weights, FINAL_WEIGHTS)
-    _choice("precision", t.precision, PRECISIONS)
-    _choice("distributed backend", t.dist_backend, DIST_BACKENDS)
-    _choice("training strategy (train.strategy)", t.strategy, names.STRATEGY_NAMES)
-    names.check_device_name(t.device)
-    # an earlier version's boolean reads as true / false
-    _choice("train.compile value", str(t.compile).lower(), FLAGS)
-    _choice("torch.compile mode (train.compile_mode)", t.compile_mode, COMPILE_MODES)
+def _check_choice(name: str, spec: Key, value: Any) -> None:
+    read = names.READERS.get(spec.choices or "")  # FLAGS read booleans, SCORES aliases
+    _choice(spec.what or f"{name} value", read(value) if read else value, choices_of(spec))
 
 
 # --------------------------------------------------------------------------- model

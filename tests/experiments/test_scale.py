@@ -320,3 +320,16 @@ def test_quick_scale_refuses_a_task_without_a_recipe_or_a_setting_it_cannot_use(
     with_memory = dataclasses.replace(quick, recipes=(("music", music),))
     with pytest.raises(ConfigError):
         scale_config(get_preset("rt-table2/rtransformer"), with_memory)
+
+
+def test_scale_changes_name_each_setting_in_one_line_and_why_the_rate_changed() -> None:
+    from highway_transformer.config import Config
+    from highway_transformer.experiments.scale import scale_changes, scaled
+
+    before = Config()  # SGD at lr 2.0, d_model 512: the cpu scale narrows it x0.25
+    line = scale_changes(before, scaled(before, "cpu"), "cpu")
+    assert line.startswith("scale cpu changed 6 settings: ") and "\n" not in line
+    assert "model.d_model 512 -> 128" in line and "train.eval_max_tokens null -> 50000" in line
+    assert "train.lr 2 -> 4 (sgd x2 for a model narrowed x0.25)" in line
+    assert scale_changes(before, scaled(before, "paper"), "paper") == ""
+    assert scale_changes(before, scaled(before, "none"), "none") == ""

@@ -1,6 +1,7 @@
 """Configuration: the schema (typed dataclasses) and its loading (files, overrides).
 
-Validation (ranges, names, which settings apply together) is not here but in
+Each key is declared once in :mod:`~highway_transformer.config.schema` (its meaning, range
+or choices); validation (those, and which settings apply together) is not here but in
 :mod:`highway_transformer.validation`, the one module that knows every registry.
 """
 
@@ -13,7 +14,7 @@ from .loading import (
     save_config,
     set_dotted,
 )
-from .schema import (
+from .names import (
     ANNEAL_RULES,
     COMPILE_MODES,
     DIST_BACKENDS,
@@ -25,6 +26,8 @@ from .schema import (
     PRECISIONS,
     SCHEDULES,
     SUBWORD_LEVELS,
+)
+from .schema import (
     Config,
     DataConfig,
     GateConfig,

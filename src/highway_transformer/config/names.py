@@ -65,6 +65,20 @@ STRATEGY_NAMES = ("ddp", "fsdp")
 
 # --------------------------------------------------------------------------- plain names
 
+POSITIONALS = ("sinusoidal", "none")
+OPTIMIZERS = ("sgd", "adam", "adamw")
+SCHEDULES = ("constant", "linear", "cosine", "anneal", "step")
+ANNEAL_RULES = ("best", "window", "window-strict")
+#: Which weights results.json scores: the best validation's, or the last step's.
+FINAL_WEIGHTS = ("best", "last")
+PRECISIONS = ("fp32", "bf16", "fp16")
+DIST_BACKENDS = ("auto", "gloo", "nccl")
+FLAGS = ("auto", "true", "false")  # switches whose "auto" the family or the device decides
+#: torch.compile's modes offered (train.compile_mode): none with CUDA graphs (docs/gpus.md).
+COMPILE_MODES = ("default", "max-autotune-no-cudagraphs")
+SUBWORD_LEVELS = ("bpe", "unigram")  # trained on the training split (data/subword.py)
+LEVELS = ("char", "word", "byte", *SUBWORD_LEVELS)
+
 #: ``model.attention_kernel``: what computes relative attention (``nn/relative.py``).
 ATTENTION_KERNELS = ("auto", "core", "fused")
 #: ``model.norm``: where each sublayer's LayerNorm stands.
@@ -101,3 +115,13 @@ def normalize_score(name: str) -> str:
     if key not in SCORES:
         raise unknown_choice("attention score function", name, SCORES)
     return key
+
+
+def flag_value(value: object) -> str:
+    """A switch as :data:`FLAGS` spells it (an earlier version's booleans: true / false)."""
+    return str(value).lower()
+
+
+#: How a value is read before it is looked up in the tuple of this name (the others are
+#: compared as written): a reader may raise its own error (``normalize_score``).
+READERS = {"FLAGS": flag_value, "SCORES": normalize_score}

@@ -27,7 +27,7 @@ from . import estimate
 from .comparisons import Comparison, registered_comparison
 from .param_match import match_parameters
 from .registry import EXPERIMENTS, Experiment, get_experiment, resolve_experiments
-from .scale import AS_CONFIGURED, describe_scale, get_scale, scale_config
+from .scale import AS_CONFIGURED, describe_scale, get_scale, scaled
 
 
 @dataclass(frozen=True)
@@ -70,19 +70,21 @@ def experiment_config(
     overrides: Iterable[str] = (),
 ) -> Config:
     """The row's preset scaled to ``scale``, then ``data.path``, the overrides and the row's
-    own overrides, then the seed."""
-    from ..validation import build_config, check_overrides  # torch: only when a run is planned
+    own overrides, then the seed; validated once, complete."""
+    from ..config import apply_overrides
+    from ..validation import check_overrides, validate  # torch: only when a run is planned
 
     extra = ([f"data.path={data_path}"] if data_path is not None else []) + list(overrides)
     extra += list(experiment.overrides)
-    check_overrides(experiment.config(), None, extra)  # before scaling, which imports torch
-    config = build_config(scale_config(experiment.config(), scale), None, extra)
-    if experiment.match_params_of:
+    check_overrides(experiment.config(), None, extra)  # the forms, before scaling reads them
+    config = apply_overrides(scaled(experiment.config(), scale), None, extra)
+    if experiment.match_params_of:  # counting parameters builds the model: a valid one
         matched = get_experiment(experiment.match_params_of)
-        config = match_parameters(config, experiment_config(matched, scale, seed, None, overrides))
+        target = experiment_config(matched, scale, seed, None, overrides)
+        config = match_parameters(validate(config), target)
     config = config.replace(**{"train.seed": config.train.seed + seed - 1})
     config.name = experiment.name.replace("/", "_") + f"_{scale}_seed{seed}"
-    return config
+    return validate(config)
 
 
 def plan_runs(

@@ -464,25 +464,75 @@ def _recipe(config: Config, scale: Scale) -> Recipe:
 
 
 def scale_config(config: Config, scale: str | Scale) -> Config:
-    """``config`` shrunk to ``scale`` (``paper`` returns an unchanged, validated copy)."""
+    """``config`` shrunk to ``scale`` (``paper`` returns an unchanged copy), validated."""
     from ..validation import validate  # torch: only when a config is scaled
 
+    return validate(scaled(config, scale))
+
+
+def _resolved(config: Config, scale: str | Scale) -> Scale | None:
+    """The scale ``config`` is shrunk by (a recipe fitted to its task), None for none."""
     if scale == AS_CONFIGURED:
-        return validate(config.replace())
-    scale = get_scale(scale) if isinstance(scale, str) else scale
-    if scale.name == "paper":
-        return validate(config.replace())
-    if scale.recipes:
-        scale = _recipe(config, scale).fitted(config, scale)
-    budget = _budget_updates(config, scale)
+        return None
+    s = get_scale(scale) if isinstance(scale, str) else scale
+    if s.name == "paper":
+        return None
+    return _recipe(config, s).fitted(config, s) if s.recipes else s
+
+
+def scaled(config: Config, scale: str | Scale) -> Config:
+    """``config`` shrunk to ``scale``, not validated: for a caller that applies its overrides
+    after scaling and validates the result once (``highway train --scale``, a planned run)."""
+    s = _resolved(config, scale)
+    if s is None:
+        return config.replace()
+    budget = _budget_updates(config, s)
     updates = {
-        **_width_updates(config, scale),
-        **_length_updates(config, scale),
+        **_width_updates(config, s),
+        **_length_updates(config, s),
         **budget,
-        **_optimiser_updates(config, scale, budget["train.max_steps"]),
-        **dict(scale.model),
+        **_optimiser_updates(config, s, budget["train.max_steps"]),
+        **dict(s.model),
     }
-    return validate(config.replace(**updates))
+    return config.replace(**updates)
+
+
+def _flat(node: Any, prefix: str = "") -> dict[str, Any]:
+    if not isinstance(node, dict):
+        return {prefix[:-1]: node}
+    return {k: v for name, sub in node.items() for k, v in _flat(sub, f"{prefix}{name}.").items()}
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_shown(v) for v in value) + "]"
+    return "null" if value is None else str(value)
+
+
+def _lr_reason(config: Config, s: Scale) -> str:
+    """Why ``s`` gives ``config`` the learning rate it does."""
+    if s.optimiser is not None:
+        return f"the {s.name} scale's {s.optimiser.name}"
+    factor = dict(s.lr_factors).get(config.train.optimizer, 1.0)
+    return f"{config.train.optimizer} x{factor:g} for a model narrowed x{s.width:g}"
+
+
+def scale_changes(before: Config, after: Config, scale: str | Scale) -> str:
+    """One line naming every setting ``scale`` changed from ``before`` (the config as asked)
+    to ``after`` (scaled, the overrides applied again), ``key old -> new`` with the learning
+    rate's reason; ``""`` where it changed none. The factors alone (:func:`describe_scale`)
+    do not say what a run trains with."""
+    s = _resolved(before, scale)
+    old, new = _flat(before.to_dict()), _flat(after.to_dict())
+    changed = [k for k in new if k != "name" and old.get(k) != new[k]]
+    if s is None or not changed:
+        return ""
+    shown = [f"{k} {_shown(old.get(k))} -> {_shown(new[k])}" for k in changed]
+    if "train.lr" in changed:
+        shown[changed.index("train.lr")] += f" ({_lr_reason(before, s)})"
+    return f"scale {s.name} changed {len(changed)} settings: " + ", ".join(shown)
 
 
 def _describe_recipes(s: Scale) -> str:
