@@ -38,6 +38,7 @@ from .config import (
     DataConfig,
     MemoryConfig,
     ModelConfig,
+    RLConfig,
     apply_overrides,
     names,
 )
@@ -211,6 +212,21 @@ FIELD_RANGES: dict[str, Range] = {
     "task.length": _AT_LEAST_1,
     "task.max_len": Range(0, fix="0 means no limit"),
     "task.beam_size": _AT_LEAST_1,
+    "task.rl.corridor_length": _AT_LEAST_1,
+    "task.rl.memory_length": _AT_LEAST_1,
+    "task.rl.num_envs": _AT_LEAST_1,
+    "task.rl.num_steps": Range(2, fix="steps per environment per rollout, e.g. 64"),
+    "task.rl.total_steps": Range(0, fix="0 leaves the length to train.max_steps"),
+    "task.rl.gamma": Range(0, 1, fix="e.g. 0.99"),
+    "task.rl.gae_lambda": Range(0, 1, fix="e.g. 0.95"),
+    "task.rl.clip_coef": Range(0, open_low=True, fix="e.g. 0.2"),
+    "task.rl.vf_coef": _NON_NEGATIVE,
+    "task.rl.ent_coef": _NON_NEGATIVE,
+    "task.rl.final_ent_coef": Range(0, fix="leave it unset (null) for a fixed entropy weight"),
+    "task.rl.update_epochs": _AT_LEAST_1,
+    "task.rl.num_minibatches": _AT_LEAST_1,
+    "task.rl.eval_episodes": _AT_LEAST_1,
+    "task.rl.stats_episodes": _AT_LEAST_1,
 }
 
 
@@ -312,6 +328,9 @@ def _check_task_names(config: Config) -> None:
     _choice("task", task.name, names.TASK_NAMES)
     _choice("task.pooling", task.pooling, names.POOLING_NAMES)
     names.normalize_score(task.score)
+    if task.name == "rl":
+        _choice("environment (task.rl.env)", task.rl.env, names.RL_ENV_NAMES)
+        _choice("policy (task.rl.policy)", task.rl.policy, names.RL_POLICY_NAMES)
     if task.name == "pixels" and task.dataset.strip():
         _choice("pixel data set (task.dataset)", task.dataset.strip().lower(), names.PIXEL_DATASETS)
 
@@ -491,6 +510,69 @@ def check_task(config: Config) -> None:
             f"task.name={task.name}"
         )
     _check_eval_layout(config)
+    _check_rl(config)
+
+
+def _changed_rl_keys(config: Config) -> list[str]:
+    default = RLConfig()
+    return [
+        f.name
+        for f in fields(default)
+        if getattr(config.task.rl, f.name) != getattr(default, f.name)
+    ]
+
+
+def _check_rl(config: Config) -> None:
+    """PPO's settings apply to task.name=rl, and the rl task builds its own policies."""
+    rl, changed = config.task.rl, _changed_rl_keys(config)
+    if config.task.name != "rl":
+        if changed:
+            raise ConfigError(
+                f"task.rl.{changed[0]} applies to task.name=rl only, not {config.task.name}; "
+                "remove it or set task.name=rl"
+            )
+        return
+    if "memory_length" in changed and rl.policy != "transformer":
+        raise ConfigError(
+            f"task.rl.memory_length applies to task.rl.policy=transformer, not {rl.policy}; "
+            "remove it"
+        )
+    if "corridor_length" in changed and rl.env != "corridor":
+        raise ConfigError(
+            f"task.rl.corridor_length applies to task.rl.env=corridor, not {rl.env}; remove it"
+        )
+    m = config.model
+    if m.family != "transformer" or m.attention not in (None, "dot"):
+        raise ConfigError(
+            "task.name=rl builds its memory policy from transformer blocks with dot attention "
+            "over [memory; current]; set model.family=transformer and leave model.attention unset"
+        )
+    if rl.num_envs % rl.num_minibatches:  # a minibatch is whole environments' rollouts
+        raise ConfigError(
+            f"task.rl.num_minibatches={rl.num_minibatches} must divide task.rl.num_envs="
+            f"{rl.num_envs} (a minibatch holds whole environments' rollouts); choose a divisor"
+        )
+    if config.train.accumulate != 1:
+        raise ConfigError(
+            "task.name=rl takes one optimizer step per PPO minibatch; set train.accumulate=1 "
+            "(raise task.rl.num_envs or num_steps for larger minibatches)"
+        )
+    _check_rl_length(config)
+
+
+def _check_rl_length(config: Config) -> None:
+    """``task.rl.total_steps`` decides ``train.max_steps``; both set must agree."""
+    from .config.schema import TrainConfig
+
+    rl, max_steps = config.task.rl, config.train.max_steps
+    if not rl.total_steps:
+        return
+    wanted = rl.optimizer_steps()
+    if max_steps not in (wanted, TrainConfig().max_steps):
+        raise ConfigError(
+            f"task.rl.total_steps={rl.total_steps} means train.max_steps={wanted} optimizer "
+            f"steps, not {max_steps}; remove one of them"
+        )
 
 
 def _check_eval_layout(config: Config) -> None:

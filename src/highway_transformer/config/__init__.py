@@ -31,6 +31,7 @@ from .schema import (
     LocalRNNConfig,
     MemoryConfig,
     ModelConfig,
+    RLConfig,
     TaskConfig,
     TrainConfig,
 )
@@ -53,6 +54,7 @@ __all__ = [
     "LocalRNNConfig",
     "MemoryConfig",
     "ModelConfig",
+    "RLConfig",
     "TaskConfig",
     "TrainConfig",
     "apply_overrides",

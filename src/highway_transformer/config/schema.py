@@ -187,10 +187,41 @@ class TrainConfig:
 
 
 @dataclass
+class RLConfig:
+    """Reinforcement learning with PPO (``task.name=rl``; defaults near CleanRL's ``ppo_trxl``)."""
+
+    env: str = "corridor"  # corridor | MiniGrid-MemoryS7-v0 | MiniGrid-MemoryS9-v0 (tasks/rl)
+    corridor_length: int = 4  # corridor: steps from the cue to the junction
+    policy: str = "transformer"  # transformer (episodic memory) | lstm | gru | mlp (memoryless)
+    memory_length: int = 16  # transformer: past hidden states each layer attends to
+    num_envs: int = 8  # environments stepped together
+    num_steps: int = 64  # steps per environment per rollout
+    total_steps: int = 0  # environment steps in all (sets train.max_steps); 0: train.max_steps
+    gamma: float = 0.99  # discount
+    gae_lambda: float = 0.95  # GAE's lambda
+    clip_coef: float = 0.2  # PPO's ratio clip (and the value clip)
+    vf_coef: float = 0.5  # weight of the value loss
+    ent_coef: float = 0.01  # weight of the entropy bonus
+    final_ent_coef: float | None = None  # entropy weight at the last step (linear); None: fixed
+    update_epochs: int = 4  # passes over each rollout
+    num_minibatches: int = 4  # optimizer steps per pass
+    norm_adv: bool = True  # normalise advantages per minibatch
+    clip_vloss: bool = True  # clip the value loss as PPO2
+    eval_episodes: int = 32  # greedy episodes per evaluation
+    stats_episodes: int = 100  # training return and success: mean of the last N episodes
+
+    def optimizer_steps(self) -> int:
+        """Optimizer steps of ``total_steps`` environment steps: ``update_epochs x
+        num_minibatches`` for every whole rollout (one at least)."""
+        rollouts = max(1, self.total_steps // (self.num_envs * self.num_steps))
+        return rollouts * self.update_epochs * self.num_minibatches
+
+
+@dataclass
 class TaskConfig:
     """The task beyond language modelling (RT §4: pixel MNIST, polyphonic music; TCN tasks)."""
 
-    name: str = "lm"  # lm | music | pixels | copy | adding | seq2seq
+    name: str = "lm"  # lm | music | pixels | copy | adding | seq2seq | rl
     dataset: str = ""  # music: nottingham | jsb | piano-midi | musedata; pixels: digits | mnist
     permute: bool = False  # pixels: one fixed random permutation of the pixel order
     length: int = 100  # copy: delay; adding: sequence length; seq2seq: longest toy source
@@ -198,6 +229,7 @@ class TaskConfig:
     pooling: str = "last"  # pixels: last | mean
     score: str = "scaled_dot"  # seq2seq attention score function
     beam_size: int = 1  # seq2seq decoding
+    rl: RLConfig = field(default_factory=RLConfig)  # task.name=rl: environment and PPO
 
 
 @dataclass
