@@ -557,22 +557,6 @@ def _check_rl(config: Config) -> None:
             "task.name=rl takes one optimizer step per PPO minibatch; set train.accumulate=1 "
             "(raise task.rl.num_envs or num_steps for larger minibatches)"
         )
-    _check_rl_length(config)
-
-
-def _check_rl_length(config: Config) -> None:
-    """``task.rl.total_steps`` decides ``train.max_steps``; both set must agree."""
-    from .config.schema import TrainConfig
-
-    rl, max_steps = config.task.rl, config.train.max_steps
-    if not rl.total_steps:
-        return
-    wanted = rl.optimizer_steps()
-    if max_steps not in (wanted, TrainConfig().max_steps):
-        raise ConfigError(
-            f"task.rl.total_steps={rl.total_steps} means train.max_steps={wanted} optimizer "
-            f"steps, not {max_steps}; remove one of them"
-        )
 
 
 def _check_eval_layout(config: Config) -> None:

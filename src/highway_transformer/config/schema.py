@@ -196,7 +196,7 @@ class RLConfig:
     memory_length: int = 16  # transformer: past hidden states each layer attends to
     num_envs: int = 8  # environments stepped together
     num_steps: int = 64  # steps per environment per rollout
-    total_steps: int = 0  # environment steps in all (sets train.max_steps); 0: train.max_steps
+    total_steps: int = 0  # environment steps in all: replaces train.max_steps when > 0
     gamma: float = 0.99  # discount
     gae_lambda: float = 0.95  # GAE's lambda
     clip_coef: float = 0.2  # PPO's ratio clip (and the value clip)

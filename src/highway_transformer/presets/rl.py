@@ -27,8 +27,8 @@ def corridor(gate: str, policy: str = "transformer") -> Config:
         train=TrainConfig(
             optimizer="adam", lr=2.5e-3, clip=0.5, eval_interval=100, log_interval=10
         ),
-        # 25 rollouts of 8 x 64 steps: 400 optimizer steps (4 epochs x 4 minibatches each)
-        task=TaskConfig(name="rl", rl=RLConfig(policy=policy, total_steps=25 * 8 * 64)),
+        # 400 optimizer steps: 25 rollouts of 8 x 64 steps, 4 epochs x 4 minibatches each
+        task=TaskConfig(name="rl", rl=RLConfig(policy=policy)),
     )
 
 
