@@ -20,6 +20,8 @@ import torch
 from torch import Tensor, nn
 
 from ...config import Config
+from ...errors import ConfigError
+from ...runtime.world import World
 from ..base import Batch, Task, TaskState
 from .envs import EnvBatch, env_spec
 from .policies import Carry, build_policy, initial_carry, reset_carry
@@ -69,6 +71,14 @@ class RLTask(Task):
                         "collect": epoch == 0 and k == 0,
                         "envs": order[k * size : (k + 1) * size],
                     }
+
+    def shard(self, world: World) -> None:
+        if world.size > 1:  # every rank would collect the same rollouts
+            raise ConfigError(
+                f"task.name=rl trains in one process, not {world.size}; drop --nproc (raise "
+                "task.rl.num_envs for more experience per rollout)"
+            )
+        super().shard(world)
 
     def local_batches(self) -> Iterator[Batch]:
         return self.train_batches()  # one process: a rollout is not split across ranks
