@@ -121,3 +121,24 @@ def test_only_memory_policies_tell_episodes_apart() -> None:
 def test_the_transformer_policy_reports_its_gate_biases() -> None:
     policy = TransformerPolicy(_config("sdu"), FEATURES, ACTIONS)
     assert set(policy.gate_biases()) == {"layer1.attn", "layer1.ffn", "layer2.attn", "layer2.ffn"}
+
+
+@pytest.mark.parametrize(("dtype", "tol"), [(torch.float32, 1e-5), (torch.float64, 1e-12)])
+def test_episodic_attention_equals_its_oracle(dtype: torch.dtype, tol: float) -> None:
+    from highway_transformer.nn import reference
+    from highway_transformer.tasks.rl.policies import EpisodicAttention
+
+    torch.manual_seed(4)
+    attention = EpisodicAttention(16, 2, None, 0.0).to(dtype)
+    h = torch.randn(3, 1, 16, dtype=dtype)
+    memory = torch.randn(3, 5, 16, dtype=dtype)
+    valid = torch.tensor([[True] * 5, [False, False, True, True, True], [False] * 5])
+    keys = torch.cat([valid, torch.ones(3, 1, dtype=torch.bool)], 1)[:, None, None, :]
+    fast = attention(h, memory, keys=keys)
+    a = attention.attention
+    weights = reference.attention_weights(a.qkv, a.out)
+    slow = reference.episodic_attention(h, memory, valid, weights, 2)
+    torch.testing.assert_close(fast, slow, rtol=tol, atol=tol)
+    # an empty memory (a first step) attends to the step alone
+    alone = reference.episodic_attention(h, memory[:, :0], valid[:, :0], weights, 2)
+    torch.testing.assert_close(slow[2], alone[2], rtol=tol, atol=tol)

@@ -687,6 +687,27 @@ def shaw_multihead_attention(
     return _linear(merge_heads(z), weights.w_o, weights.b_o)
 
 
+# --------------------------------------------------------------------------- episodic memory (RL)
+
+
+def episodic_attention(
+    h: Tensor, memory: Tensor, valid: Tensor, weights: AttentionWeights, n_heads: int
+) -> Tensor:
+    """One step of CleanRL ``ppo_trxl``'s memory attention: the query ``h [B, 1, D]`` attends
+    to its episode's memory ``[B, M, D]`` (the slots where ``valid [B, M]``) and to itself;
+    queries from ``h`` alone, keys and values from ``[memory; h]``."""
+    q = _linear(h, *weights[:2])[..., : weights.w_qkv.shape[0] // 3]
+    source = torch.cat([memory, h], dim=1)
+    _, k, v = _linear(source, weights.w_qkv, weights.b_qkv).chunk(3, dim=-1)
+    itself = torch.ones(valid.shape[0], 1, dtype=torch.bool, device=valid.device)
+    hidden = ~torch.cat([valid, itself], dim=1)  # [B, M + 1]: True where a key is hidden
+    heads = scaled_dot_attention(
+        split_heads(q, n_heads), split_heads(k, n_heads), split_heads(v, n_heads),
+        hidden[:, None, None, :],
+    )  # fmt: skip
+    return _linear(merge_heads(heads), weights.w_o, weights.b_o)
+
+
 # --------------------------------------------------------------------------- PPO (RL)
 # Schulman et al. 2016 (GAE, eq. 16) and 2017 (PPO, eqs. 7 and 9), as CleanRL's ppo_trxl.
 

@@ -28,7 +28,7 @@ from torch import Tensor, nn
 from ...config import Config
 from ...models.builders import build_connection, final_norm
 from ...nn.attention import MultiHeadAttention, attend
-from ...nn.block import Block, FeedForwardSublayer
+from ...nn.block import Block, FeedForwardSublayer, collect_gate_biases
 from ...nn.positional import encoding_dtype, sinusoid
 
 Carry = dict[str, Tensor]
@@ -36,7 +36,8 @@ Carry = dict[str, Tensor]
 
 class EpisodicAttention(nn.Module):
     """Dot attention of the current positions over ``[context; h]``, with a key mask
-    (``keys``: True where a query may attend, broadcast to ``[B, 1, Lq, Lk]``)."""
+    (``keys``: True where a query may attend, broadcast to ``[B, 1, Lq, Lk]``).
+    Oracle: :func:`highway_transformer.nn.reference.episodic_attention`."""
 
     def __init__(self, d_model: int, n_heads: int, d_head: int | None, dropout: float) -> None:
         super().__init__()
@@ -94,8 +95,6 @@ class TransformerPolicy(nn.Module):
         self.actor, self.critic = _heads(m.d_model, actions)
 
     def gate_biases(self) -> dict[str, Tensor]:
-        from ...nn.block import collect_gate_biases
-
         return collect_gate_biases(self.blocks)  # type: ignore[arg-type]
 
     def embed(self, obs: Tensor, positions: Tensor) -> Tensor:
