@@ -94,10 +94,7 @@ class RLTask(Task):
     def loss(self, model: nn.Module, batch: Batch) -> tuple[Tensor, int]:
         if batch["collect"] or not self.rollout:
             self.rollout = self.collect(model)
-        envs = batch["envs"].to(self.device)
-        r = {k: (v[:, envs].transpose(0, 1) if isinstance(v, Tensor) else
-                 {c: x[:, envs].transpose(0, 1) for c, x in v.items()})
-             for k, v in self.rollout.items()}  # fmt: skip
+        r = _environments(self.rollout, batch["envs"].to(self.device))
         logits, values = model(r["obs"], r["carry"], r["dones"])
         logp = torch.log_softmax(logits.float(), dim=-1)
         new_logprob = logp.gather(-1, r["actions"][..., None]).squeeze(-1)
@@ -198,6 +195,18 @@ class RLTask(Task):
         self.updates, self.rollouts = int(state["updates"]), int(state["rollouts"])
         self.episodes.extend(tuple(e) for e in state["episodes"])
         self.envs, self.rollout = None, {}
+
+
+def _environments(rollout: dict[str, Any], envs: Tensor) -> dict[str, Any]:
+    """The rollout of environments ``envs``, batch-major: ``[T, N, ...] -> [b, T, ...]``
+    (the carried tensors too)."""
+    out: dict[str, Any] = {}
+    for key, value in rollout.items():
+        if isinstance(value, dict):
+            out[key] = {k: v[:, envs].transpose(0, 1) for k, v in value.items()}
+        else:
+            out[key] = value[:, envs].transpose(0, 1)
+    return out
 
 
 def _stack(items: list, device: torch.device) -> Tensor:
