@@ -11,7 +11,7 @@ BIN := $(VENV)/bin
 DEMO_STAMP := $(VENV)/.demo-installed
 STAMP := $(VENV)/.installed
 DEMO_EXTRAS := report
-FULL_EXTRAS := dev,report,digits,subword,tensorboard,hub,slurm,hf,docs
+FULL_EXTRAS := dev,report,digits,subword,tensorboard,hub,slurm,hf,rl,docs
 
 .PHONY: demo test test-slow docs lint bench install clean
 

@@ -24,6 +24,8 @@ EXTRAS: dict[str, str] = {
     "peft": "hf",
     "accelerate": "hf",
     "lm_eval": "hf",
+    "gymnasium": "rl",
+    "minigrid": "rl",
 }
 
 

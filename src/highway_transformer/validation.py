@@ -32,6 +32,7 @@ from .config import (
     DataConfig,
     MemoryConfig,
     ModelConfig,
+    RLConfig,
     apply_overrides,
     names,
 )
@@ -383,6 +384,53 @@ def check_task(config: Config) -> None:
             f"task.name={task.name}"
         )
     _check_eval_layout(config)
+    _check_rl(config)
+
+
+def _changed_rl_keys(config: Config) -> list[str]:
+    default = RLConfig()
+    return [
+        f.name
+        for f in fields(default)
+        if getattr(config.task.rl, f.name) != getattr(default, f.name)
+    ]
+
+
+def _check_rl(config: Config) -> None:
+    """PPO's settings apply to task.name=rl, and the rl task builds its own policies."""
+    rl, changed = config.task.rl, _changed_rl_keys(config)
+    if config.task.name != "rl":
+        if changed:
+            raise ConfigError(
+                f"task.rl.{changed[0]} applies to task.name=rl only, not {config.task.name}; "
+                "remove it or set task.name=rl"
+            )
+        return
+    if "memory_length" in changed and rl.policy != "transformer":
+        raise ConfigError(
+            f"task.rl.memory_length applies to task.rl.policy=transformer, not {rl.policy}; "
+            "remove it"
+        )
+    if "corridor_length" in changed and rl.env != "corridor":
+        raise ConfigError(
+            f"task.rl.corridor_length applies to task.rl.env=corridor, not {rl.env}; remove it"
+        )
+    m = config.model
+    if m.family != "transformer" or m.attention not in (None, "dot"):
+        raise ConfigError(
+            "task.name=rl builds its memory policy from transformer blocks with dot attention "
+            "over [memory; current]; set model.family=transformer and leave model.attention unset"
+        )
+    if rl.num_envs % rl.num_minibatches:  # a minibatch is whole environments' rollouts
+        raise ConfigError(
+            f"task.rl.num_minibatches={rl.num_minibatches} must divide task.rl.num_envs="
+            f"{rl.num_envs} (a minibatch holds whole environments' rollouts); choose a divisor"
+        )
+    if config.train.accumulate != 1:
+        raise ConfigError(
+            "task.name=rl takes one optimizer step per PPO minibatch; set train.accumulate=1 "
+            "(raise task.rl.num_envs or num_steps for larger minibatches)"
+        )
 
 
 def _check_eval_layout(config: Config) -> None:

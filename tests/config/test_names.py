@@ -21,6 +21,8 @@ def _registries() -> dict[str, Iterable[str]]:
     from highway_transformer.nn.norms import NORMS
     from highway_transformer.runtime.strategies import STRATEGIES
     from highway_transformer.tasks import TASKS
+    from highway_transformer.tasks.rl.envs import ENVS
+    from highway_transformer.tasks.rl.policies import POLICIES
 
     return {
         "FAMILY_NAMES": FAMILIES,
@@ -35,6 +37,8 @@ def _registries() -> dict[str, Iterable[str]]:
         "TASK_NAMES": TASKS,
         "POOLING_NAMES": POOLINGS,
         "STRATEGY_NAMES": STRATEGIES,
+        "RL_POLICY_NAMES": POLICIES,
+        "RL_ENV_NAMES": ENVS,
     }
 
 

@@ -15,6 +15,7 @@ from highway_transformer.presets import (
     gtrxl_shaw,
     ht_tables,
     register,
+    rl,
     rt_tables,
     task_preset,
     xl_tables,
@@ -23,7 +24,7 @@ from highway_transformer.validation import validate
 
 
 def test_the_registry_is_every_table_modules_presets_once() -> None:
-    modules = (ht_tables, xl_tables, gtrxl_shaw, rt_tables)
+    modules = (ht_tables, xl_tables, gtrxl_shaw, rt_tables, rl)
     names = [name for module in modules for name in module.PRESETS]
     assert len(names) == len(set(names)) == len(PRESETS)
     for name, preset in PRESETS.items():

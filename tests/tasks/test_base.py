@@ -101,7 +101,7 @@ def test_the_generator_is_seeded_and_its_state_round_trips() -> None:
 
 
 def test_every_task_is_found_by_its_name(tiny_task_config: Callable[..., Config]) -> None:
-    assert set(TASKS) == {"lm", "music", "pixels", "copy", "adding", "seq2seq"}
+    assert set(TASKS) == {"lm", "music", "pixels", "copy", "adding", "seq2seq", "rl"}
     assert all(task_class(name).name == name for name in TASKS)
     with pytest.raises(ConfigError, match=r"^unknown task \(task.name\) 'cpy'.*Did you mean"):
         task_class("cpy")

@@ -160,7 +160,7 @@ def test_memory_settings_on_a_task_without_memory_are_an_error(task: str) -> Non
 
 
 def test_every_task_has_its_metrics_and_headline() -> None:
-    assert set(TASKS) == {"lm", "music", "pixels", "copy", "adding", "seq2seq"}
+    assert set(TASKS) == {"lm", "music", "pixels", "copy", "adding", "seq2seq", "rl"}
     for task in TASKS.values():
         assert task.metrics["loss"] == "lower" and task.headline in task.metrics
     assert TASKS["pixels"].metrics["accuracy"] == "higher"

@@ -34,6 +34,7 @@ from .schema import (
     LocalRNNConfig,
     MemoryConfig,
     ModelConfig,
+    RLConfig,
     TaskConfig,
     TrainConfig,
 )
@@ -56,6 +57,7 @@ __all__ = [
     "LocalRNNConfig",
     "MemoryConfig",
     "ModelConfig",
+    "RLConfig",
     "TaskConfig",
     "TrainConfig",
     "apply_overrides",

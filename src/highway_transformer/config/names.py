@@ -54,12 +54,16 @@ CORPUS_NAMES = (
     "file",
 )
 #: ``task.name``: :data:`highway_transformer.tasks.TASKS`.
-TASK_NAMES = ("lm", "music", "pixels", "copy", "adding", "seq2seq")
+TASK_NAMES = ("lm", "music", "pixels", "copy", "adding", "seq2seq", "rl")
 #: The tasks that read their splits from data, which ``data.max_train_tokens`` and
 #: ``data.max_eval_tokens`` cap (the others generate theirs).
 SPLIT_CAPPED_TASKS = ("lm", "music", "pixels")
 #: ``task.pooling``: :data:`highway_transformer.models.sequence.POOLINGS`.
 POOLING_NAMES = ("last", "mean")
+#: ``task.rl.policy``: :data:`highway_transformer.tasks.rl.policies.POLICIES`.
+RL_POLICY_NAMES = ("transformer", "lstm", "gru", "mlp")
+#: ``task.rl.env``: :data:`highway_transformer.tasks.rl.envs.ENVS`.
+RL_ENV_NAMES = ("corridor", "MiniGrid-MemoryS7-v0", "MiniGrid-MemoryS9-v0")
 #: ``train.strategy``: :data:`highway_transformer.runtime.strategies.STRATEGIES`.
 STRATEGY_NAMES = ("ddp", "fsdp")
 

@@ -511,11 +511,75 @@ class TrainConfig:
 
 
 @dataclass
+class RLConfig:
+    """Reinforcement learning with PPO (``task.name=rl``; defaults near CleanRL's ``ppo_trxl``)."""
+
+    env: str = key(
+        "corridor",
+        "corridor | MiniGrid-MemoryS7-v0 | MiniGrid-MemoryS9-v0 (tasks/rl)",
+        choices="RL_ENV_NAMES",
+        what="environment (task.rl.env)",
+    )
+    corridor_length: int = key(4, "corridor: steps from the cue to the junction", range=AT_LEAST_1)
+    policy: str = key(
+        "transformer",
+        "transformer (episodic memory) | lstm | gru | mlp (memoryless)",
+        choices="RL_POLICY_NAMES",
+        what="policy (task.rl.policy)",
+    )
+    memory_length: int = key(
+        16, "transformer: past hidden states each layer attends to", range=AT_LEAST_1
+    )
+    num_envs: int = key(8, "environments stepped together", range=AT_LEAST_1)
+    num_steps: int = key(
+        64,
+        "steps per environment per rollout",
+        range=Range(2, fix="steps per environment per rollout, e.g. 64"),
+    )
+    total_steps: int = key(
+        0,
+        "environment steps in all: replaces train.max_steps when > 0",
+        range=Range(0, fix="0 leaves the length to train.max_steps"),
+    )
+    gamma: float = key(0.99, "discount", range=Range(0, 1, fix="e.g. 0.99"), source="PPO")
+    gae_lambda: float = key(
+        0.95, "GAE's lambda", range=Range(0, 1, fix="e.g. 0.95"), source="GAE (Schulman 2016)"
+    )
+    clip_coef: float = key(
+        0.2, "PPO's ratio clip (and the value clip)", range=Range(0, open_low=True, fix="e.g. 0.2")
+    )
+    vf_coef: float = key(0.5, "weight of the value loss", range=NON_NEGATIVE)
+    ent_coef: float = key(0.01, "weight of the entropy bonus", range=NON_NEGATIVE)
+    final_ent_coef: float | None = key(
+        None,
+        "entropy weight at the last step (linear); None: fixed",
+        range=Range(0, fix="leave it unset (null) for a fixed entropy weight"),
+    )
+    update_epochs: int = key(4, "passes over each rollout", range=AT_LEAST_1)
+    num_minibatches: int = key(4, "optimizer steps per pass", range=AT_LEAST_1)
+    norm_adv: bool = key(True, "normalise advantages per minibatch")
+    clip_vloss: bool = key(True, "clip the value loss as PPO2")
+    eval_episodes: int = key(32, "greedy episodes per evaluation", range=AT_LEAST_1)
+    stats_episodes: int = key(
+        100, "training return and success: mean of the last N episodes", range=AT_LEAST_1
+    )
+
+    def optimizer_steps(self) -> int:
+        """Optimizer steps of ``total_steps`` environment steps: ``update_epochs x
+        num_minibatches`` for every whole rollout (one at least)."""
+        rollouts = max(1, self.total_steps // (self.num_envs * self.num_steps))
+        return rollouts * self.update_epochs * self.num_minibatches
+
+
+@dataclass
 class TaskConfig:
     """The task beyond language modelling (RT §4: pixel MNIST, polyphonic music; TCN tasks)."""
 
     name: str = key(
-        "lm", "lm | music | pixels | copy | adding | seq2seq", choices="TASK_NAMES", what="task"
+        "lm",
+        "lm | music | pixels | copy | adding | seq2seq | rl",
+        choices="TASK_NAMES",
+        what="task",
     )
     dataset: str = key(
         "", "music: nottingham | jsb | piano-midi | musedata; pixels: digits | mnist"
@@ -535,6 +599,7 @@ class TaskConfig:
         what="attention score function",
     )
     beam_size: int = key(1, "seq2seq decoding", range=AT_LEAST_1)
+    rl: RLConfig = field(default_factory=RLConfig)  # task.name=rl: environment and PPO
 
 
 @dataclass

@@ -260,6 +260,7 @@ QUICK_RECIPES: dict[str, Recipe] = {
     "copy": Recipe(d_model=32, steps=1000, evaluations=5, lr=3e-3),
     "adding": Recipe(d_model=32, steps=1000, evaluations=5, lr=3e-3),
     "seq2seq": Recipe(d_model=32, steps=600, evaluations=5, lr=3e-3),
+    "rl": Recipe(d_model=32, steps=400, evaluations=5, lr=2.5e-3),  # PPO minibatch steps
 }
 
 SCALES: dict[str, Scale] = {

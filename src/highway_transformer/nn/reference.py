@@ -685,3 +685,88 @@ def shaw_multihead_attention(
         split_heads(q, n_heads), split_heads(k, n_heads), split_heads(v, n_heads), a_k, a_v, causal
     )  # [B, H, L, dh]
     return _linear(merge_heads(z), weights.w_o, weights.b_o)
+
+
+# --------------------------------------------------------------------------- episodic memory (RL)
+
+
+def episodic_attention(
+    h: Tensor, memory: Tensor, valid: Tensor, weights: AttentionWeights, n_heads: int
+) -> Tensor:
+    """One step of CleanRL ``ppo_trxl``'s memory attention: the query ``h [B, 1, D]`` attends
+    to its episode's memory ``[B, M, D]`` (the slots where ``valid [B, M]``) and to itself;
+    queries from ``h`` alone, keys and values from ``[memory; h]``."""
+    q = _linear(h, *weights[:2])[..., : weights.w_qkv.shape[0] // 3]
+    source = torch.cat([memory, h], dim=1)
+    _, k, v = _linear(source, weights.w_qkv, weights.b_qkv).chunk(3, dim=-1)
+    itself = torch.ones(valid.shape[0], 1, dtype=torch.bool, device=valid.device)
+    hidden = ~torch.cat([valid, itself], dim=1)  # [B, M + 1]: True where a key is hidden
+    heads = scaled_dot_attention(
+        split_heads(q, n_heads), split_heads(k, n_heads), split_heads(v, n_heads),
+        hidden[:, None, None, :],
+    )  # fmt: skip
+    return _linear(merge_heads(heads), weights.w_o, weights.b_o)
+
+
+# --------------------------------------------------------------------------- PPO (RL)
+# Schulman et al. 2016 (GAE, eq. 16) and 2017 (PPO, eqs. 7 and 9), as CleanRL's ppo_trxl.
+
+
+def gae(
+    rewards: Tensor, values: Tensor, dones: Tensor, last_value: Tensor, gamma: float, lam: float
+) -> tuple[Tensor, Tensor]:
+    """Advantages and returns of a rollout ``[T, N]`` (time-major), literally:
+    ``δ_t = r_t + γ (1 - d_t) V_{t+1} - V_t``, ``A_t = δ_t + γ λ (1 - d_t) A_{t+1}``, where
+    ``d_t`` says the episode ended with step ``t`` and ``V_T`` is ``last_value [N]``;
+    returns ``A + V``."""
+    steps, envs = rewards.shape
+    advantages = torch.zeros_like(rewards)
+    for n in range(envs):
+        following = 0.0
+        for t in reversed(range(steps)):
+            next_value = last_value[n] if t == steps - 1 else values[t + 1, n]
+            alive = 1.0 - dones[t, n]
+            delta = rewards[t, n] + gamma * alive * next_value - values[t, n]
+            following = delta + gamma * lam * alive * following
+            advantages[t, n] = following
+    return advantages, advantages + values
+
+
+def ppo_loss(  # noqa: PLR0913 - the objective's terms
+    new_logprob: Tensor,
+    old_logprob: Tensor,
+    advantages: Tensor,
+    new_value: Tensor,
+    old_value: Tensor,
+    returns: Tensor,
+    entropy: Tensor,
+    clip: float,
+    vf_coef: float,
+    ent_coef: float,
+    clip_vloss: bool = True,
+    norm_adv: bool = True,
+) -> Tensor:
+    """PPO's loss over a minibatch of samples ``[B]``, one sample at a time:
+    ``-min(ρ A, clip(ρ, 1 - ε, 1 + ε) A)`` with ``ρ = exp(log π - log π_old)``; the value loss
+    ``½ max((V - R)², (V_old + clip(V - V_old, -ε, ε) - R)²)`` (``½ (V - R)²`` without
+    clipping); the mean policy loss + ``vf_coef`` x mean value loss - ``ent_coef`` x mean
+    entropy. ``norm_adv``: advantages standardised over the minibatch (unbiased std, + 1e-8)."""
+    count = advantages.shape[0]
+    if norm_adv:
+        mean = sum(advantages[i] for i in range(count)) / count
+        var = sum((advantages[i] - mean) ** 2 for i in range(count)) / (count - 1)
+        advantages = torch.stack(
+            [(advantages[i] - mean) / (var.sqrt() + 1e-8) for i in range(count)]
+        )
+    policy, value, bonus = 0.0, 0.0, 0.0
+    for i in range(count):
+        ratio = torch.exp(new_logprob[i] - old_logprob[i])
+        clipped = torch.clamp(ratio, 1 - clip, 1 + clip)
+        policy = policy + torch.maximum(-advantages[i] * ratio, -advantages[i] * clipped)
+        plain = (new_value[i] - returns[i]) ** 2
+        if clip_vloss:
+            moved = old_value[i] + torch.clamp(new_value[i] - old_value[i], -clip, clip)
+            plain = torch.maximum(plain, (moved - returns[i]) ** 2)
+        value = value + 0.5 * plain
+        bonus = bonus + entropy[i]
+    return (policy + vf_coef * value - ent_coef * bonus) / count

@@ -13,6 +13,8 @@ task           data and model                                         metrics
 ``adding``     adding problem (TCN suite), pooled regression          mean squared error
 ``seq2seq``    toy reversal-translation pairs, encoder-decoder        cross-entropy, token
                                                                       accuracy, exact match
+``rl``         PPO rollouts of a memory environment (corridor,        return, success rate
+               MiniGrid Memory), episodic-memory Transformer policy
 =============  =====================================================  ======================
 
 Each task builds its model from the :class:`~highway_transformer.config.Config` alone, so a
@@ -31,12 +33,14 @@ from .base import Batch, EpochOrder, Task, TaskState, check_max_len
 from .lm import LMTask
 from .music import MusicTask
 from .pixels import PixelsTask
+from .rl import RLTask
 from .seq2seq import Seq2SeqTask
 from .synthetic import AddingTask, CopyTask
 
 #: Every task by its ``task.name``.
 TASKS: dict[str, type[Task]] = {
-    task.name: task for task in (LMTask, MusicTask, PixelsTask, CopyTask, AddingTask, Seq2SeqTask)
+    task.name: task
+    for task in (LMTask, MusicTask, PixelsTask, CopyTask, AddingTask, Seq2SeqTask, RLTask)
 }
 
 
@@ -70,6 +74,7 @@ __all__ = [
     "LMTask",
     "MusicTask",
     "PixelsTask",
+    "RLTask",
     "Seq2SeqTask",
     "Task",
     "TaskState",

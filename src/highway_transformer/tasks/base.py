@@ -182,6 +182,11 @@ class Task(ABC):
         """Figures derived from a mean loss, recorded beside it (none by default)."""
         return {}
 
+    def train_metrics(self) -> dict[str, float]:
+        """Figures of the training so far logged with each training record (none by
+        default; the rl task's episodic return and success rate)."""
+        return {}
+
     def baselines(self) -> dict[str, dict[str, dict[str, float]]]:
         """Trivial models estimated on the training split (``data/baselines.py``): ``{model:
         {split: {metric: value}}}`` for the valid and test splits, the lines to beat."""

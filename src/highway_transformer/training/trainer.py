@@ -167,6 +167,7 @@ class Trainer:
         self.task = task if task is not None else task_class(config.task.name)(config, self.device)
         # the task's copy of the config, completed from its data (the LM's vocabulary size)
         self.config = config = self.task.config
+        t = config.train  # a task may complete it (the rl task's train.max_steps)
         self.task.shard(self.world)
         self.strategy = strategy(t.strategy)
         # before the model is allocated: it is built whole on each device (sharded strategies
@@ -492,6 +493,7 @@ class Trainer:
             "rate": window.items / max(window.seconds, 1e-9),
             "grad_norm": grad_norm,
         }
+        extra.update(self.task.train_metrics())
         bias_norm = gate_bias_norm(self.model)
         if bias_norm is not None:
             extra["gate_bias_norm"] = bias_norm

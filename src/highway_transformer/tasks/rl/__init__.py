@@ -1,0 +1,215 @@
+"""``task.name=rl``: PPO with an episodic-memory policy, hosted by the one trainer.
+
+A training "batch" is one PPO minibatch: whole rollouts of ``num_envs / num_minibatches``
+environments. The first minibatch of each rollout collects it (``num_steps`` steps of every
+environment, with the model the trainer hands :meth:`RLTask.loss`, no gradients), computes
+GAE, and every minibatch after is one optimizer step on the clipped objective, for
+``update_epochs`` shuffled passes. So run folders, checkpoints, SIGTERM, metrics.jsonl,
+progress and provenance are the trainer's. Evaluation plays ``eval_episodes`` greedy
+episodes (``valid`` and ``test`` on their own seeds); the loss is minus the mean return.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from ...config import Config
+from ...errors import ConfigError
+from ...runtime.world import World
+from ..base import Batch, Task, TaskState
+from .envs import EnvBatch, env_spec
+from .policies import Carry, build_policy, initial_carry, reset_carry
+from .ppo import gae, ppo_loss
+
+#: Seed offsets of the training environments (per rollout) and of the evaluation splits.
+TRAIN_SEED_STRIDE, EVAL_SEEDS = 1000, {"valid": 10**6, "test": 2 * 10**6}
+
+
+class RLTask(Task):
+    """PPO on ``task.rl.env`` with ``task.rl.policy``."""
+
+    name = "rl"
+    metrics = {"loss": "lower", "return": "higher", "success": "higher"}
+    headline = "success"
+    eval_unit = "episode"
+
+    def __init__(self, config: Config, device: torch.device) -> None:
+        rl = config.task.rl
+        if rl.total_steps:  # the environment steps decide the optimizer steps
+            config = config.replace(**{"train.max_steps": rl.optimizer_steps()})
+        super().__init__(config, device)
+        self.rl = rl
+        self.features, self.actions = env_spec(rl)
+        self.updates = 0  # optimizer steps taken (entropy annealing)
+        self.rollouts = 0
+        self.episodes: deque[tuple[float, int, bool]] = deque(maxlen=rl.stats_episodes)
+        self.last: dict[str, float] = {}
+        self.envs: EnvBatch | None = None
+        self.carry: Carry = {}
+        self.rollout: dict[str, Any] = {}
+
+    @staticmethod
+    def build_model(config: Config) -> nn.Module:
+        return build_policy(config, *env_spec(config.task.rl))
+
+    # ------------------------------------------------------------------ training
+
+    def train_batches(self) -> Iterator[Batch]:
+        rl, n = self.rl, self.rl.num_envs
+        size = n // rl.num_minibatches
+        while True:
+            for epoch in range(rl.update_epochs):
+                order = torch.randperm(n, generator=self.generator)
+                for k in range(rl.num_minibatches):
+                    yield {
+                        "collect": epoch == 0 and k == 0,
+                        "envs": order[k * size : (k + 1) * size],
+                    }
+
+    def shard(self, world: World) -> None:
+        if world.size > 1:  # every rank would collect the same rollouts
+            raise ConfigError(
+                f"task.name=rl trains in one process, not {world.size}; drop --nproc (raise "
+                "task.rl.num_envs for more experience per rollout)"
+            )
+        super().shard(world)
+
+    def local_batches(self) -> Iterator[Batch]:
+        return self.train_batches()  # one process: a rollout is not split across ranks
+
+    def entropy_coef(self) -> float:
+        """``ent_coef``, annealed linearly to ``final_ent_coef`` over the run."""
+        rl = self.rl
+        if rl.final_ent_coef is None:
+            return rl.ent_coef
+        done = min(1.0, self.updates / max(self.config.train.max_steps, 1))
+        return rl.ent_coef + (rl.final_ent_coef - rl.ent_coef) * done
+
+    def loss(self, model: nn.Module, batch: Batch) -> tuple[Tensor, int]:
+        if batch["collect"] or not self.rollout:
+            self.rollout = self.collect(model)
+        r = _environments(self.rollout, batch["envs"].to(self.device))
+        logits, values = model(r["obs"], r["carry"], r["dones"])
+        logp = torch.log_softmax(logits.float(), dim=-1)
+        new_logprob = logp.gather(-1, r["actions"][..., None]).squeeze(-1)
+        entropy = -(logp.exp() * logp).sum(-1)
+        terms = ppo_loss(
+            *(x.flatten() for x in (new_logprob, r["logprobs"], r["advantages"])),
+            values.float().flatten(), r["values"].flatten(), r["returns"].flatten(),
+            entropy.flatten(), self.rl, self.entropy_coef(),
+        )  # fmt: skip
+        self.updates += 1
+        self.last = {"policy_loss": terms.policy, "value_loss": terms.value,
+                     "entropy": terms.entropy, "approx_kl": terms.approx_kl,
+                     "clipfrac": terms.clipfrac}  # fmt: skip
+        count = new_logprob.numel()
+        return terms.loss * count, count
+
+    @torch.no_grad()
+    def collect(self, model: nn.Module) -> dict[str, Any]:
+        """One rollout of every environment (time-major ``[T, N]``) with its advantages."""
+        rl, device = self.rl, self.device
+        if self.envs is None:
+            seed = self.config.train.seed + TRAIN_SEED_STRIDE * (self.rollouts + 1)
+            self.envs = EnvBatch(rl, rl.num_envs, seed)
+            self.carry = initial_carry(self.config, rl.num_envs, device)
+        was_training = model.training
+        model.eval()  # no dropout while acting
+        steps: dict[str, list] = {k: [] for k in ("obs", "carry", "actions", "logprobs",
+                                                  "values", "rewards", "dones")}  # fmt: skip
+        for _ in range(rl.num_steps):
+            obs = torch.as_tensor(self.envs.obs, dtype=torch.float32, device=device)
+            logits, value, after = model(obs, self.carry)
+            logp = torch.log_softmax(logits.float(), dim=-1).cpu()
+            action = torch.multinomial(logp.exp(), 1, generator=self.generator).squeeze(-1)
+            _, reward, done, finished = self.envs.step(action.numpy())
+            self.episodes.extend(tuple(e[1:]) for e in finished)
+            ended = torch.as_tensor(done, device=device).bool()
+            logprob = logp.gather(1, action[:, None]).squeeze(1).to(device)
+            taken = (obs, self.carry, action.to(device), logprob, value.float(), reward, done)
+            for key, item in zip(steps, taken, strict=True):
+                steps[key].append(item)
+            self.carry = reset_carry(after, ended)
+        obs = torch.as_tensor(self.envs.obs, dtype=torch.float32, device=device)
+        last_value = model(obs, self.carry)[1].float()
+        model.train(was_training)
+        self.rollouts += 1
+        rollout = {k: _stack(v, device) for k, v in steps.items() if k != "carry"}
+        rollout["carry"] = {k: torch.stack([c[k] for c in steps["carry"]]) for k in self.carry}
+        rollout["advantages"], rollout["returns"] = gae(
+            rollout["rewards"], rollout["values"], rollout["dones"], last_value,
+            rl.gamma, rl.gae_lambda,
+        )  # fmt: skip
+        return rollout
+
+    def train_metrics(self) -> dict[str, float]:
+        out = dict(self.last)
+        if self.episodes:
+            out["episodic_return"] = float(np.mean([e[0] for e in self.episodes]))
+            out["success_rate"] = float(np.mean([e[2] for e in self.episodes]))
+            out["episode_length"] = float(np.mean([e[1] for e in self.episodes]))
+        out["env_steps"] = float(self.rollouts * self.rl.num_envs * self.rl.num_steps)
+        return out
+
+    # ------------------------------------------------------------------ evaluation
+
+    @torch.no_grad()
+    def evaluate(self, model: nn.Module, split: str, quick: bool = False) -> dict[str, float]:
+        """``eval_episodes`` greedy episodes, one per environment, on the split's seeds."""
+        n = self.rl.eval_episodes
+        envs = EnvBatch(self.rl, n, self.config.train.seed + EVAL_SEEDS[split])
+        carry = initial_carry(self.config, n, self.device)
+        results: dict[int, tuple[float, int, bool]] = {}
+        try:
+            while len(results) < n:
+                obs = torch.as_tensor(envs.obs, dtype=torch.float32, device=self.device)
+                logits, _, after = model(obs, carry)
+                _, _, done, finished = envs.step(logits.argmax(-1).cpu().numpy())
+                for i, *episode in finished:
+                    results.setdefault(i, tuple(episode))  # type: ignore[arg-type]
+                carry = reset_carry(after, torch.as_tensor(done, device=self.device).bool())
+                if self.eval_progress is not None:
+                    self.eval_progress(len(results), n)
+        finally:
+            envs.close()
+        mean = float(np.mean([r[0] for r in results.values()]))
+        success = float(np.mean([r[2] for r in results.values()]))
+        return {"loss": -mean, "return": mean, "success": success}
+
+    # ------------------------------------------------------------------ state
+
+    def state_dict(self) -> TaskState:
+        """Counters and recent episodes; the environments restart at a resume (its first
+        rollout differs from the uninterrupted run's)."""
+        return {**super().state_dict(), "updates": self.updates, "rollouts": self.rollouts,
+                "episodes": [list(e) for e in self.episodes]}  # fmt: skip
+
+    def load_state_dict(self, state: TaskState) -> None:
+        super().load_state_dict(state)
+        self.updates, self.rollouts = int(state["updates"]), int(state["rollouts"])
+        self.episodes.extend(tuple(e) for e in state["episodes"])
+        self.envs, self.rollout = None, {}
+
+
+def _environments(rollout: dict[str, Any], envs: Tensor) -> dict[str, Any]:
+    """The rollout of environments ``envs``, batch-major: ``[T, N, ...] -> [b, T, ...]``
+    (the carried tensors too)."""
+    out: dict[str, Any] = {}
+    for key, value in rollout.items():
+        if isinstance(value, dict):
+            out[key] = {k: v[:, envs].transpose(0, 1) for k, v in value.items()}
+        else:
+            out[key] = value[:, envs].transpose(0, 1)
+    return out
+
+
+def _stack(items: list, device: torch.device) -> Tensor:
+    if isinstance(items[0], Tensor):
+        return torch.stack(items).to(device)
+    return torch.as_tensor(np.stack(items), dtype=torch.float32, device=device)

@@ -1,0 +1,169 @@
+"""``task.name=rl`` end to end (``tasks/rl/__init__.py``): its settings validated in one line
+each, PPO hosted by the one trainer (run folder, metrics.jsonl, results, resume, the CLI),
+and the memory test itself: a tiny Transformer memory solves the corridor where the
+memoryless MLP and a window too short for the cue stay at chance."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from highway_transformer import cli
+from highway_transformer.config import Config, RLConfig
+from highway_transformer.errors import CheckpointError, ConfigError, MissingExtra
+from highway_transformer.presets import get_preset
+from highway_transformer.tasks import RLTask
+from highway_transformer.training.trainer import Trainer, train
+from highway_transformer.validation import validate
+
+pytest.importorskip("gymnasium")
+
+#: 8 rollouts of 8 environments x 64 steps: 128 optimizer steps.
+BUDGET = {"task.rl.total_steps": 8 * 8 * 64, "train.eval_interval": 64, "train.device": "cpu"}
+
+
+def _train(tmp_path: Path, preset: str, name: str, **over) -> dict:
+    config = get_preset(preset).replace(**{**BUDGET, **over})
+    return train(config, tmp_path / name, progress=False)
+
+
+def test_a_transformer_memory_solves_the_corridor_where_no_memory_stays_at_chance(
+    tmp_path: Path,
+) -> None:
+    solved = _train(tmp_path, "rl/corridor-gtrxl", "gtrxl")
+    assert solved["valid"]["success"] >= 0.95 and solved["test"]["success"] >= 0.95
+    assert solved["test"]["return"] >= 0.9
+    memoryless = _train(tmp_path, "rl/corridor-mlp", "mlp")
+    # 32 greedy episodes a split: a coin's success rate, not the cue's
+    assert 0.25 <= memoryless["valid"]["success"] <= 0.75
+    assert 0.25 <= memoryless["test"]["success"] <= 0.75
+    # one layer whose window ends a step short of the cue cannot recall it either
+    short = {"model.n_layers": 1, "task.rl.memory_length": 3}
+    assert _train(tmp_path, "rl/corridor-gtrxl", "short", **short)["valid"]["success"] <= 0.75
+
+
+def test_ppo_runs_in_the_trainer_run_folder_and_resumes(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    config = get_preset("rl/corridor-gtrxl").replace(
+        **{**BUDGET, "task.rl.total_steps": 2 * 8 * 64, "train.log_interval": 4}
+    )
+    results = train(config, out, progress=False)
+    assert results["steps"] == 2 * 4 * 4  # rollouts x update_epochs x num_minibatches
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    trained = [r for r in records if r["split"] == "train"]
+    assert [r["step"] for r in trained] == list(range(4, 33, 4))
+    last = trained[-1]
+    for key in ("episodic_return", "success_rate", "approx_kl", "clipfrac", "entropy"):
+        assert key in last, key
+    assert last["env_steps"] == 2 * 8 * 64 and 0 <= last["success_rate"] <= 1
+    assert set(results["test"]) == {"loss", "return", "success"}
+    assert results["test"]["loss"] == -results["test"]["return"]
+    assert (out / "checkpoint").is_dir() and (out / "best").is_dir()
+    longer = config.replace(**{"task.rl.total_steps": 3 * 8 * 64})
+    with pytest.raises(CheckpointError, match="the task config differs in task.rl="):
+        train(longer, out, resume=True, progress=False)  # another budget: refused
+
+
+def test_a_stopped_run_resumes_from_its_checkpoint(tmp_path: Path) -> None:
+    """Not bit-exact (the environments restart at a resume), but the counters, the steps and
+    metrics.jsonl continue from the checkpoint."""
+    out = tmp_path / "run"
+    config = get_preset("rl/corridor-gtrxl").replace(
+        **{**BUDGET, "task.rl.total_steps": 2 * 8 * 64, "train.log_interval": 4,
+           "train.checkpoint_interval": 16}
+    )  # fmt: skip
+
+    def stop(step: int) -> None:
+        if step == 20:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        Trainer(config, out, progress=False).fit(after_step=stop)
+    results = train(config, out, resume=True, progress=False)
+    assert results["steps"] == 32
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    steps = [r["step"] for r in records if r["split"] == "train"]
+    assert steps == list(range(4, 33, 4))  # the records after the checkpoint written once
+    assert records[-2]["env_steps"] == 2 * 8 * 64  # the rollouts counted across the resume
+
+
+def test_the_cli_trains_task_rl_from_its_preset(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "cli"
+    argv = ["train", "--task", "rl", "task.rl.total_steps=512", "--out", str(out), "--no-progress"]
+    assert cli.main(argv) == 0
+    text = capsys.readouterr().out
+    assert "success" in text and (out / "results.json").is_file()
+    saved = json.loads((out / "results.json").read_text())
+    assert saved["task"] == "rl" and saved["steps"] == 16
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"task.rl.gamma": 0.9}, "task.rl.gamma applies to task.name=rl only, not lm"),
+        ({"task.name": "rl", "task.rl.env": "CartPole-v1"}, "unknown environment (task.rl.env)"),
+        ({"task.name": "rl", "task.rl.policy": "rnn"}, "unknown policy (task.rl.policy)"),
+        (
+            {"task.name": "rl", "task.rl.policy": "mlp", "task.rl.memory_length": 4},
+            "task.rl.memory_length applies to task.rl.policy=transformer, not mlp",
+        ),
+        (
+            {
+                "task.name": "rl",
+                "task.rl.env": "MiniGrid-MemoryS7-v0",
+                "task.rl.corridor_length": 6,
+            },
+            "task.rl.corridor_length applies to task.rl.env=corridor",
+        ),
+        (
+            {"task.name": "rl", "model.family": "xl"},
+            "task.name=rl builds its memory policy from transformer blocks",
+        ),
+        (
+            {"task.name": "rl", "task.rl.num_minibatches": 3},
+            "task.rl.num_minibatches=3 must divide task.rl.num_envs=8",
+        ),
+        ({"task.name": "rl", "train.accumulate": 2}, "task.name=rl takes one optimizer step"),
+        ({"task.name": "rl", "task.rl.gamma": 1.5}, "task.rl.gamma must be >= 0 and <= 1"),
+        ({"task.name": "rl", "task.rl.clip_coef": 0.0}, "task.rl.clip_coef must be > 0"),
+        ({"task.name": "rl", "model.memory.mem_len": 8}, "task.name=rl has no segment memory"),
+    ],
+)
+def test_each_rl_problem_is_one_line_naming_the_setting(overrides: dict, message: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        validate(Config().replace(**overrides))
+    assert str(info.value).startswith(message) and "\n" not in str(info.value)
+
+
+def test_total_steps_decide_the_optimizer_steps() -> None:
+    rl = RLConfig(num_envs=4, num_steps=32, update_epochs=2, num_minibatches=2)
+    assert RLConfig(total_steps=0).optimizer_steps() == 16  # one rollout at least
+    assert RLConfig(**{**rl.__dict__, "total_steps": 10 * 128 + 5}).optimizer_steps() == 40
+    config = Config().replace(**{"task.name": "rl", "task.rl.total_steps": 4096})
+    assert validate(config).train.max_steps == 1000  # the task replaces it:
+    assert RLTask(config, torch.device("cpu")).config.train.max_steps == 128
+    plain = config.replace(**{"task.rl.total_steps": 0, "train.max_steps": 7})
+    assert RLTask(plain, torch.device("cpu")).config.train.max_steps == 7
+
+
+def test_rl_without_its_extra_names_the_install_command(monkeypatch) -> None:
+    from highway_transformer.tasks.rl.envs import make_env
+
+    monkeypatch.setitem(sys.modules, "gymnasium", None)
+    with pytest.raises(MissingExtra, match=r"pip install 'highway-transformer\[rl\]'") as info:
+        make_env(RLConfig())
+    assert "\n" not in str(info.value)
+
+
+def test_the_core_does_not_import_gymnasium() -> None:
+    code = (
+        "import sys, highway_transformer.cli, highway_transformer.tasks, "
+        "highway_transformer.validation; print('gymnasium' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.stdout.strip() == "False", done.stderr[-400:]
