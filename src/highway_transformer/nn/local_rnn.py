@@ -59,9 +59,11 @@ class LocalRNN(nn.Module):
         step = torch.gru_cell if self.cell == "gru" else torch.rnn_tanh_cell
         return step(x, h, *self._weights()), c
 
-    def _windows(self, x: Tensor, history: Tensor | None) -> Tensor:
-        """The last hidden state of the window ending at each position of ``x [B, L, D]``;
-        ``history [B, k-1, D]`` holds the inputs before it (None: zeros, the sequence start)."""
+    def forward(self, x: Tensor, history: Tensor | None = None) -> Tensor:
+        """``[B, L, D] -> [B, L, D]``: the last hidden state of the window ending at each
+        position; ``history [B, k-1, D]`` holds the inputs before ``x`` (None: zeros, the
+        sequence start)."""
+        self._check_input(x)
         if kernels.fast_path():
             return kernels.fused_local_rnn(x, history, *self._weights(), self.cell, self.window)
         batch, length, d = x.shape
@@ -74,11 +76,6 @@ class LocalRNN(nn.Module):
             x_j = padded[:, j : j + length].reshape(batch * length, d)
             h, c = self._cell(x_j, h, c)
         return h.view(batch, length, d)
-
-    def forward(self, x: Tensor) -> Tensor:
-        """``[B, L, D] -> [B, L, D]``: the last hidden state of each position's window."""
-        self._check_input(x)
-        return self._windows(x, None)
 
     def step(self, x: Tensor, state: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """Incremental decoding: outputs for ``T_new`` new positions and the next state.
@@ -100,6 +97,6 @@ class LocalRNN(nn.Module):
                 f"LocalRNN state must be [B, window - 1, D] = {list(expected)}, "
                 f"got {list(state.shape)}"
             )
-        out = self._windows(x, state if k > 1 else None)
+        out = self(x, state if k > 1 else None)
         new_state = torch.cat([state, x], dim=1)[:, t_new:] if k > 1 else state
         return out, new_state

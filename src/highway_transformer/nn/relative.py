@@ -1,29 +1,22 @@
-"""Transformer-XL relative multi-head attention (Dai et al., 2019; HT eqs. 10-17).
+"""Transformer-XL relative multi-head attention (Dai et al., 2019, §3.3; HT eqs. 10-17).
 
-For a query at position ``i`` of the current segment and a key at position ``j`` of the
-extended context ``[memory ∘ h]`` (memory length ``M``, segment length ``L``, ``K = M + L``
-keys), the score of one head is (HT eqs. 10-13; Dai et al. eq. in §3.3)::
+Query ``i`` of the segment (length ``L``) and key ``j`` of ``[memory ∘ h]`` (``M`` memory
+positions, ``K = M + L`` keys), one head::
 
-    A_ij = q_iᵀ k_j  +  q_iᵀ W_kR R_{M+i-j}  +  uᵀ k_j  +  vᵀ W_kR R_{M+i-j}
-           (a) "AC"      (b) "BD"              (c) "AC"    (d) "BD"
+    A_ij = (q_i + u)ᵀ k_j  +  (q_i + v)ᵀ W_kR R_{M+i-j}
+           AC: terms (a)+(c)   BD: terms (b)+(d)
 
-with ``R`` the parameter-free sinusoid of the distance (laid out ``[sin | cos]`` as in the
-reference code), ``W_kR`` (``r_net``) a projection
-separate from the content keys, and ``u`` / ``v`` the global content / position biases
-(``r_w_bias`` / ``r_r_bias`` in the reference code). Terms (a)+(c) are ``(q_i + u)ᵀ k_j``
-and (b)+(d) are ``(q_i + v)ᵀ W_kR R_{M+i-j}``; the output is ``softmax(A / √d_head) V``
-(HT eq. 17) followed by the output projection.
+    out_i = Σ_j softmax_j(A_ij / √d_head) v_j   (HT eq. 17), then the output projection
 
-Efficient form (post on Transformer-XL, "Bonus"): ``(q + v)`` is multiplied once with the
-``K`` position keys ``W_kR R`` for the distances ``K-1 … 0`` (``B̃``, ``[B, H, L, K]``);
-row ``i`` of the wanted ``BD`` matrix is row ``i`` of ``B̃`` shifted left by ``L-1-i``,
-done with the pad-and-reshape trick of the reference code. Scores, softmax and the value
-product run behind :mod:`.kernels`: the core of :mod:`.kernels.relative_core` (one fused
-pass where autograd would make several) or, by the layer's ``kernel``
-(``model.attention_kernel``), the Triton kernel of :mod:`.kernels.relative_triton`.
+``R``: the sinusoid of the distance, ``[sin | cos]``; ``W_kR``: ``r_net``; ``u`` / ``v``:
+``r_w_bias`` / ``r_r_bias``. ``BD`` is computed for the distances ``K-1 … 0`` and aligned by
+:func:`rel_shift`. Reference code: ``pytorch/mem_transformer.py``,
+``RelPartialLearnableMultiHeadAttn.forward`` and ``_rel_shift``. Shapes: ``h [B, L, D]``,
+``memory [B, M, D]`` -> ``[B, L, D]``.
 
 Oracle: :func:`.reference.rel_multihead_attention` (terms :func:`.reference.rel_score_terms`,
-mask :func:`.reference.xl_attention_mask`, ``R`` :func:`.reference.relative_sinusoid`).
+mask :func:`.reference.xl_attention_mask`, ``R`` :func:`.reference.relative_sinusoid`); the
+fast kernel: :func:`.kernels.relative_attention`.
 """
 
 from __future__ import annotations
