@@ -1,7 +1,8 @@
 """Benchmark the R-Transformer LocalRNN (Wang et al., §3.1, eqs. 2-3): fast path vs oracle.
 
-``fast`` is :class:`highway_transformer.nn.local_rnn.LocalRNN` (one input projection for the
-whole sequence, shifted views per step, fused recurrence with a hand-written backward).
+``fast`` is :class:`highway_transformer.nn.local_rnn.LocalRNN` and its kernel
+(``nn/kernels/local_rnn_cell.py``: one input projection for the whole sequence, shifted views
+per step, fused recurrence with a hand-written backward).
 ``oracle`` materialises every zero-padded window as ``[B·L, k, D]`` and runs the module's own
 ``nn.GRU`` / ``nn.LSTM`` over it, keeping the last hidden state (the tests' oracle,
 ``nn/reference.py``'s ``local_rnn_windows``).

@@ -1,29 +1,22 @@
-"""Transformer-XL relative multi-head attention (Dai et al., 2019; HT eqs. 10-17).
+"""Transformer-XL relative multi-head attention (Dai et al., 2019, §3.3; HT eqs. 10-17).
 
-For a query at position ``i`` of the current segment and a key at position ``j`` of the
-extended context ``[memory ∘ h]`` (memory length ``M``, segment length ``L``, ``K = M + L``
-keys), the score of one head is (HT eqs. 10-13; Dai et al. eq. in §3.3)::
+Query ``i`` of the segment (length ``L``) and key ``j`` of ``[memory ∘ h]`` (``M`` memory
+positions, ``K = M + L`` keys), one head::
 
-    A_ij = q_iᵀ k_j  +  q_iᵀ W_kR R_{M+i-j}  +  uᵀ k_j  +  vᵀ W_kR R_{M+i-j}
-           (a) "AC"      (b) "BD"              (c) "AC"    (d) "BD"
+    A_ij = (q_i + u)ᵀ k_j  +  (q_i + v)ᵀ W_kR R_{M+i-j}
+           AC: terms (a)+(c)   BD: terms (b)+(d)
 
-with ``R`` the parameter-free sinusoid of the distance (laid out ``[sin | cos]`` as in the
-reference code), ``W_kR`` (``r_net``) a projection
-separate from the content keys, and ``u`` / ``v`` the global content / position biases
-(``r_w_bias`` / ``r_r_bias`` in the reference code). Terms (a)+(c) are ``(q_i + u)ᵀ k_j``
-and (b)+(d) are ``(q_i + v)ᵀ W_kR R_{M+i-j}``; the output is ``softmax(A / √d_head) V``
-(HT eq. 17) followed by the output projection.
+    out_i = Σ_j softmax_j(A_ij / √d_head) v_j   (HT eq. 17), then the output projection
 
-Efficient form (post on Transformer-XL, "Bonus"): ``(q + v)`` is multiplied once with the
-``K`` position keys ``W_kR R`` for the distances ``K-1 … 0`` (``B̃``, ``[B, H, L, K]``);
-row ``i`` of the wanted ``BD`` matrix is row ``i`` of ``B̃`` shifted left by ``L-1-i``,
-done with the pad-and-reshape trick of the reference code. Scores, softmax and the value
-product run behind :mod:`.kernels`: the core of :mod:`.kernels.relative_core` (one fused
-pass where autograd would make several) or, by the layer's ``kernel``
-(``model.attention_kernel``), the Triton kernel of :mod:`.kernels.relative_triton`.
+``R``: the sinusoid of the distance, ``[sin | cos]``; ``W_kR``: ``r_net``; ``u`` / ``v``:
+``r_w_bias`` / ``r_r_bias``. ``BD`` is computed for the distances ``K-1 … 0`` and aligned by
+:func:`rel_shift`. Reference code: ``pytorch/mem_transformer.py``,
+``RelPartialLearnableMultiHeadAttn.forward`` and ``_rel_shift``. Shapes: ``h [B, L, D]``,
+``memory [B, M, D]`` -> ``[B, L, D]``.
 
 Oracle: :func:`.reference.rel_multihead_attention` (terms :func:`.reference.rel_score_terms`,
-mask :func:`.reference.xl_attention_mask`, ``R`` :func:`.reference.relative_sinusoid`).
+mask :func:`.reference.xl_attention_mask`, ``R`` :func:`.reference.relative_sinusoid`); the
+fast kernel: :func:`.kernels.relative_attention`.
 """
 
 from __future__ import annotations
@@ -37,9 +30,9 @@ from torch import Tensor, nn
 
 from ..config.names import ATTENTION_KERNELS
 from ..errors import ConfigError, unknown_choice
+from . import kernels
 from .decoding import DistanceTable, KVCache
-from .dropout import Dropout
-from .kernels import relative_attention
+from .dropout import Dropout, dropout
 from .positional import encoding_dtype, sinusoid
 
 
@@ -315,6 +308,30 @@ class RelativeMultiHeadAttention(nn.Module):
             )
         return u.to(dtype), v.to(dtype)
 
+    def _inputs(
+        self,
+        h: Tensor,
+        mem_len: int,
+        clamp_len: int,
+        same_length: bool,
+        relative: RelativeInputs | None,
+    ) -> RelativeInputs:
+        """``relative``, or ``R`` and the mask made here; checked against ``K = M + L`` keys."""
+        q_len = h.shape[1]
+        if relative is None:
+            _check_clamp_len(clamp_len)
+            relative = RelativeInputs(
+                distance_encoding(mem_len + q_len, self.d_model, clamp_len, h),
+                relative_attention_mask(q_len, mem_len, same_length=same_length, device=h.device),
+            )
+        k_len = mem_len + q_len
+        mask_shape = (q_len, k_len) if relative.mask is None else tuple(relative.mask.shape)
+        if mask_shape != (q_len, k_len) or relative.r.shape[0] != k_len:
+            raise ConfigError(
+                f"relative inputs are for {relative.r.shape[0]} keys but the layer has {k_len}"
+            )
+        return relative
+
     def forward(
         self,
         h: Tensor,
@@ -338,47 +355,48 @@ class RelativeMultiHeadAttention(nn.Module):
         self._check(h, memory)
         bsz, q_len, _ = h.shape
         mem_len = 0 if memory is None else memory.shape[1]
-        if relative is None:
-            _check_clamp_len(clamp_len)
-            relative = RelativeInputs(
-                distance_encoding(mem_len + q_len, self.d_model, clamp_len, h),
-                relative_attention_mask(q_len, mem_len, same_length=same_length, device=h.device),
-            )
-        k_len = mem_len + q_len
-        mask_shape = (q_len, k_len) if relative.mask is None else tuple(relative.mask.shape)
-        if mask_shape != (q_len, k_len) or relative.r.shape[0] != k_len:
-            raise ConfigError(
-                f"relative inputs are for {relative.r.shape[0]} keys but the layer has {k_len}"
-            )
+        relative = self._inputs(h, mem_len, clamp_len, same_length, relative)
         n_h, d_h = self.n_heads, self.d_head
 
-        # Projections (HT eqs. 13-16): queries from the segment, keys and values from the
-        # extended context [memory ∘ h], position keys W_kR R for the distances K-1 … 0.
-        q = F.linear(h, self.qkv.weight[: n_h * d_h]).view(bsz, q_len, n_h, d_h)
-        q = q.permute(2, 0, 1, 3)  # [H, B, L, dh]
+        # Projections (HT eqs. 13-16): q from the segment, k and v from [memory ∘ h], the
+        # position keys r_k = W_kR R for the distances K-1 … 0.
+        q = F.linear(h, self.qkv.weight[: n_h * d_h]).view(bsz, q_len, n_h, d_h)  # [B, L, H, dh]
         if cache is None:
             cat = h if memory is None or mem_len == 0 else torch.cat([memory.to(h.dtype), h], 1)
-            k, values = self._keys_values(cat)  # [B, H, K, dh]
-            w_kr_r = self.r_net(relative.r.to(q.dtype))  # [K, H·dh]
+            k, v = self._keys_values(cat)  # [B, H, K, dh]
+            r_k = self.r_net(relative.r.to(q.dtype))  # [K, H·dh]
         else:
-            k, values = self._cached_keys_values(h, memory, cache)
-            positions = cache.setdefault("positions", PositionKeys())
-            w_kr_r = positions.get(relative, self.r_net, q.dtype)
-        u, v = self._biases(relative, q.dtype)  # [H, dh] each
+            k, v = self._cached_keys_values(h, memory, cache)
+            r_k = cache.setdefault("positions", PositionKeys()).get(relative, self.r_net, q.dtype)
+        r_w_bias, r_r_bias = self._biases(relative, q.dtype)  # u, v of the paper: [H, dh]
+        scale = 1.0 / math.sqrt(d_h)
+        p_attn = self.dropout_attn if self.training else 0.0
 
-        # A_ij = (q_i + u)ᵀ k_j  +  (q_i + v)ᵀ W_kR R_{M+i-j}   (terms (a)+(c) and (b)+(d)):
-        #      = AC_ij + rel_shift(BD)_ij, then softmax(A / √d_head, masked) V (eq. 17).
-        attn = relative_attention(
-            self.kernel,
-            ac_query=q + u[:, None, None, :],
-            bd_query=q + v[:, None, None, :],
-            k=k,
-            values=values,
-            position_keys=w_kr_r,
-            mask=relative.mask,
-            scale=1.0 / math.sqrt(d_h),
-            dropout=self.dropout_attn if self.training else 0.0,
-        )  # [B, L, H·dh]
+        if kernels.fast_path():  # the same maths, fused: nn/kernels/relative_core.py, _triton.py
+            attn = kernels.relative_attention(
+                self.kernel,
+                ac_query=(q + r_w_bias).permute(2, 0, 1, 3),  # [H, B, L, dh]
+                bd_query=(q + r_r_bias).permute(2, 0, 1, 3),
+                k=k,
+                values=v,
+                position_keys=r_k,
+                mask=relative.mask,
+                scale=scale,
+                dropout=p_attn,
+            )  # [B, L, H·dh]
+            return self.out(attn)
+
+        # A_ij = (q_i + u)ᵀ k_j + (q_i + v)ᵀ W_kR R_{M+i-j}: terms (a)+(c) and (b)+(d), the
+        # reference's AC and BD (BD column c is distance K-1-c until _rel_shift aligns it).
+        AC = torch.einsum("bihd,bhjd->bhij", q + r_w_bias, k.to(q.dtype))  # [B, H, L, K]
+        BD = torch.einsum("bihd,jhd->bhij", q + r_r_bias, r_k.view(-1, n_h, d_h))
+        BD = rel_shift(BD)  # the reference's _rel_shift
+        score = (AC + BD) * scale
+        if relative.mask is not None:
+            score = score.masked_fill(relative.mask, float("-inf"))
+        prob = torch.softmax(score, dim=-1, dtype=torch.promote_types(score.dtype, torch.float32))
+        prob = dropout(prob, p_attn).to(v.dtype)  # softmax(A / √d_head) V: HT eq. 17
+        attn = torch.einsum("bhij,bhjd->bihd", prob, v).reshape(bsz, q_len, n_h * d_h)
         return self.out(attn)
 
     def _keys_values(self, context: Tensor) -> tuple[Tensor, Tensor]:

@@ -11,10 +11,11 @@ it with ``fullgraph=True`` for the vanilla Transformer (dot and Shaw attention),
 R-Transformer and Transformer-XL with its memory. What that took: dropout draws torch's own
 random numbers while compiling (:mod:`highway_transformer.nn.dropout`), the relative shift
 is a view taken without reading a storage offset and its gradient is laid back without a
-write through it (:mod:`highway_transformer.nn.kernels.relative_core`), the LocalRNN runs its steps
-as plain tensor expressions (:mod:`highway_transformer.nn.local_rnn`), and the call below
-lets the compiler read the parameters of the ``nn.GRU`` / ``nn.LSTM`` / ``nn.RNN`` a LocalRNN
-keeps them in (it never runs that module; the compiler refuses any RNN module by default).
+write through it (:mod:`highway_transformer.nn.kernels.relative_core`), the LocalRNN
+kernel runs its steps as plain tensor expressions
+(:mod:`highway_transformer.nn.kernels.local_rnn_cell`), and the call below lets the compiler
+read the parameters of the ``nn.GRU`` / ``nn.LSTM`` / ``nn.RNN`` a LocalRNN keeps them in
+(it never runs that module; the compiler refuses any RNN module by default).
 """
 
 from __future__ import annotations

@@ -1,30 +1,79 @@
 """The fast kernels, behind one boundary: each computes exactly a function of
 :mod:`highway_transformer.nn.reference` and is tested against it, and each is chosen here
-alone. The modules that the config builds (:mod:`..relative`) show the paper's computation
-and call in; nothing here knows about configs or layers.
+alone. The modules that the config builds (:mod:`..relative`, :mod:`..local_rnn`) show the
+paper's computation in their ``forward`` (the readable branch) and call in behind one
+``if fast_path():``; nothing here knows about configs or layers.
 
 - :func:`relative_attention`: Transformer-XL's ``softmax(scale · (AC + shift(BD)), masked) V``
   (oracle :func:`..reference.rel_attention`), by ``model.attention_kernel``: the core with a
   hand-written backward (:mod:`.relative_core`) or the fused Triton kernel
   (:mod:`.relative_triton`).
+- :func:`fused_local_rnn`: the R-Transformer's LocalRNN (oracle :func:`..reference.local_rnn`),
+  one shared projection and a hand-written backward (:mod:`.local_rnn_cell`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
 from ...errors import ConfigError
-from . import relative_core
+from . import local_rnn_cell, relative_core
 from .relative_core import zero_rows
 
 #: The dtypes ``auto`` gives the fused kernel (float64 stays on the core).
 _FUSED_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
-__all__ = ["attention_function", "relative_attention"]
+__all__ = [
+    "attention_function",
+    "fast_path",
+    "fused_local_rnn",
+    "readable",
+    "relative_attention",
+]
+
+#: Set by :func:`readable`: the modules run their readable branch instead of these kernels.
+_READABLE = False
+
+
+def fast_path() -> bool:
+    """Whether a module runs its fast kernel (the default) or its readable branch, the
+    paper's computation as written (inside :func:`readable`); the one place this is chosen."""
+    return not _READABLE
+
+
+@contextmanager
+def readable() -> Iterator[None]:
+    """Run every module's readable branch instead of its kernel (to read or step through the
+    computation, and for the tests that hold the two equal)."""
+    global _READABLE  # noqa: PLW0603 - one process-wide switch, read by fast_path
+    before, _READABLE = _READABLE, True
+    try:
+        yield
+    finally:
+        _READABLE = before
+
+
+def fused_local_rnn(  # noqa: PLR0913 - the cell's weights
+    x: Tensor,
+    history: Tensor | None,
+    w_ih: Tensor,
+    w_hh: Tensor,
+    b_ih: Tensor,
+    b_hh: Tensor,
+    cell: str,
+    window: int,
+) -> Tensor:
+    """RT eq. 2 for every position: the last hidden state of the ``window`` inputs ending at
+    ``t`` of ``[history ∘ x]`` from a zero state (``history [B, k−1, D]``, None: zeros).
+    ``x [B, L, D] -> [B, L, d]``; ``cell`` is ``rnn`` | ``gru`` | ``lstm`` with the weights
+    of ``nn.RNN`` / ``nn.GRU`` / ``nn.LSTM`` (PyTorch's gate order). The hand-written backward
+    runs where a gradient is wanted; under ``torch.compile``, plain expressions."""
+    return local_rnn_cell.local_rnn(x, history, w_ih, w_hh, b_ih, b_hh, cell, window)
 
 
 def attention_function(kernel: str, q_u: Tensor) -> Callable[..., Tensor]:

@@ -1,11 +1,10 @@
 """The core of Transformer-XL relative attention with a hand-written backward.
 
 ``softmax(scale · (AC + shift(BD)) masked) · V`` for every head, where ``AC = (q + u)ᵀ k``
-and ``BD = (q + v)ᵀ W_kR R`` over the distances ``K-1 … 0`` (see :mod:`.relative`). Written
-with autograd, the shift (pad, reshape, slice), the scaling, the mask and the attention
-product each make and read another ``[B, H, L, K]`` tensor forward and backward; on a CPU
-those passes took about as long as the matrix products (the L6-XL of the HT Table 5
-analogue). Here:
+and ``BD = (q + v)ᵀ W_kR R`` over the distances ``K-1 … 0`` (the readable form:
+:class:`..relative.RelativeMultiHeadAttention`'s forward). Written with autograd, the shift,
+the scaling, the mask and the attention product each make and read another ``[B, H, L, K]``
+tensor forward and backward. Here:
 
 * the zero column of the reference code's ``_rel_shift`` comes from a zero row prepended
   to the position keys, so one batched product writes the padded ``BD`` rows and the shift
@@ -19,10 +18,9 @@ analogue). Here:
 
 More zero rows give the same shift: with ``p`` of them the padded rows are ``W = K+p``
 wide and the shifted row ``i`` starts ``W-1`` elements after row ``i-1`` (a strided view). On
-a GPU ``p`` makes ``W`` a multiple of 8 (:func:`zero_rows`): rows of ``K+1 = 1025`` bf16
-elements are not 16-byte aligned, and the matrix libraries then fall back to slow unaligned
-kernels for the three products that touch them (18% of the GPU time of an eager L6-XL step
-on an H100). A CPU keeps ``p = 1``.
+a GPU ``p`` makes ``W`` a multiple of 8 (:func:`zero_rows`): unaligned rows (``K+1 = 1025``
+bf16 elements) send the three products that touch them to slow unaligned kernels. A CPU
+keeps ``p = 1``.
 
 Layout: head-major, ``H·B`` matrices (head ``h`` of row ``b`` is matrix ``h·B + b``), so the
 shifted ``BD`` of ``[H, B·L, W]`` is a ``[H·B, L, K]`` view. Oracle: the same formula by
