@@ -12,8 +12,7 @@ from typing import Any
 from ..experiments.named import NamedAB
 from ..tasks.floor import metric_unit, plateau_warning
 from .markdown import format_difference, sample_lines
-from .stats import summary
-from .tables import PERCENT_METRICS, higher_is_better
+from .stats import PERCENT_METRICS, higher_is_better, mean, summary
 
 MINUS = "\u2212"
 #: What an A/B of one seed says in place of intervals (``highway ab``, ``highway demo``).
@@ -130,7 +129,7 @@ def seed_table(primary: dict[str, Any], digits: int = 4) -> list[str]:
             d = (row["paired"] or {"per_seed": {}})["per_seed"].get(str(seed))
             cells.append("—" if d is None else _signed(f"{d:+.{digits}f}"))
         lines.append(f"| {seed} | " + " | ".join(cells) + " |")
-    means = [_fmt(_mean(per_seed), digits) for per_seed in values.values()]
+    means = [_fmt(mean(per_seed.values()), digits) for per_seed in values.values()]
     means += [_signed(format_difference(r["paired"], digits, verdict=False)) for r in rows]
     lines.append("| mean [95% t-interval] | " + " | ".join(means) + " |")
     return lines
@@ -146,7 +145,7 @@ def trivial_line(report: dict[str, Any], digits: int = 4) -> str | None:
     split = primary["comparison"]["split"]
     found = {m: by.get(split, {}).get(metric) for m, by in models.items()}
     found = {m: float(v) for m, v in found.items() if v is not None}
-    means = {name: _mean(per_seed) for name, per_seed in model_values(primary).items()}
+    means = {name: mean(per_seed.values()) for name, per_seed in model_values(primary).items()}
     means = {name: m for name, m in means.items() if m is not None}
     if not found or not means:
         return None
@@ -163,11 +162,6 @@ def trivial_line(report: dict[str, Any], digits: int = 4) -> str | None:
     return f"mean over seeds beating the best trivial model ({line}): {', '.join(beat)}" + (
         f"; not beating it: {', '.join(rest)}" if rest else ""
     )
-
-
-def _mean(per_seed: dict[str, float | None]) -> float | None:
-    found = summary(per_seed.values())
-    return None if found is None else found["mean"]
 
 
 def _signed(text: str) -> str:

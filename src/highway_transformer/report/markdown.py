@@ -9,7 +9,7 @@ from .code import code_markdown
 from .figures import HEATMAP_NOTE
 from .machines import machines_markdown
 from .runs import METADATA_KEYS, number
-from .tables import PERCENT_METRICS, better_word, higher_is_better
+from .stats import PERCENT_METRICS, better_word, higher_is_better
 
 DOWN = "⇓"
 
