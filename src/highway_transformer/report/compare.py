@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..data.levels import bits_label, corpus_level
+from ..data.levels import bits_label
 from ..errors import DataError
 from ..experiments.ab import DATA_KEYS
 from .convergence import curve, steps_to_reach
@@ -70,12 +70,9 @@ def check_comparable(runs: list[RunRecord]) -> None:
 
 def loss_unit(run: RunRecord) -> Unit:
     """Bits per token (named by level) for a language model; the task's loss otherwise."""
-    config = run.flat
-    if config.get("task.name", "lm") == "lm":
-        data = {k.removeprefix("data."): v for k, v in config.items() if k.startswith("data.")}
-        level = _results(run).get("level") or corpus_level(data)
-        return Unit(1 / LN2, bits_label(level))
-    return Unit(1.0, f"{config.get('task.name')} loss")
+    if run.task == "lm":
+        return Unit(1 / LN2, bits_label(run.level))
+    return Unit(1.0, f"{run.task} loss")
 
 
 def compare_runs(

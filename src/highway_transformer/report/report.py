@@ -53,12 +53,11 @@ from typing import Any
 
 import numpy as np
 
-from ..data.levels import corpus_level, metric_label
+from ..data.levels import metric_label
 from ..errors import CheckpointError, ConfigError, HighwayError
 from ..experiments.registry import CONTRASTS, PAPER_FIGURES, TABLES
 from ..experiments.scale import AS_CONFIGURED, SCALES, describe_scale
 from ..files import make_folder
-from ..storage.runfolder import flatten
 from ..tasks.floor import learning_hint
 from .annealing import before_annealing
 from .code import describe_groups, runs_by_code
@@ -306,11 +305,7 @@ def run_metric_label(run: RunRecord, metric: str) -> str:
     """``metric`` as a person reads it for ``run``'s data (``bpb`` for a byte-level model,
     :mod:`..data.levels`), for ``highway ab``'s printout; the report's tables keep the papers'
     names (they call enwik8's bits per byte "bpc")."""
-    results = run.results or {}
-    if run.config.get("task", {}).get("name", "lm") != "lm":
-        return metric
-    level = results.get("level") or corpus_level(run.config.get("data", {}))
-    return metric_label(metric, level)
+    return metric if run.task != "lm" else metric_label(metric, run.level)
 
 
 def learning_rows(runs: list[RunRecord], baselines: dict[str, Any] | None) -> list[dict]:
@@ -330,7 +325,7 @@ def learning_rows(runs: list[RunRecord], baselines: dict[str, Any] | None) -> li
         )  # fmt: skip
         rows.append({
             "name": run.name, "seed": run.seed, "check": check, "source": source,
-            "hint": learning_hint(flatten(run.config)),
+            "hint": learning_hint(run.flat),
         })  # fmt: skip
     return rows
 

@@ -28,6 +28,7 @@ from typing import Any
 
 import yaml
 
+from ..data.levels import corpus_level
 from ..errors import ConfigError, DataError
 from ..experiments.registry import EXPERIMENTS
 from ..storage import runfolder
@@ -67,6 +68,18 @@ class RunRecord:
     def flat(self) -> dict[str, Any]:
         """``config.yaml`` as dotted keys (``data.corpus``)."""
         return flatten(self.config)
+
+    @property
+    def task(self) -> str:
+        """The task it trained (``lm`` where the config names none)."""
+        task = self.config.get("task", {})
+        return str(task.get("name", "lm")) if isinstance(task, dict) else "lm"
+
+    @property
+    def level(self) -> str:
+        """A language model's vocabulary level: as ``results.json`` records it, else its
+        corpus's (:func:`~..data.levels.corpus_level`)."""
+        return (self.results or {}).get("level") or corpus_level(self.config.get("data", {}))
 
     @property
     def gated(self) -> bool:
