@@ -108,8 +108,8 @@ def seeds_better(
     """How many seeds both ran ``row`` scored better than ``baseline`` on: (better, paired)."""
     seeds = shared_seeds(row, baseline)
     higher = higher_is_better(metric)
-    better = [row[s] > baseline[s] if higher else row[s] < baseline[s] for s in seeds]  # type: ignore[operator]
-    return sum(better), len(seeds)
+    pairs = [(float(row[s]), float(baseline[s])) for s in seeds]  # type: ignore[arg-type]
+    return sum(mine > theirs if higher else mine < theirs for mine, theirs in pairs), len(pairs)
 
 
 def paired_difference(
