@@ -1,19 +1,15 @@
-"""The one reader of run folders: what each holds, what it lacks, and which table it is.
+"""The one reader of run folders (``highway report``'s run sets, ``highway compare``'s
+labelled ``highway train`` folders): what each holds, what it lacks, which table it is.
 
-Every report view reads its runs here, into :class:`RunRecord`: ``highway report`` (and the
-A/B summary and demo page it feeds) a :class:`RunSet` of the folders written by
-:func:`highway_transformer.experiments.run_experiments` (:func:`load_run_set`), ``highway
-compare`` the ``highway train`` folders it is given, each labelled (:func:`load_compared`).
-A folder holds ``experiment.json`` (a ``highway train`` folder has none), ``config.yaml``,
+A folder holds ``experiment.json`` (not a ``highway train`` one), ``config.yaml``,
 ``metrics.jsonl``, ``results.json`` and ``protocol_eval.json``. A missing file, or a last
-metrics line cut short by a run writing it now, is recorded as the run's problem; a run
-still training (no ``results.json``, metrics short of ``max_steps``) is marked in progress.
-A file that is there but malformed (not JSON or YAML, a value of the wrong type, a garbage
-line) is refused with one line naming the file: a report never reads a damaged run into its
-tables. A run whose numbers cannot be used (:func:`unusable_reason`: a NaN or infinite
-value, or the last metrics line of a finished run cut short) is marked ``unusable``: no
-statistic reads it; the report leaves it out, naming it, and a comparison, whose every row
-was asked for, refuses it.
+metrics line cut short by a run writing it now, is recorded as the run's problem; a run still
+training (no ``results.json``, metrics short of ``max_steps``) is marked in progress. A file
+that is there but malformed (not JSON or YAML, a value of the wrong type, a garbage line) is
+refused with one line naming the file: a report never reads a damaged run into its tables. A
+run whose numbers cannot be used (:func:`unusable_reason`: a NaN or infinite value, or the
+last metrics line of a finished run cut short) is marked ``unusable``: no statistic reads it
+(a report leaves it out, a comparison refuses it).
 """
 
 from __future__ import annotations
@@ -374,23 +370,16 @@ def _with_registry_defaults(experiment: dict[str, Any]) -> dict[str, Any]:
     return {**defaults, **experiment}
 
 
-def _read_experiment(run_dir: Path, required: bool) -> dict[str, Any]:
-    """``experiment.json`` with the registry's facts; ``{}`` where a ``highway train`` folder
-    (not ``required``) has none."""
-    path = run_dir / EXPERIMENT_FILE
-    if not required and not path.exists():
-        return {}
-    return _with_registry_defaults(_check_experiment(read_run_json(path), path))
-
-
 def load_run(run_dir: str | Path, label: str = "") -> RunRecord:
     """Read one run folder; anything missing, or a metrics line being written, is noted in
-    ``problems``; a malformed file is a one-line ConfigError naming it. ``label``: the run's
-    name in a comparison, where ``experiment.json`` may be absent (a ``highway train``
-    folder)."""
+    ``problems``; a malformed file is a one-line ConfigError naming it. ``label``: its name in
+    a comparison, where ``experiment.json`` may be absent (a ``highway train`` folder)."""
     run_dir = Path(run_dir)
     problems: list[str] = []
-    experiment = _read_experiment(run_dir, required=not label)
+    path = run_dir / EXPERIMENT_FILE
+    experiment: dict[str, Any] = {}  # a highway train folder: no experiment
+    if not label or path.exists():
+        experiment = _with_registry_defaults(_check_experiment(read_run_json(path), path))
     config = _read_config(run_dir / runfolder.CONFIG_FILE, problems)
     path = run_dir / runfolder.RESULTS_FILE
     results = read_run_json(path)
@@ -423,19 +412,13 @@ class RunSet:
 
     @property
     def in_progress(self) -> list[dict[str, Any]]:
-        return [
-            {"name": r.name, "seed": r.seed, "step": r.progress[0], "max_steps": r.progress[1]}
-            for r in self.loaded
-            if r.progress is not None
-        ]
+        return [{"name": r.name, "seed": r.seed, "step": r.progress[0],
+                 "max_steps": r.progress[1]} for r in self.loaded if r.progress]  # fmt: skip
 
     @property
     def unusable(self) -> list[dict[str, Any]]:
-        return [
-            {"name": r.name, "seed": r.seed, "reason": r.unusable}
-            for r in self.loaded
-            if r.unusable
-        ]
+        return [{"name": r.name, "seed": r.seed, "reason": r.unusable}
+                for r in self.loaded if r.unusable]  # fmt: skip
 
 
 def load_run_set(paths: Iterable[str | Path]) -> RunSet:
