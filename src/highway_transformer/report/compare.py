@@ -17,7 +17,9 @@ says what such a comparison can and cannot conclude:
   ``highway report`` withhold their verdicts).
 
 The first run (or ``baseline``) sets the target: its best periodic validation loss, drawn on
-the figure; the table gives the step each run first reached it.
+the figure; the table gives the step each run first reached it. A view, as the report is: the
+folders are read by the one reader (:func:`~.runs.load_compared`), the numbers computed by
+:mod:`.stats`.
 """
 
 from __future__ import annotations
