@@ -16,7 +16,7 @@ from highway_transformer.errors import DataError
 from highway_transformer.report.compare import (
     compare_runs,
     difference,
-    load_train_folder,
+    load_compared,
     run_labels,
 )
 from highway_transformer.tasks.floor import learning_check
@@ -168,7 +168,7 @@ def test_folders_that_cannot_be_compared_are_one_line_errors(tmp_path: Path) -> 
         compare_runs([good], tmp_path / "out", baseline="other")
     (tmp_path / "empty").mkdir()
     with pytest.raises(DataError, match="has no validation records in metrics.jsonl"):
-        load_train_folder(tmp_path / "empty", "empty")
+        load_compared(tmp_path / "empty", "empty")
     other = _run(tmp_path / "other", [2.0, 1.5], data={"corpus": "ptb-char"})
     with pytest.raises(DataError, match=r"different tasks or data \(data.corpus='ptb-char'"):
         compare_runs([good, other], tmp_path / "out")

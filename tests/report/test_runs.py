@@ -10,12 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from highway_transformer.errors import ConfigError
+from highway_transformer.errors import ConfigError, DataError
 from highway_transformer.report.runs import (
     check_one_table,
     find_run_dirs,
     group_runs,
+    load_compared,
     load_run,
+    load_run_set,
     number,
     portable_path,
     run_facts,
@@ -186,3 +188,66 @@ def test_numbers_and_portable_paths() -> None:
     assert (number(True), number("1"), number(None)) == (None, None, None)
     assert portable_path(Path.cwd().resolve() / "results" / "x") == str(Path("results/x"))
     assert portable_path(Path("/elsewhere/x")) == "/elsewhere/x"
+
+
+def _train_folder(folder: Path, metrics: str, results: str | None = None) -> Path:
+    """A ``highway train`` folder: no experiment.json, a config naming its data."""
+    folder.mkdir(parents=True)
+    (folder / "config.yaml").write_text("task:\n  name: lm\ndata:\n  corpus: ptb-word\n")
+    (folder / "metrics.jsonl").write_text(metrics, encoding="utf-8")
+    if results is not None:
+        (folder / "results.json").write_text(results, encoding="utf-8")
+    return folder
+
+
+VALID = '{"step": 2, "split": "valid", "loss": 1.0}\n'
+
+
+def test_a_train_folder_reads_through_the_same_reader_labelled(tmp_path: Path) -> None:
+    """``highway compare``'s folders: no experiment, named by their label, the same record."""
+    folder = _train_folder(tmp_path / "a", VALID, '{"valid": {"loss": 1.0}, "level": "char"}')
+    run = load_compared(folder, "a")
+    assert (run.name, run.label, run.experiment, run.unusable) == ("a", "a", {}, None)
+    assert run.flat == {"task.name": "lm", "data.corpus": "ptb-word"} and run.task == "lm"
+    assert run.level == "char"  # results.json's level first, then the corpus's (word)
+    run.results = None
+    assert run.level == "word"
+    with pytest.raises(ConfigError, match="experiment.json is missing"):
+        load_run(folder)  # a run of an experiment must say which
+
+
+def test_a_comparison_refuses_what_a_report_leaves_out(tmp_path: Path) -> None:
+    """One reader flags a cut or non-finite record; a comparison refuses the run whole."""
+    cut = _train_folder(tmp_path / "cut", VALID + '{"step": 4, "spl')
+    assert load_run(cut, "cut").unusable is None  # being written: a problem, not a defect
+    with pytest.raises(DataError, match=r"cut short \(a run writing it\? compare once"):
+        load_compared(cut, "cut")
+    nan = _train_folder(tmp_path / "nan", VALID, '{"valid": {"loss": NaN}}')
+    reason = f"{nan / 'results.json'}: valid.loss is NaN"
+    assert load_run(nan, "nan").unusable == reason
+    with pytest.raises(DataError, match=f"^{reason}; its numbers are not usable"):
+        load_compared(nan, "nan")
+    damaged = _train_folder(tmp_path / "damaged", VALID)
+    (damaged / "config.yaml").write_text("model: [unclosed")
+    with pytest.raises(ConfigError, match="config.yaml is malformed \\(not YAML\\)"):
+        load_compared(damaged, "damaged")  # refused as the report refuses it
+
+
+def test_a_run_set_splits_finished_runs_from_the_rest(tmp_path: Path, make_run: MakeRun) -> None:
+    make_run(tmp_path, "ht-table1/t-l3", CURVE, 1.6, 1.5, 100.0)
+    training = make_run(tmp_path, "ht-table1/t-l3", CURVE, 1.6, 1.5, 100.0, seed=2)
+    (training / "results.json").unlink()
+    lines = (training / "metrics.jsonl").read_text().splitlines()[:2]
+    (training / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+    diverged = make_run(tmp_path, "ht-table1/t-l3", CURVE, 1.6, 1.5, 100.0, seed=3)
+    (diverged / "results.json").write_text('{"valid": {"loss": Infinity}}')
+    run_set = load_run_set([tmp_path])
+    assert [r.seed for r in run_set.loaded] == [1, 2, 3]
+    assert [r.seed for r in run_set.runs] == [1]
+    assert run_set.in_progress == [
+        {"name": "ht-table1/t-l3", "seed": 2, "step": 10, "max_steps": 40}
+    ]
+    assert run_set.unusable == [
+        {"name": "ht-table1/t-l3", "seed": 3,
+         "reason": f"{diverged / 'results.json'}: valid.loss is Infinity"}
+    ]  # fmt: skip

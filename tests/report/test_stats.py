@@ -5,13 +5,22 @@ from __future__ import annotations
 import pytest
 
 from highway_transformer.report.stats import (
+    best_periodic,
+    count_name,
+    difference,
     fraction_target,
+    learned_check,
+    mean,
+    means_on_shared_seeds,
     paired_difference,
     plateaued,
+    scored_count,
+    seeds_better,
     steps_to_fraction,
     summary,
     t_interval,
 )
+from highway_transformer.tasks.floor import learning_check
 
 BASELINE = [(100, 3.0), (200, 2.0), (300, 1.6), (400, 1.5), (500, 1.5)]
 FALLING = [(100, 3.0), (200, 2.5), (300, 2.0), (400, 1.5), (500, 1.0)]
@@ -66,3 +75,44 @@ def test_plateau_needs_a_flat_tail() -> None:
     assert plateaued(BASELINE)
     assert not plateaued(FALLING)
     assert not plateaued(BASELINE[:2])
+
+
+def test_means_and_seeds_better_read_the_shared_seeds_only() -> None:
+    row = {1: 1.0, 2: 1.2, 3: 1.1, 4: 0.5}  # seed 4 has no baseline run: left out
+    base = {1: 1.1, 2: 1.1, 3: 1.3, 5: 9.0}
+    assert mean(row.values()) == pytest.approx(3.8 / 4) and mean([None]) is None
+    assert means_on_shared_seeds(row, base) == pytest.approx((3.3 / 3, 3.5 / 3))
+    assert means_on_shared_seeds(row, {7: 1.0}) == (None, None)
+    assert seeds_better(row, base, "bpc") == (2, 3)  # lower is better: seeds 1 and 3
+    assert seeds_better(row, base, "accuracy") == (1, 3)  # higher is better: seed 2
+
+
+def test_a_difference_of_two_scores_is_a_tie_within_196_standard_errors() -> None:
+    close = difference(2.0, 0.03, 2.1, 0.04)  # se 0.05: |0.1| <= 0.098 is false
+    assert close["difference"] == pytest.approx(-0.1) and close["se"] == pytest.approx(0.05)
+    assert close["tie"] is False
+    assert difference(2.0, 0.03, 2.09, 0.04)["tie"] is True
+    assert difference(2.0, None, 2.1, 0.04) == {"difference": pytest.approx(-0.1), "se": None,
+                                                "tie": None}  # fmt: skip
+
+
+def test_periodic_validation_and_what_a_score_counted() -> None:
+    records = [
+        {"step": 10, "split": "train", "loss": 0.5},
+        {"step": 10, "split": "valid", "loss": 2.0, "loss_se": 0.1, "tokens": 300},
+        {"step": 20, "split": "valid", "loss": 1.5, "loss_se": 0.2, "tokens": 300},
+    ]
+    assert best_periodic(records) == (1.5, 0.2)  # the training loss is not validation
+    assert scored_count(records[1]) == 300 and count_name(records[1]) == "tokens"
+    assert scored_count({"loss": 1.0, "examples": 12}) == 12
+    assert count_name({"examples": 12}) == "examples" and count_name(None) == "items"
+    assert scored_count(None) is None
+
+
+def test_the_learned_check_is_the_recorded_one_unless_baselines_are_added() -> None:
+    recorded = learning_check(2.0, {"unigram": 3.0})
+    results = {"valid": {"loss": 2.0}, "learned": recorded}
+    assert learned_check(results) is recorded and learned_check(None) is None
+    models = {"trigram": {"valid": {"loss": 1.8}}}
+    added = learned_check(results, models)
+    assert added is not None and added["learned"] is False and added["baseline"] == "trigram"

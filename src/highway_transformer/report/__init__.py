@@ -1,5 +1,6 @@
 """Reports: the papers' tables, figures and verdicts from run folders (``highway report``), and
-any runs side by side (``highway compare``).
+any runs side by side (``highway compare``): views of run folders read by one reader
+(:mod:`.runs`) and computed by one statistics layer (:mod:`.stats`).
 
 :func:`write_report` is imported on first use, so the torch-free parts (finding and reading
 run folders) answer a mistyped path before torch is imported.

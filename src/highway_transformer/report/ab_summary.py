@@ -11,9 +11,8 @@ from typing import Any
 
 from ..experiments.named import NamedAB
 from ..tasks.floor import metric_unit, plateau_warning
-from .markdown import format_difference, sample_lines
-from .stats import summary
-from .tables import PERCENT_METRICS, higher_is_better
+from .markdown import format_difference, format_stats, format_value, sample_lines
+from .stats import PERCENT_METRICS, higher_is_better, mean, summary
 
 MINUS = "\u2212"
 #: What an A/B of one seed says in place of intervals (``highway ab``, ``highway demo``).
@@ -56,13 +55,7 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
     values = model_values(primary)
     scores = []
     for name, per_seed in values.items():
-        s = summary(per_seed.values())
-        shown = (
-            "—"
-            if s is None
-            else f"{s['mean']:.{d}f}" + (f" ± {s['std']:.{d}f}" if s["n"] > 1 else "")
-        )
-        scores.append(f"{name} {shown}")
+        scores.append(f"{name} {format_stats(summary(per_seed.values()), d)}")
     n = max((len(v) for v in values.values()), default=0)
     over = f"mean ± sd over {n} seeds" if n > 1 else "one seed"
     lines = [f"{split} {label} at the last checkpoint ({over}): " + ", ".join(scores)]
@@ -125,12 +118,12 @@ def seed_table(primary: dict[str, Any], digits: int = 4) -> list[str]:
         "| ---: " + "| ---: " * (len(values) + len(diffs)) + "|",
     ]
     for seed in seeds:
-        cells = [_fmt(per_seed.get(str(seed)), digits) for per_seed in values.values()]
+        cells = [format_value(per_seed.get(str(seed)), digits) for per_seed in values.values()]
         for row in rows:
             d = (row["paired"] or {"per_seed": {}})["per_seed"].get(str(seed))
             cells.append("—" if d is None else _signed(f"{d:+.{digits}f}"))
         lines.append(f"| {seed} | " + " | ".join(cells) + " |")
-    means = [_fmt(_mean(per_seed), digits) for per_seed in values.values()]
+    means = [format_value(mean(per_seed.values()), digits) for per_seed in values.values()]
     means += [_signed(format_difference(r["paired"], digits, verdict=False)) for r in rows]
     lines.append("| mean [95% t-interval] | " + " | ".join(means) + " |")
     return lines
@@ -146,7 +139,7 @@ def trivial_line(report: dict[str, Any], digits: int = 4) -> str | None:
     split = primary["comparison"]["split"]
     found = {m: by.get(split, {}).get(metric) for m, by in models.items()}
     found = {m: float(v) for m, v in found.items() if v is not None}
-    means = {name: _mean(per_seed) for name, per_seed in model_values(primary).items()}
+    means = {name: mean(per_seed.values()) for name, per_seed in model_values(primary).items()}
     means = {name: m for name, m in means.items() if m is not None}
     if not found or not means:
         return None
@@ -165,17 +158,8 @@ def trivial_line(report: dict[str, Any], digits: int = 4) -> str | None:
     )
 
 
-def _mean(per_seed: dict[str, float | None]) -> float | None:
-    found = summary(per_seed.values())
-    return None if found is None else found["mean"]
-
-
 def _signed(text: str) -> str:
     return text.replace("-", MINUS)
-
-
-def _fmt(value: float | None, digits: int) -> str:
-    return "—" if value is None else f"{value:.{digits}f}"
 
 
 def write_ab_page(

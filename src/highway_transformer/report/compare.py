@@ -17,7 +17,9 @@ says what such a comparison can and cannot conclude:
   ``highway report`` withhold their verdicts).
 
 The first run (or ``baseline``) sets the target: its best periodic validation loss, drawn on
-the figure; the table gives the step each run first reached it.
+the figure; the table gives the step each run first reached it. A view, as the report is: the
+folders are read by the one reader (:func:`~.runs.load_compared`), the numbers computed by
+:mod:`.stats`.
 """
 
 from __future__ import annotations
@@ -28,26 +30,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..config import load_file
-from ..data.levels import bits_label, corpus_level
+from ..data.levels import bits_label
 from ..errors import DataError
 from ..experiments.ab import DATA_KEYS
-from ..storage.runfolder import CONFIG_FILE, METRICS_FILE, RESULTS_FILE, flatten
 from .convergence import curve, steps_to_reach
-from .runs import (
-    CUT_SHORT,
-    RESULT_FIELDS,
-    check_fields,
-    read_run_json,
-    read_run_metrics,
-    unusable_reason,
-)
+from .runs import RunRecord, load_compared, run_labels
+from .stats import best_periodic, count_name, difference, learned_check, scored_count
 
 LN2 = math.log(2)
-#: Two scores closer than this many standard errors of their difference are a tie.
-Z95 = 1.96
-#: The keys a task's evaluation counts what it scored by, and what they count.
-COUNT_NAMES = {"tokens": "tokens", "steps": "time steps", "examples": "examples"}
+
+__all__ = ["compare_runs", "difference", "load_compared", "run_labels"]
 
 
 @dataclass(frozen=True)
@@ -58,83 +50,31 @@ class Unit:
     label: str
 
 
-@dataclass
-class TrainFolder:
-    """A `highway train` folder as `highway compare` reads it (refused whole if unusable)."""
-
-    label: str
-    path: Path
-    records: list[dict[str, Any]]
-    results: dict[str, Any]
-    config: dict[str, Any]  # flattened config.yaml
+def _results(run: RunRecord) -> dict[str, Any]:
+    """``results.json``; ``{}`` for a run that has not finished (it is compared all the same)."""
+    return run.results or {}
 
 
-def run_labels(run_dirs: list[Path]) -> list[str]:
-    """Each run's folder name, or where runs share one the fewest trailing path parts that
-    tell it from every other (``x/run``, ``y/run``): short enough for a legend."""
-    parts = [d.parts for d in run_dirs]
-
-    def label(i: int) -> str:
-        mine = parts[i]
-        for n in range(1, len(mine) + 1):
-            if all(other[-n:] != mine[-n:] for j, other in enumerate(parts) if j != i):
-                return "/".join(mine[-n:])
-        return str(run_dirs[i])  # a path that ends another's: the whole path
-
-    return [label(i) for i in range(len(parts))]
-
-
-def load_train_folder(run_dir: Path, label: str) -> TrainFolder:
-    """One training run folder, with at least one validation record; a malformed file, or
-    numbers no statistic may read (:func:`~.runs.unusable_reason`), are refused naming the
-    file, as the report refuses or flags them. Each row is one named run, so leaving one out
-    would change the comparison asked for: it is refused whole."""
-    problems: list[str] = []
-    records = read_run_metrics(run_dir / METRICS_FILE, problems)
-    if not curve(records, "valid"):
-        raise DataError(
-            f"{run_dir} has no validation records in metrics.jsonl; give folders written by "
-            "`highway train` (or the demo) that reached at least one evaluation"
-        )
-    config_path = run_dir / CONFIG_FILE
-    config = flatten(load_file(config_path)) if config_path.is_file() else {}
-    results = read_run_json(run_dir / RESULTS_FILE)
-    check_fields(results, run_dir / RESULTS_FILE, RESULT_FIELDS)
-    unusable = unusable_reason(run_dir, results, records, problems)
-    if unusable is None and CUT_SHORT in problems:  # no "in progress" here: a cut is a cut
-        unusable = (
-            f"{run_dir / METRICS_FILE}: its last line is cut short (a run writing it? compare "
-            "once it has finished)"
-        )
-    if unusable:
-        raise DataError(
-            f"{unusable}; its numbers are not usable, so nothing is compared: leave {run_dir} "
-            "out or train it again"
-        )
-    return TrainFolder(label, run_dir, records, results or {}, config)
-
-
-def check_comparable(runs: list[TrainFolder]) -> None:
+def check_comparable(runs: list[RunRecord]) -> None:
     """Refuse runs of different tasks or data: their losses are not on one scale."""
-    first = runs[0]
+    first = runs[0].flat
     for run in runs[1:]:
-        differ = [k for k in DATA_KEYS if run.config.get(k) != first.config.get(k)]
+        mine = run.flat
+        differ = [k for k in DATA_KEYS if mine.get(k) != first.get(k)]
         if differ:
             key = differ[0]
             raise DataError(
-                f"{run.path} and {first.path} were trained on different tasks or data "
-                f"({key}={run.config.get(key)!r} vs {first.config.get(key)!r}); compare runs "
+                f"{run.run_dir} and {runs[0].run_dir} were trained on different tasks or data "
+                f"({key}={mine.get(key)!r} vs {first.get(key)!r}); compare runs "
                 "of one task on the same data"
             )
 
 
-def loss_unit(run: TrainFolder) -> Unit:
+def loss_unit(run: RunRecord) -> Unit:
     """Bits per token (named by level) for a language model; the task's loss otherwise."""
-    if run.config.get("task.name", "lm") == "lm":
-        data = {k.removeprefix("data."): v for k, v in run.config.items() if k.startswith("data.")}
-        level = run.results.get("level") or corpus_level(data)
-        return Unit(1 / LN2, bits_label(level))
-    return Unit(1.0, f"{run.config.get('task.name')} loss")
+    if run.task == "lm":
+        return Unit(1 / LN2, bits_label(run.level))
+    return Unit(1.0, f"{run.task} loss")
 
 
 def compare_runs(
@@ -152,7 +92,7 @@ def compare_runs(
         raise DataError("a run folder is named twice; give each run once")
     if baseline is not None and baseline not in labels:
         raise DataError(f"--baseline {baseline!r} is not one of the runs: {', '.join(labels)}")
-    runs = [load_train_folder(d, label) for label, d in zip(labels, dirs, strict=True)]
+    runs = [load_compared(d, label) for label, d in zip(labels, dirs, strict=True)]
     check_comparable(runs)
     base = next(r for r in runs if r.label == (baseline or labels[0]))
     unit = loss_unit(base)
@@ -160,13 +100,13 @@ def compare_runs(
     rows = [_row(run, base, target, target_se, unit) for run in runs]
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    trivial = (base.results.get("learned") or {}).get("baselines", {})
+    trivial = (_results(base).get("learned") or {}).get("baselines", {})
     periodic, whole = rows_count(rows, base.label)
     # the trivial models scored the final validation's tokens: drawn over the periodic curves
     # only where those scored the same ones
     same_tokens = periodic is None or whole is None or periodic == whole
     drawn = trivial if same_tokens else {}
-    counted = count_name(base.results.get("valid"))
+    counted = count_name(_results(base).get("valid"))
     on = "valid split" if whole is None else f"valid split, {whole:,} {counted}"
     curves_on = "periodic" if periodic is None else f"periodic, {periodic:,} {counted}"
     plot = plot_convergence(out, runs, target, base.label, drawn, unit, on, curves_on)
@@ -176,8 +116,8 @@ def compare_runs(
         "target_valid_loss_se": target_se,
         "unit": unit.label,
         "scale": unit.scale,
-        "max_eval_tokens": base.config.get("data.max_eval_tokens"),
-        "counts": count_name(base.results.get("valid")),
+        "max_eval_tokens": base.flat.get("data.max_eval_tokens"),
+        "counts": count_name(_results(base).get("valid")),
         "trivial_baselines": trivial,
         "trivial_drawn": same_tokens,
         "rows": rows,
@@ -205,38 +145,8 @@ def write_json(path: Path, data: dict[str, Any]) -> None:
     path.write_text(json.dumps(data, indent=2), encoding="utf-8")
 
 
-def best_periodic(records: list[dict[str, Any]]) -> tuple[float, float | None]:
-    """The best periodic validation loss and its standard error (None where not recorded)."""
-    valid = [r for r in records if r.get("split") == "valid" and "loss" in r]
-    best = min(valid, key=lambda r: float(r["loss"]))
-    return float(best["loss"]), best.get("loss_se")
-
-
-def scored_count(metrics: dict[str, Any] | None) -> int | None:
-    """How many tokens (steps, examples) a score averaged over, where it says."""
-    for key in COUNT_NAMES:
-        if metrics and key in metrics:
-            return int(metrics[key])
-    return None
-
-
-def count_name(metrics: dict[str, Any] | None) -> str:
-    """What :func:`scored_count` counts in ``metrics``."""
-    return next((name for key, name in COUNT_NAMES.items() if metrics and key in metrics), "items")
-
-
-def difference(a: float, a_se: float | None, b: float, b_se: float | None) -> dict[str, Any]:
-    """``a - b`` with the standard error of the difference of two independent scores and
-    whether it is a tie (within :data:`Z95` of it); ``tie`` None where a score has none."""
-    diff = a - b
-    if a_se is None or b_se is None:
-        return {"difference": diff, "se": None, "tie": None}
-    se = math.hypot(a_se, b_se)
-    return {"difference": diff, "se": se, "tie": abs(diff) <= Z95 * se}
-
-
 def _row(
-    run: TrainFolder, base: TrainFolder, target: float, target_se: float | None, unit: Unit
+    run: RunRecord, base: RunRecord, target: float, target_se: float | None, unit: Unit
 ) -> dict:
     # the tasks import torch: after the inputs' checks
     from ..tasks.floor import learning_hint, plateau_warning, withheld_reason
@@ -244,7 +154,7 @@ def _row(
     valid_curve = curve(run.records, "valid")
     best, best_se = best_periodic(run.records)
     periodic = [scored_count(r) for r in run.records if r.get("split") == "valid"]
-    results = run.results
+    results, learned = _results(run), learned_check(run.results)
     versus_target = difference(best, best_se, target, target_se)
     reached = steps_to_reach(valid_curve, target)
     status = "reached" if reached is not None else "not reached"
@@ -252,11 +162,11 @@ def _row(
         status, reached = "tie", None  # within the evaluation's noise: no step is claimed
     withheld = None
     if run is not base:  # the baseline's row compares with nothing
-        checks = [(r.label, r.results.get("learned")) for r in (base, run)]
+        checks = [(r.label, learned_check(r.results)) for r in (base, run)]
         withheld = withheld_reason(checks, unit.scale, unit.label)
     if withheld is not None:
         status, reached = "withheld", None  # a run that learned nothing: no step is claimed
-    final_valid, base_valid = results.get("valid") or {}, base.results.get("valid") or {}
+    final_valid, base_valid = results.get("valid") or {}, _results(base).get("valid") or {}
     versus_base = None
     if run is not base and "loss" in final_valid and "loss" in base_valid:
         versus_base = difference(
@@ -277,9 +187,9 @@ def _row(
         **{f"final_{s}_count": scored_count(results.get(s)) for s in ("valid", "test")},
         "final_valid_vs_baseline": versus_base,
         "withheld": withheld,
-        "learned": results.get("learned"),
+        "learned": learned,
         "warning": plateau_warning(
-            results.get("learned"), run.label, unit.scale, unit.label, learning_hint(run.config)
+            learned, run.label, unit.scale, unit.label, learning_hint(run.flat)
         ),
     }
 
@@ -391,7 +301,7 @@ def trivial_lines(summary: dict[str, Any], rows: list[dict[str, Any]]) -> list[s
 
 def plot_convergence(
     out: Path,
-    runs: list[TrainFolder],
+    runs: list[RunRecord],
     target: float,
     baseline: str,
     trivial: dict[str, float],

@@ -9,7 +9,7 @@ from .code import code_markdown
 from .figures import HEATMAP_NOTE
 from .machines import machines_markdown
 from .runs import METADATA_KEYS, number
-from .tables import PERCENT_METRICS, better_word, higher_is_better
+from .stats import PERCENT_METRICS, better_word, higher_is_better
 
 DOWN = "⇓"
 
@@ -82,7 +82,8 @@ def direction_markdown(rows: list[dict[str, Any]], metric: str, paper: bool = Tr
     for r in rows:
         reached = r["steps_to_baseline_best"]
         steps = f"{'not reached' if reached is None else reached} ({r['baseline_steps']})"
-        seconds = f"{_fmt(r['seconds_to_baseline_best'], 1)} ({_fmt(r['baseline_seconds'], 1)})"
+        seconds = format_value(r["seconds_to_baseline_best"], 1)
+        seconds += f" ({format_value(r['baseline_seconds'], 1)})"
         cells = [
             r["name"],
             steps,
@@ -147,7 +148,8 @@ def primary_markdown(primary: dict[str, Any] | None, metric: str, paper: bool = 
     return [*lines, ""]
 
 
-def _fmt(value: float | None, digits: int = 4) -> str:
+def format_value(value: float | None, digits: int = 4) -> str:
+    """``1.2345``; ``—`` where there is none."""
     return "—" if value is None else f"{value:.{digits}f}"
 
 
@@ -159,7 +161,8 @@ def _seed_values(values: dict[str, float | None], digits: int, sign: bool = Fals
     )
 
 
-def _fmt_stats(s: dict[str, float] | None, digits: int) -> str:
+def format_stats(s: dict[str, float] | None, digits: int) -> str:
+    """A :func:`~.stats.summary` as ``mean ± sd`` (the mean alone for one value)."""
     if s is None:
         return "—"
     if s["n"] > 1:
@@ -197,17 +200,17 @@ def paper_markdown(rows: list[dict[str, Any]], metric: str, paper: bool = True) 
             r["name"],
             str(len(r["seeds"])),
             "—" if r["parameters"] is None else f"{r['parameters']:,.0f}",
-            _fmt_stats(r["eval_loss"], 4),
-            _mark(_fmt_stats(r[f"eval_{m}"], d), r[f"eval_{m}_improved"]),
+            format_stats(r["eval_loss"], 4),
+            _mark(format_stats(r[f"eval_{m}"], d), r[f"eval_{m}_improved"]),
             base or _fmt_change(r[f"eval_{m}_change_pct"], up),
-            _fmt_stats(r["test_loss"], 4),
-            _mark(_fmt_stats(r[f"test_{m}"], d), r[f"test_{m}_improved"]),
+            format_stats(r["test_loss"], 4),
+            _mark(format_stats(r[f"test_{m}"], d), r[f"test_{m}_improved"]),
             base or _fmt_change(r[f"test_{m}_change_pct"], up),
         ]
         if paper:
             cells += [
-                _fmt(pub.get(f"eval_{m}"), d),
-                _fmt(pub.get(f"test_{m}"), d),
+                format_value(pub.get(f"eval_{m}"), d),
+                format_value(pub.get(f"test_{m}"), d),
                 base or _fmt_change(r[f"published_eval_{m}_change_pct"], up),
                 base or _fmt_change(r[f"published_test_{m}_change_pct"], up),
             ]
@@ -246,7 +249,7 @@ def statistics_markdown(rows: list[dict[str, Any]], metric: str) -> list[str]:
         lines.append(
             "| " + " | ".join([
                 r["name"], str(len(r["seeds"])), values(r, f"eval_{metric}"),
-                _fmt_stats(r[f"eval_{metric}"], d),
+                format_stats(r[f"eval_{metric}"], d),
                 base or format_difference(r[f"eval_{metric}_paired"], d),
                 values(r, f"test_{metric}"),
                 base or format_difference(r[f"test_{metric}_paired"], d),
@@ -306,7 +309,7 @@ def fractions_markdown(table: dict[str, Any]) -> list[str]:
     for r in table["rows"]:
         cells = [
             "not reached" if r["steps"][str(f)] is None
-            else f"{r['steps'][str(f)]} ({_fmt(r['ratio'][str(f)], 3)})"
+            else f"{r['steps'][str(f)]} ({format_value(r['ratio'][str(f)], 3)})"
             for f in fractions
         ]  # fmt: skip
         lines.append(f"| {r['name']} | " + " | ".join(cells) + " |")
@@ -324,7 +327,7 @@ def runs_markdown(runs: list[dict[str, Any]]) -> list[str]:
         m = run["metadata"]
         cells = [run["name"], str(run["seed"])]
         cells += ["—" if m.get(k) is None else str(m[k]) for k in METADATA_KEYS]
-        cells.append(_fmt(m.get("train_seconds"), 1))
+        cells.append(format_value(m.get("train_seconds"), 1))
         cells.append(stretch_summary(m.get("stretches")))
         if annealed:
             cells.append(rate_change_summary(m.get("rate_changes")))
@@ -422,8 +425,8 @@ def protocols_markdown(rows: list[dict[str, Any]], metric: str = "bpc") -> list[
                   f"| model | eval {metric}, paper's protocol | paper eval {metric} |",
                   "| --- | ---: | ---: |"]  # fmt: skip
         for r in measured:
-            paper = _fmt(r["published"].get(f"eval_{metric}"))
-            lines.append(f"| {r['name']} | {_fmt_stats(r[key], 4)} | {paper} |")
+            paper = format_value(r["published"].get(f"eval_{metric}"))
+            lines.append(f"| {r['name']} | {format_stats(r[key], 4)} | {paper} |")
     return [*lines, ""]
 
 
@@ -440,10 +443,10 @@ def acceleration_markdown(table: dict[str, Any], split: str) -> list[str]:
     ]
     for r in table["rows"]:
         steps = "not reached" if r["steps_to_target"] is None else str(r["steps_to_target"])
-        ratio = _fmt(r["ratio_to_baseline_steps"], 3)
+        ratio = format_value(r["ratio_to_baseline_steps"], 3)
         lines.append(
-            f"| {r['name']} | {_fmt(r['best_loss'])} | {steps} | "
-            f"{_fmt(r['seconds_to_target'], 1)} | {ratio} |"
+            f"| {r['name']} | {format_value(r['best_loss'])} | {steps} | "
+            f"{format_value(r['seconds_to_target'], 1)} | {ratio} |"
         )
     return lines
 
@@ -460,14 +463,14 @@ def time_markdown(rows: list[dict[str, Any]], paper: bool = True) -> list[str]:
             r["name"],
             "—" if r["parameters"] is None else f"{r['parameters']:,.0f}",
             "—" if r["steps"] is None else f"{r['steps']:.0f}",
-            _fmt_stats(r["train_seconds"], 1),
-            _fmt(r["train_hours"], 3),
-            _fmt_stats(r["seconds_per_step"], 4),
+            format_stats(r["train_seconds"], 1),
+            format_value(r["train_hours"], 3),
+            format_stats(r["seconds_per_step"], 4),
             "baseline" if own else _fmt_change(r["time_change_pct"]),
         ]
         if paper:
             cells += [
-                _fmt(r["published_train_hours"], 2),
+                format_value(r["published_train_hours"], 2),
                 "baseline" if own else _fmt_change(r["published_time_change_pct"]),
             ]
         lines.append("| " + " | ".join(cells) + " |")
@@ -712,7 +715,7 @@ def _baseline_cell(value: Any, metric: str) -> str:
     value = number(value)
     factor = 100 if metric in PERCENT_METRICS else 1
     digits = 4 if metric in ("bpc", "loss") else 2
-    return _fmt(None if value is None else value * factor, digits)
+    return format_value(None if value is None else value * factor, digits)
 
 
 def sample_lines(samples: dict[str, str] | None, how: str) -> list[str]:

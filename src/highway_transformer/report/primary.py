@@ -26,8 +26,14 @@ from ..errors import ConfigError
 from ..experiments.comparisons import Comparison, comparison_from_json, registered_comparison
 from ..runtime.provenance import code_facts
 from .runs import RunRecord
-from .stats import paired_difference, relative_change, shared_seeds, summary
-from .tables import PERCENT_METRICS, higher_is_better
+from .stats import (
+    PERCENT_METRICS,
+    higher_is_better,
+    mean,
+    paired_difference,
+    relative_change,
+    shared_seeds,
+)
 
 PRE_REGISTERED = "pre-registered"
 RETROSPECTIVE = "registered after the runs"
@@ -151,8 +157,8 @@ def verdict_rows(
         against = {s: v for s, (v, _) in values[pair.against].items()}
         paired = paired_difference(row, against, comparison.confidence)
         seeds = shared_seeds(row, against)
-        mine = _mean([row[s] for s in seeds])
-        theirs = _mean([against[s] for s in seeds])
+        mine = mean([row[s] for s in seeds])
+        theirs = mean([against[s] for s in seeds])
         published, published_split = _published_change(groups, pair.row, pair.against, comparison)
         sources = sorted({src for name in (pair.row, pair.against)
                           for _, src in values[name].values()})  # fmt: skip
@@ -166,11 +172,6 @@ def verdict_rows(
             "verdict": verdict(paired, published, comparison.metric),
         })  # fmt: skip
     return out
-
-
-def _mean(values: list[float | None]) -> float | None:
-    found = summary(values)
-    return None if found is None else found["mean"]
 
 
 def _published_change(

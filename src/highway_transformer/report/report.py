@@ -53,13 +53,12 @@ from typing import Any
 
 import numpy as np
 
-from ..data.levels import corpus_level, metric_label
+from ..data.levels import metric_label
 from ..errors import CheckpointError, ConfigError, HighwayError
 from ..experiments.registry import CONTRASTS, PAPER_FIGURES, TABLES
 from ..experiments.scale import AS_CONFIGURED, SCALES, describe_scale
 from ..files import make_folder
-from ..storage.runfolder import flatten
-from ..tasks.floor import best_check, learning_hint, metric_unit, withheld_reason
+from ..tasks.floor import learning_hint
 from .annealing import before_annealing
 from .code import describe_groups, runs_by_code
 from .figures import plot_convergence, plot_gate_heatmaps, plot_pca
@@ -67,16 +66,8 @@ from .gates import bias_matrices, load_gate_biases, pca_embedding, split_name
 from .machines import runs_by_machine
 from .markdown import index_markdown
 from .primary import primary_comparison
-from .runs import (
-    RunRecord,
-    check_one_table,
-    find_run_dirs,
-    group_runs,
-    load_run,
-    portable_path,
-    run_facts,
-)
-from .stats import FRACTIONS
+from .runs import RunRecord, check_one_table, group_runs, load_run_set, portable_path, run_facts
+from .stats import FRACTIONS, learned_check, withhold_verdicts
 from .tables import (
     acceleration_rows,
     contrast_rows,
@@ -192,19 +183,12 @@ def write_report(
     ``baselines``: add the lines to beat (:func:`trivial_baselines`, reading the runs' data
     from ``data_path`` when given, else where the runs read it); ``allow_mixed_code``: write it
     although the runs did not all record one version of the code (:mod:`.code`)."""
-    loaded = [load_run(path) for path in find_run_dirs(run_dirs)]
+    run_set = load_run_set(run_dirs)
+    loaded = run_set.loaded
     table, scale = check_one_table(loaded)
     # A run still training, or one whose numbers are not usable (NaN, a damaged file), is
     # no result: it is listed first, and left out of every number and figure.
-    runs = [r for r in loaded if r.progress is None and r.unusable is None]
-    in_progress = [
-        {"name": r.name, "seed": r.seed, "step": r.progress[0], "max_steps": r.progress[1]}
-        for r in loaded
-        if r.progress is not None
-    ]
-    unusable = [
-        {"name": r.name, "seed": r.seed, "reason": r.unusable} for r in loaded if r.unusable
-    ]
+    runs, in_progress, unusable = run_set.runs, run_set.in_progress, run_set.unusable
     if unusable and not runs:
         raise ConfigError(
             f"none of the {len(loaded)} runs is usable: {unusable[0]['reason']}; train them "
@@ -321,11 +305,7 @@ def run_metric_label(run: RunRecord, metric: str) -> str:
     """``metric`` as a person reads it for ``run``'s data (``bpb`` for a byte-level model,
     :mod:`..data.levels`), for ``highway ab``'s printout; the report's tables keep the papers'
     names (they call enwik8's bits per byte "bpc")."""
-    results = run.results or {}
-    if run.config.get("task", {}).get("name", "lm") != "lm":
-        return metric
-    level = results.get("level") or corpus_level(run.config.get("data", {}))
-    return metric_label(metric, level)
+    return metric if run.task != "lm" else metric_label(metric, run.level)
 
 
 def learning_rows(runs: list[RunRecord], baselines: dict[str, Any] | None) -> list[dict]:
@@ -337,7 +317,7 @@ def learning_rows(runs: list[RunRecord], baselines: dict[str, Any] | None) -> li
     for run in runs:
         results = run.results or {}
         recorded = results.get("learned")
-        check = best_check(results.get("valid", {}).get("loss"), recorded, models)
+        check = learned_check(results, models)
         source = (
             "recorded" if check is recorded
             else "from the report's baselines" if recorded is None
@@ -345,27 +325,9 @@ def learning_rows(runs: list[RunRecord], baselines: dict[str, Any] | None) -> li
         )  # fmt: skip
         rows.append({
             "name": run.name, "seed": run.seed, "check": check, "source": source,
-            "hint": learning_hint(flatten(run.config)),
+            "hint": learning_hint(run.flat),
         })  # fmt: skip
     return rows
-
-
-def withhold_verdicts(
-    primary: dict[str, Any], learning: list[dict[str, Any]], metric: str, label: str
-) -> None:
-    """No verdict for a registered pair with a run that did not learn (:func:`withheld_reason`,
-    losses in the report's ``metric``); the interval stays, as a description, and a pair that
-    has no verdict anyway (one seed) keeps saying why."""
-    checks: dict[str, list[tuple[str, dict[str, Any] | None]]] = {}
-    for r in learning:
-        short = str(r["name"]).split("/", 1)[-1]
-        checks.setdefault(r["name"], []).append((f"{short} seed {r['seed']}", r["check"]))
-    scale, unit = metric_unit(metric, label)
-    for row in primary["rows"]:
-        runs = [*checks.get(row["against"], []), *checks.get(row["row"], [])]
-        reason = withheld_reason(runs, scale, unit)
-        if reason is not None and (row["paired"] or {}).get("verdict") is not None:
-            row["verdict_if_learned"], row["verdict"] = row["verdict"], reason
 
 
 def _gate_figures(gates: dict[str, Any]) -> dict[str, list[str]]:

@@ -1,14 +1,15 @@
-"""The run folders a report reads: what each holds, what it lacks, and which table it is.
+"""The one reader of run folders (``highway report``'s run sets, ``highway compare``'s
+labelled ``highway train`` folders): what each holds, what it lacks, which table it is.
 
-Reads the run folders written by :func:`highway_transformer.experiments.run_experiments`
-(``experiment.json``, ``config.yaml``, ``metrics.jsonl``, ``results.json``,
-``protocol_eval.json``). A missing file, or a last metrics line cut short by a run writing it
-now, is recorded as the run's problem; a run still training (no ``results.json``, metrics
-short of ``max_steps``) is marked in progress. A file that is there but malformed (not JSON
-or YAML, a value of the wrong type, a garbage line) is refused with one line naming the file:
-a report never reads a damaged run into its tables. A run whose numbers cannot be used
-(:func:`unusable_reason`: a NaN or infinite value, or the last metrics line of a finished run
-cut short) is marked ``unusable``: no statistic reads it.
+A folder holds ``experiment.json`` (not a ``highway train`` one), ``config.yaml``,
+``metrics.jsonl``, ``results.json`` and ``protocol_eval.json``. A missing file, or a last
+metrics line cut short by a run writing it now, is recorded as the run's problem; a run still
+training (no ``results.json``, metrics short of ``max_steps``) is marked in progress. A file
+that is there but malformed (not JSON or YAML, a value of the wrong type, a garbage line) is
+refused with one line naming the file: a report never reads a damaged run into its tables. A
+run whose numbers cannot be used (:func:`unusable_reason`: a NaN or infinite value, or the
+last metrics line of a finished run cut short) is marked ``unusable``: no statistic reads it
+(a report leaves it out, a comparison refuses it).
 """
 
 from __future__ import annotations
@@ -23,11 +24,13 @@ from typing import Any
 
 import yaml
 
-from ..errors import ConfigError
+from ..data.levels import corpus_level
+from ..errors import ConfigError, DataError
 from ..experiments.registry import EXPERIMENTS
 from ..storage import runfolder
-from ..storage.runfolder import EXPERIMENT_FILE, PROTOCOL_FILE
+from ..storage.runfolder import EXPERIMENT_FILE, PROTOCOL_FILE, flatten
 from .annealing import rate_changes
+from .convergence import curve
 
 
 @dataclass
@@ -45,14 +48,34 @@ class RunRecord:
     progress: tuple[int, int] | None = None
     # Why no statistic may read this run (file and defect, :func:`unusable_reason`), or None.
     unusable: str | None = None
+    # Its name in a comparison (:func:`run_labels`); "" for a run of an experiment.
+    label: str = ""
 
     @property
     def name(self) -> str:
-        return str(self.experiment["name"])
+        """The experiment's name; a ``highway train`` folder's label (it has no experiment)."""
+        return str(self.experiment.get("name", self.label))
 
     @property
     def seed(self) -> int:
         return int(self.experiment.get("seed", 1))
+
+    @property
+    def flat(self) -> dict[str, Any]:
+        """``config.yaml`` as dotted keys (``data.corpus``)."""
+        return flatten(self.config)
+
+    @property
+    def task(self) -> str:
+        """The task it trained (``lm`` where the config names none)."""
+        task = self.config.get("task", {})
+        return str(task.get("name", "lm")) if isinstance(task, dict) else "lm"
+
+    @property
+    def level(self) -> str:
+        """A language model's vocabulary level: as ``results.json`` records it, else its
+        corpus's (:func:`~..data.levels.corpus_level`)."""
+        return (self.results or {}).get("level") or corpus_level(self.config.get("data", {}))
 
     @property
     def gated(self) -> bool:
@@ -347,13 +370,16 @@ def _with_registry_defaults(experiment: dict[str, Any]) -> dict[str, Any]:
     return {**defaults, **experiment}
 
 
-def load_run(run_dir: str | Path) -> RunRecord:
+def load_run(run_dir: str | Path, label: str = "") -> RunRecord:
     """Read one run folder; anything missing, or a metrics line being written, is noted in
-    ``problems``; a malformed file is a one-line ConfigError naming it."""
+    ``problems``; a malformed file is a one-line ConfigError naming it. ``label``: its name in
+    a comparison, where ``experiment.json`` may be absent (a ``highway train`` folder)."""
     run_dir = Path(run_dir)
     problems: list[str] = []
     path = run_dir / EXPERIMENT_FILE
-    experiment = _with_registry_defaults(_check_experiment(read_run_json(path), path))
+    experiment: dict[str, Any] = {}  # a highway train folder: no experiment
+    if not label or path.exists():
+        experiment = _with_registry_defaults(_check_experiment(read_run_json(path), path))
     config = _read_config(run_dir / runfolder.CONFIG_FILE, problems)
     path = run_dir / runfolder.RESULTS_FILE
     results = read_run_json(path)
@@ -362,7 +388,7 @@ def load_run(run_dir: str | Path) -> RunRecord:
         if results is not None and results.get(split) is None:
             problems.append(f"results.json has no {split} figures")
     records = read_run_metrics(run_dir / runfolder.METRICS_FILE, problems)
-    run = RunRecord(run_dir, experiment, config, results, records, problems)
+    run = RunRecord(run_dir, experiment, config, results, records, problems, label=label)
     path = run_dir / PROTOCOL_FILE
     run.protocol = read_run_json(path)
     check_fields(run.protocol, path, PROTOCOL_FIELDS)
@@ -370,6 +396,73 @@ def load_run(run_dir: str | Path) -> RunRecord:
     run.unusable = unusable_reason(run_dir, results, records, problems, run.protocol)
     if run.unusable:
         run.progress = None  # a diverged or damaged run is not one still training
+    return run
+
+
+@dataclass
+class RunSet:
+    """The run folders of one report, read: those a statistic may read, and the rest."""
+
+    loaded: list[RunRecord]
+
+    @property
+    def runs(self) -> list[RunRecord]:
+        """The finished, usable runs: every number and figure reads these only."""
+        return [r for r in self.loaded if r.progress is None and r.unusable is None]
+
+    @property
+    def in_progress(self) -> list[dict[str, Any]]:
+        return [{"name": r.name, "seed": r.seed, "step": r.progress[0],
+                 "max_steps": r.progress[1]} for r in self.loaded if r.progress]  # fmt: skip
+
+    @property
+    def unusable(self) -> list[dict[str, Any]]:
+        return [{"name": r.name, "seed": r.seed, "reason": r.unusable}
+                for r in self.loaded if r.unusable]  # fmt: skip
+
+
+def load_run_set(paths: Iterable[str | Path]) -> RunSet:
+    """The run folders among ``paths`` (:func:`find_run_dirs`), each read by :func:`load_run`."""
+    return RunSet([load_run(path) for path in find_run_dirs(paths)])
+
+
+def run_labels(run_dirs: list[Path]) -> list[str]:
+    """Each run's folder name, or where runs share one the fewest trailing path parts that
+    tell it from every other (``x/run``, ``y/run``): short enough for a legend."""
+    parts = [d.parts for d in run_dirs]
+
+    def label(i: int) -> str:
+        mine = parts[i]
+        for n in range(1, len(mine) + 1):
+            if all(other[-n:] != mine[-n:] for j, other in enumerate(parts) if j != i):
+                return "/".join(mine[-n:])
+        return str(run_dirs[i])  # a path that ends another's: the whole path
+
+    return [label(i) for i in range(len(parts))]
+
+
+def load_compared(run_dir: Path, label: str) -> RunRecord:
+    """One run folder of a comparison, with at least one validation record; a malformed file,
+    or numbers no statistic may read (:func:`unusable_reason`), are refused naming the file.
+    Each row is one named run, so leaving one out would change the comparison asked for: it
+    is refused whole, a metrics line being written too."""
+    run = load_run(run_dir, label)
+    if not curve(run.records, "valid"):
+        raise DataError(
+            f"{run_dir} has no validation records in metrics.jsonl; give folders written by "
+            "`highway train` (or the demo) that reached at least one evaluation"
+        )
+    unusable = run.unusable
+    if unusable is None and CUT_SHORT in run.problems:  # no "in progress" here: a cut is a cut
+        unusable = (
+            f"{run_dir / runfolder.METRICS_FILE}: its last line is cut short (a run writing it? "
+            "compare once it has finished)"
+        )
+    if unusable:
+        raise DataError(
+            f"{unusable}; its numbers are not usable, so nothing is compared: leave {run_dir} "
+            "out or train it again"
+        )
     return run
 
 

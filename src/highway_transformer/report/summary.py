@@ -16,7 +16,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from .markdown import format_difference
-from .tables import higher_is_better
+from .stats import higher_is_better
 
 START = "<!-- verdicts: generated from the reports' report.json; do not edit by hand -->"
 END = "<!-- end of generated verdicts -->"

@@ -14,34 +14,23 @@ from .convergence import steps_to_reach
 from .machines import one_kind_of_machine
 from .runs import RunRecord
 from .stats import (
+    PERCENT_METRICS,
     fraction_target,
+    higher_is_better,
+    mean,
+    means_on_shared_seeds,
     paired_difference,
     plateaued,
     relative_change,
-    shared_seeds,
+    seeds_better,
     steps_to_fraction,
     summary,
 )
 
 
 def _mean(s: dict[str, float] | None) -> float | None:
+    """The mean of a :func:`~.stats.summary` (None: no values)."""
     return None if s is None else s["mean"]
-
-
-#: Metrics the papers publish in percent (results.json holds fractions).
-PERCENT_METRICS = ("accuracy", "token_accuracy", "exact_match")
-
-
-def higher_is_better(metric: str) -> bool:
-    """Whether a larger ``metric`` is better, as the task registry declares it."""
-    from ..tasks import TASKS
-
-    return any(task.metrics.get(metric) == "higher" for task in TASKS.values())
-
-
-def better_word(metric: str) -> str:
-    """ "higher" or "lower": the better direction of ``metric`` (the task registry's word)."""
-    return "higher" if higher_is_better(metric) else "lower"
 
 
 def _improved(change: float | None, metric: str) -> bool | None:
@@ -110,7 +99,7 @@ def paper_rows(groups: dict[str, list[RunRecord]], metric: str) -> list[dict[str
             "baseline": exp.get("baseline", name),
             "is_baseline": exp.get("baseline", name) == name,
             "seeds": [r.seed for r in runs],
-            "parameters": _mean(summary((r.results or {}).get("parameters") for r in runs)),
+            "parameters": mean((r.results or {}).get("parameters") for r in runs),
             "eval_loss": summary(_result(r, "valid", "loss") for r in runs),
             f"eval_{metric}": summary(_result(r, "valid", metric) for r in runs),
             "test_loss": summary(_result(r, "test", "loss") for r in runs),
@@ -185,18 +174,11 @@ def _by_seed(row: dict[str, Any], key: str) -> dict[int, float | None]:
 def _means_on_shared_seeds(
     row: dict[str, Any], base: dict[str, Any] | None, key: str
 ) -> tuple[float | None, float | None]:
-    """Means of ``row`` and its baseline over the seeds both have a value for: a row with a
-    seed its baseline lacks (a table stopped part-way) is compared like with like."""
+    """Means of ``row`` and its baseline over the seeds both have a value for
+    (:func:`~.stats.means_on_shared_seeds`)."""
     if base is None:
         return _mean(row[key]), None
-    mine, theirs = _by_seed(row, key), _by_seed(base, key)
-    shared = shared_seeds(mine, theirs)
-    if not shared:
-        return None, None
-    return (
-        float(np.mean([mine[s] for s in shared])),
-        float(np.mean([theirs[s] for s in shared])),
-    )
+    return means_on_shared_seeds(_by_seed(row, key), _by_seed(base, key))
 
 
 def fraction_rows(
@@ -279,8 +261,8 @@ def time_rows(groups: dict[str, list[RunRecord]], timed: bool = True) -> list[di
         rows[name] = {
             "name": name,
             "baseline": exp.get("baseline", name),
-            "parameters": _mean(summary(r.get("parameters") for r in done)),
-            "steps": _mean(summary(r.get("steps") for r in done)),
+            "parameters": mean(r.get("parameters") for r in done),
+            "steps": mean(r.get("steps") for r in done),
             "train_seconds": seconds,
             "train_hours": None if seconds is None else seconds["mean"] / 3600,
             "seconds_per_step": summary(
@@ -304,15 +286,9 @@ def time_rows(groups: dict[str, list[RunRecord]], timed: bool = True) -> list[di
 
 def _paired_better(runs: list[RunRecord], base: list[RunRecord], metric: str) -> tuple[int, int]:
     """Seeds run by both rows where the row's final validation metric is better: (better, n)."""
-    base_by_seed = {r.seed: _result(r, "valid", metric) for r in base}
-    pairs = [
-        (_result(r, "valid", metric), base_by_seed.get(r.seed))
-        for r in runs
-        if r.seed in base_by_seed
-    ]
-    pairs = [(mine, theirs) for mine, theirs in pairs if mine is not None and theirs is not None]
-    higher = higher_is_better(metric)
-    return sum(mine > theirs if higher else mine < theirs for mine, theirs in pairs), len(pairs)
+    mine = {r.seed: _result(r, "valid", metric) for r in runs}
+    theirs = {r.seed: _result(r, "valid", metric) for r in base}
+    return seeds_better(mine, theirs, metric)
 
 
 def direction_rows(
