@@ -168,6 +168,7 @@ FIELD_RANGES: dict[str, Range] = {
     "model.init_std": Range(0, open_low=True, fix="e.g. 0.02"),
     "model.init_proj_std": Range(0, open_low=True, fix="e.g. 0.01, or unset it"),
     "model.shaw_clip": _AT_LEAST_1,
+    "model.rope_theta": Range(0, open_low=True, fix="e.g. 10000, the RoFormer/Llama base"),
     "model.adaptive_cutoffs": _AT_LEAST_1,
     "model.adaptive_div": Range(1, fix="e.g. 4"),
     "model.gate.bias": Range(-100, 100, fix="gate biases are small, e.g. 0 or 2"),
@@ -284,6 +285,12 @@ def _check_model_names(m: ModelConfig) -> None:
         _choice("attention", m.attention, names.ATTENTION_NAMES)
     _choice("local RNN cell", m.local_rnn.cell, names.CELL_NAMES)
     _choice("positional encoding", m.positional, POSITIONALS)
+    _choice("feed-forward sublayer (model.ffn)", m.ffn, names.FFN_NAMES)
+    _choice(
+        "attention-output gate (model.attn_output_gate)",
+        m.attn_output_gate,
+        names.ATTN_OUTPUT_GATES,
+    )
     _choice(
         "attention kernel (model.attention_kernel)", m.attention_kernel, names.ATTENTION_KERNELS
     )
@@ -294,6 +301,11 @@ def _check_model_names(m: ModelConfig) -> None:
     _choice("LayerNorm initialisation", m.init_norm, names.NORM_INITS)
     _choice("token table initialisation", m.init_embedding, names.EMBEDDING_SCHEMES)
     _choice("norm position", m.norm, names.NORM_POSITIONS)
+    if m.gate.kind in ("attn-output", "attn_output", "attention-output"):
+        raise ConfigError(
+            f"model.gate.kind={m.gate.kind}: the attention-output gate is its own key, so it "
+            "combines with the connection gates; set model.attn_output_gate=elementwise or headwise"
+        )
     _choice("gate", m.gate.kind, names.GATE_NAMES)
     _choice("gate activation", m.gate.activation, names.ACTIVATION_NAMES)
     for sub in m.gate.sublayers:
@@ -344,6 +356,7 @@ def check_model(config: ModelConfig) -> None:
     _check_fidelity_options(config, family)
     _check_initialisation(config)
     _check_gate(config)
+    _check_rope(config, family)
     if config.d_head is None and config.d_model % config.n_heads:
         raise ConfigError(
             f"model.d_model={config.d_model} does not divide into model.n_heads="
@@ -369,6 +382,28 @@ def _check_attention(config: ModelConfig, family: Family) -> None:
     inner = config.head_dim * config.n_heads
     if kind == "shaw" and config.d_head is not None and inner != config.d_model:
         raise ConfigError("Shaw attention needs d_head * n_heads == d_model; unset model.d_head")
+
+
+def _check_rope(config: ModelConfig, family: Family) -> None:
+    """RoPE rotates the queries and keys of dot-product attention, in pairs of features."""
+    if config.positional != "rope":
+        if config.rope_theta != ModelConfig.rope_theta:
+            raise ConfigError(
+                "model.rope_theta applies to model.positional=rope; remove it or set "
+                "model.positional=rope"
+            )
+        return
+    kind = config.attention or family.attentions[0]
+    if kind != "dot":
+        raise ConfigError(
+            f"model.positional=rope applies to dot-product attention; {kind} attention encodes "
+            f"distances itself: use model.positional=none with attention={kind}"
+        )
+    if config.head_dim % 2:
+        raise ConfigError(
+            f"model.positional=rope rotates pairs of features: the head size {config.head_dim} "
+            "must be even; set model.d_head (or n_heads) to make it even"
+        )
 
 
 def _check_memory(config: ModelConfig, family: Family) -> None:
@@ -490,7 +525,27 @@ def check_task(config: Config) -> None:
             f"model.dropout_out applies to language models only; remove it for "
             f"task.name={task.name}"
         )
+    _check_scored_attention(config)
     _check_eval_layout(config)
+
+
+def _check_scored_attention(config: Config) -> None:
+    """The encoder-decoder's attention is its own (task.score): the options of the dot,
+    Shaw and relative attention modules do not reach it."""
+    m = config.model
+    if config.task.name != "seq2seq":
+        return
+    for name, value, default in (
+        ("positional", m.positional, "rope"),
+        ("attn_output_gate", m.attn_output_gate, None),
+        ("bias", m.bias, None),
+    ):
+        applies = value == default if default else value != getattr(ModelConfig, name)
+        if applies:
+            raise ConfigError(
+                f"model.{name}={value} applies to the dot, Shaw and relative attention of the "
+                "language and sequence models, not task.name=seq2seq's scored attention; remove it"
+            )
 
 
 def _check_eval_layout(config: Config) -> None:

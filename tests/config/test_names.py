@@ -17,6 +17,7 @@ def _registries() -> dict[str, Iterable[str]]:
     from highway_transformer.models.sequence import POOLINGS
     from highway_transformer.nn.combiner import ACTIVATIONS
     from highway_transformer.nn.connections import COMBINERS
+    from highway_transformer.nn.feedforward import FFNS
     from highway_transformer.nn.local_rnn import CELLS
     from highway_transformer.nn.norms import NORMS
     from highway_transformer.runtime.strategies import STRATEGIES
@@ -35,6 +36,7 @@ def _registries() -> dict[str, Iterable[str]]:
         "TASK_NAMES": TASKS,
         "POOLING_NAMES": POOLINGS,
         "STRATEGY_NAMES": STRATEGIES,
+        "FFN_NAMES": FFNS,
     }
 
 

@@ -24,7 +24,7 @@ GATEABLE_NAMES = ("attn", "ffn", "rnn")
 #: ``model.local_rnn.cell``: :data:`highway_transformer.nn.local_rnn.CELLS`.
 CELL_NAMES = ("rnn", "gru", "lstm")
 #: ``model.layer_norm``: :data:`highway_transformer.nn.norms.NORMS`.
-NORM_NAMES = ("torch", "rt")
+NORM_NAMES = ("torch", "rt", "rmsnorm")
 #: ``model.gate.kind``: :data:`highway_transformer.nn.connections.COMBINERS`.
 GATE_NAMES = (
     "none",
@@ -60,6 +60,8 @@ TASK_NAMES = ("lm", "music", "pixels", "copy", "adding", "seq2seq")
 SPLIT_CAPPED_TASKS = ("lm", "music", "pixels")
 #: ``task.pooling``: :data:`highway_transformer.models.sequence.POOLINGS`.
 POOLING_NAMES = ("last", "mean")
+#: ``model.ffn``: :data:`highway_transformer.nn.feedforward.FFNS`.
+FFN_NAMES = ("relu", "swiglu")
 #: ``train.strategy``: :data:`highway_transformer.runtime.strategies.STRATEGIES`.
 STRATEGY_NAMES = ("ddp", "fsdp")
 
@@ -67,6 +69,9 @@ STRATEGY_NAMES = ("ddp", "fsdp")
 
 #: ``model.attention_kernel``: what computes relative attention (``nn/relative.py``).
 ATTENTION_KERNELS = ("auto", "core", "fused")
+#: ``model.attn_output_gate``: none, or the attention-output gate's width per head (all of
+#: its features, or one scalar; Qiu et al. 2025).
+ATTN_OUTPUT_GATES = ("none", "elementwise", "headwise")
 #: ``model.norm``: where each sublayer's LayerNorm stands.
 NORM_POSITIONS = ("post", "pre")
 #: ``model.init``.

@@ -17,7 +17,7 @@ from typing import Any
 
 from .loading import from_dict, set_dotted
 
-POSITIONALS = ("sinusoidal", "none")
+POSITIONALS = ("sinusoidal", "rope", "none")
 OPTIMIZERS = ("sgd", "adam", "adamw")
 SCHEDULES = ("constant", "linear", "cosine", "anneal", "step")
 ANNEAL_RULES = ("best", "window", "window-strict")
@@ -89,7 +89,11 @@ class ModelConfig:
     init_proj_std: float | None = None  # adaptive projections N(0, std); None: as weights
     init_norm: str = "ones"  # LayerNorm weight: ones | normal (N(1, init_std), XL code)
     init_embedding: str = ""  # token tables: "" as weights | uniform | normal (bias 0; RT LM code)
-    positional: str = "sinusoidal"  # sinusoidal | none (relative attention ignores it)
+    positional: str = "sinusoidal"  # sinusoidal | rope (dot attention) | none (XL ignores it)
+    rope_theta: float = 10000.0  # positional=rope: base θ of the rotary frequencies θ^(-2i/d)
+    ffn: str = "relu"  # relu | swiglu (hidden: round(2/3 d_inner) up to a multiple of 8)
+    bias: bool = True  # false: no biases in attention, FFN, norms and output (gates keep b)
+    attn_output_gate: str = "none"  # none | elementwise | headwise: heads ⊙ σ(h Wθ) before Wo
     attention: str | None = None  # dot | shaw | relative; None: the family's own (models.families)
     shaw_clip: int = 16
     attention_kernel: str = "auto"  # XL attention: core | fused (Triton) | auto (core till checked)
@@ -100,7 +104,7 @@ class ModelConfig:
     adaptive_div: float = 4.0
     # Reference-code fidelity (docs/fidelity.md). "auto" follows the reference code of the
     # family (its record in models.families): Transformer-XL or the HT / RT code.
-    layer_norm: str = "torch"  # torch | rt (RT code: unbiased std, eps 1e-6 on the std)
+    layer_norm: str = "torch"  # torch | rt (RT code: unbiased std + 1e-6) | rmsnorm (no mean)
     final_norm: str = "auto"  # auto | true | false; auto: pre-LN vanilla Transformer only
     embedding_scale: str = "auto"  # auto | true | false: embeddings × √d_model; auto: XL
     dropout_pos: float | None = None  # dropout on XL's R; None: as dropout (XL code)

@@ -40,6 +40,7 @@ from ..errors import ConfigError, unknown_choice
 from .decoding import DistanceTable, KVCache
 from .dropout import Dropout
 from .kernels import relative_attention
+from .output_gate import build_output_gate
 from .positional import encoding_dtype, sinusoid
 
 
@@ -243,6 +244,9 @@ class RelativeMultiHeadAttention(nn.Module):
             (:mod:`.kernels.relative_core`), ``fused`` (the Triton kernel,
             :mod:`.kernels.relative_triton`) or ``auto`` (the core until the kernel is
             verified on a GPU; see :func:`.kernels.attention_function`).
+        output_gate: ``none``, or the attention-output gate (:mod:`.output_gate`) applied
+            to the heads before the output projection: ``elementwise`` or ``headwise``.
+        gate_bias: whether that gate's projection has a bias.
     """
 
     def __init__(
@@ -253,6 +257,8 @@ class RelativeMultiHeadAttention(nn.Module):
         dropout_attn: float = 0.0,
         own_biases: bool = True,
         kernel: str = "auto",
+        output_gate: str = "none",
+        gate_bias: bool = True,
     ) -> None:
         super().__init__()
         for name, value in (("d_model", d_model), ("n_heads", n_heads), ("d_head", d_head)):
@@ -272,6 +278,7 @@ class RelativeMultiHeadAttention(nn.Module):
         self.r_net = nn.Linear(d_model, inner, bias=False)  # W_kR
         self.out = nn.Linear(inner, d_model, bias=False)
         self.r_w_bias, self.r_r_bias = uv_biases(n_heads, d_head, own_biases)
+        self.output_gate = build_output_gate(output_gate, d_model, n_heads, d_head, gate_bias)
         self.reset_biases()
 
     def reset_biases(self) -> None:
@@ -379,6 +386,8 @@ class RelativeMultiHeadAttention(nn.Module):
             scale=1.0 / math.sqrt(d_h),
             dropout=self.dropout_attn if self.training else 0.0,
         )  # [B, L, H·dh]
+        if self.output_gate is not None:  # Qiu et al. 2025 G1: heads ⊙ σ(h W_θ)
+            attn = self.output_gate(h, attn)
         return self.out(attn)
 
     def _keys_values(self, context: Tensor) -> tuple[Tensor, Tensor]:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from ..config import Config
 from ..errors import unknown_choice
-from . import gtrxl_shaw, ht_tables, rt_tables, xl_tables
+from . import gtrxl_shaw, ht_tables, modern, rt_tables, xl_tables
 
 
 @dataclass(frozen=True)
@@ -28,6 +28,7 @@ def _registry() -> dict[str, Preset]:
         **xl_tables.PRESETS,
         **gtrxl_shaw.PRESETS,
         **rt_tables.PRESETS,
+        **modern.PRESETS,
     }.items():
         presets[name] = Preset(name, description, build)
     return presets
