@@ -535,15 +535,15 @@ def _check_scored_attention(config: Config) -> None:
     m = config.model
     if config.task.name != "seq2seq":
         return
-    for name, value, default in (
-        ("positional", m.positional, "rope"),
-        ("attn_output_gate", m.attn_output_gate, None),
-        ("bias", m.bias, None),
-    ):
-        applies = value == default if default else value != getattr(ModelConfig, name)
-        if applies:
+    chosen = {
+        "positional=rope": m.positional == "rope",
+        f"attn_output_gate={m.attn_output_gate}": m.attn_output_gate != "none",
+        "bias=false": not m.bias,
+    }
+    for setting, misfit in chosen.items():
+        if misfit:
             raise ConfigError(
-                f"model.{name}={value} applies to the dot, Shaw and relative attention of the "
+                f"model.{setting} applies to the dot, Shaw and relative attention of the "
                 "language and sequence models, not task.name=seq2seq's scored attention; remove it"
             )
 
