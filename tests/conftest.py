@@ -432,6 +432,16 @@ LM_FAMILIES = {
     "xl": _xl_config(6),
     "shaw": _family_config(attention="shaw", shaw_clip=3, positional="none"),
     "gtrxl": _xl_config(6, norm="pre", gate=GateConfig(kind="gtrxl-gru", bias=2.0)),
+    # the modern baseline (presets/modern.py) with the attention-output gate
+    "modern": _family_config(
+        norm="pre",
+        final_norm="true",
+        layer_norm="rmsnorm",
+        positional="rope",
+        ffn="swiglu",
+        bias=False,
+        attn_output_gate="elementwise",
+    ),
 }
 #: Every Highway Transformer gate (and none).
 LM_GATES = [

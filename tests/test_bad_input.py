@@ -78,6 +78,34 @@ def test_bad_override_is_one_line_naming_the_field(
     assert named in err
 
 
+MODERN_MISFITS = [
+    (
+        ["model.family=xl", "model.positional=rope"],
+        "use model.positional=none with attention=relative",
+    ),
+    (
+        ["model.attention=shaw", "model.positional=rope"],
+        "use model.positional=none with attention=shaw",
+    ),
+    (
+        ["model.positional=rope", "model.n_heads=4", "model.d_head=3"],
+        "set model.d_head (or n_heads)",
+    ),
+    (["model.rope_theta=500"], "remove it or set model.positional=rope"),
+    (["model.gate.kind=attn-output"], "set model.attn_output_gate=elementwise or headwise"),
+    (["model.attn_output_gate=channel"], "choose one of: elementwise, headwise, none"),
+    (["model.ffn=geglu"], "choose one of: relu, swiglu"),
+    (["--task", "seq2seq", "model.attn_output_gate=headwise"], "scored attention; remove it"),
+]
+
+
+@pytest.mark.parametrize(("overrides", "fix"), MODERN_MISFITS)
+def test_a_modern_option_where_it_does_not_apply_names_the_fix(
+    overrides: list[str], fix: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert fix in run_cli(["train", *overrides, "--no-progress"], capsys)
+
+
 def test_every_range_names_its_field_and_bound() -> None:
     for name, allowed in key_ranges().items():
         if allowed.low is None:

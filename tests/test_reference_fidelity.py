@@ -430,7 +430,7 @@ def test_memory_policy_on_a_model_without_memory_is_an_error() -> None:
         ({"model.untie_r": True}, "family=xl only"),
         ({"model.gate.kind": "highway", "model.gate.activation": "tanh"}, "sigmoid"),
         ({"model.dropout_out": 0.1, "task.name": "copy"}, "language models only"),
-        ({"model.layer_norm": "rms"}, "layer_norm.*'rms'; choose one of: rt, torch"),
+        ({"model.layer_norm": "rms"}, "layer_norm.*'rms'; choose one of: rmsnorm, rt, torch"),
         ({"model.final_norm": "maybe"}, "final_norm"),
         ({"data.eval_layout": "reference"}, "eval_layout=reference .* model.family=xl"),
         ({"data.eval_layout": "xl"}, "evaluation layout"),

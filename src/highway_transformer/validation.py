@@ -209,6 +209,12 @@ def check_names(config: Config) -> None:
     """Every name the config chooses is one its key declares (a registry's names, read from
     :mod:`highway_transformer.config.names` now, so no torch is imported), and the forms
     that are no list of names."""
+    kind = config.model.gate.kind
+    if kind in ("attn-output", "attn_output", "attention-output"):
+        raise ConfigError(
+            f"model.gate.kind={kind}: the attention-output gate is its own key, so it "
+            "combines with the connection gates; set model.attn_output_gate=elementwise or headwise"
+        )
     for declared in declared_keys():
         if declared.spec and declared.spec.choices:
             for item in _items(_field_value(config, declared.name)):
@@ -237,6 +243,7 @@ def check_model(config: ModelConfig) -> None:
     _check_fidelity_options(config, family)
     _check_initialisation(config)
     _check_gate(config)
+    _check_rope(config, family)
     if config.d_head is None and config.d_model % config.n_heads:
         raise ConfigError(
             f"model.d_model={config.d_model} does not divide into model.n_heads="
@@ -262,6 +269,28 @@ def _check_attention(config: ModelConfig, family: Family) -> None:
     inner = config.head_dim * config.n_heads
     if kind == "shaw" and config.d_head is not None and inner != config.d_model:
         raise ConfigError("Shaw attention needs d_head * n_heads == d_model; unset model.d_head")
+
+
+def _check_rope(config: ModelConfig, family: Family) -> None:
+    """RoPE rotates the queries and keys of dot-product attention, in pairs of features."""
+    if config.positional != "rope":
+        if config.rope_theta != ModelConfig.rope_theta:
+            raise ConfigError(
+                "model.rope_theta applies to model.positional=rope; remove it or set "
+                "model.positional=rope"
+            )
+        return
+    kind = config.attention or family.attentions[0]
+    if kind != "dot":
+        raise ConfigError(
+            f"model.positional=rope applies to dot-product attention; {kind} attention encodes "
+            f"distances itself: use model.positional=none with attention={kind}"
+        )
+    if config.head_dim % 2:
+        raise ConfigError(
+            f"model.positional=rope rotates pairs of features: the head size {config.head_dim} "
+            "must be even; set model.d_head (or n_heads) to make it even"
+        )
 
 
 def _check_memory(config: ModelConfig, family: Family) -> None:
@@ -383,6 +412,7 @@ def check_task(config: Config) -> None:
             f"model.dropout_out applies to language models only; remove it for "
             f"task.name={task.name}"
         )
+    _check_scored_attention(config)
     _check_eval_layout(config)
     _check_rl(config)
 
@@ -431,6 +461,25 @@ def _check_rl(config: Config) -> None:
             "task.name=rl takes one optimizer step per PPO minibatch; set train.accumulate=1 "
             "(raise task.rl.num_envs or num_steps for larger minibatches)"
         )
+
+
+def _check_scored_attention(config: Config) -> None:
+    """The encoder-decoder's attention is its own (task.score): the options of the dot,
+    Shaw and relative attention modules do not reach it."""
+    m = config.model
+    if config.task.name != "seq2seq":
+        return
+    chosen = {
+        "positional=rope": m.positional == "rope",
+        f"attn_output_gate={m.attn_output_gate}": m.attn_output_gate != "none",
+        "bias=false": not m.bias,
+    }
+    for setting, misfit in chosen.items():
+        if misfit:
+            raise ConfigError(
+                f"model.{setting} applies to the dot, Shaw and relative attention of the "
+                "language and sequence models, not task.name=seq2seq's scored attention; remove it"
+            )
 
 
 def _check_eval_layout(config: Config) -> None:

@@ -17,6 +17,7 @@ def _registries() -> dict[str, Iterable[str]]:
     from highway_transformer.models.sequence import POOLINGS
     from highway_transformer.nn.combiner import ACTIVATIONS
     from highway_transformer.nn.connections import COMBINERS
+    from highway_transformer.nn.feedforward import FFNS
     from highway_transformer.nn.local_rnn import CELLS
     from highway_transformer.nn.norms import NORMS
     from highway_transformer.runtime.strategies import STRATEGIES
@@ -39,6 +40,7 @@ def _registries() -> dict[str, Iterable[str]]:
         "STRATEGY_NAMES": STRATEGIES,
         "RL_POLICY_NAMES": POLICIES,
         "RL_ENV_NAMES": ENVS,
+        "FFN_NAMES": FFNS,
     }
 
 

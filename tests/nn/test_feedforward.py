@@ -1,14 +1,16 @@
 """The position-wise FFN (``nn/feedforward.py``, HT eq. 8) against
 :func:`highway_transformer.nn.reference.position_wise_ff` in float64, gradients included, and
-its dropout: between the ReLU and the second layer, in training only."""
+its dropout: between the ReLU and the second layer, in training only; SwiGLU against
+:func:`~highway_transformer.nn.reference.swiglu_ff` and its 2/3 width rule."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from highway_transformer.nn import reference
 from highway_transformer.nn.dropout import Dropout
-from highway_transformer.nn.feedforward import FeedForward
+from highway_transformer.nn.feedforward import FeedForward, SwiGLU, swiglu_hidden
 
 D, INNER = 6, 20
 
@@ -61,3 +63,31 @@ def test_dropout_acts_between_the_relu_and_the_second_layer_in_training_only() -
         hidden = Dropout(0.5).train()(ffn.fc1(x).relu())
         torch.testing.assert_close(got, ffn.fc2(hidden), atol=1e-12, rtol=0)
         assert not torch.allclose(got, reference.position_wise_ff(x, *weights))
+
+
+def test_swiglu_hidden_width_is_two_thirds_rounded_up_to_eights() -> None:
+    assert [swiglu_hidden(n) for n in (512, 2048, 64, 12, 3)] == [344, 1368, 48, 8, 8]
+    for d_inner in (64, 100, 512, 2048):  # about the ReLU FFN's parameters, never fewer
+        relu, swiglu = FeedForward(32, d_inner, bias=False), SwiGLU(32, d_inner, bias=False)
+        n_relu, n_swiglu = (sum(p.numel() for p in m.parameters()) for m in (relu, swiglu))
+        assert n_relu <= n_swiglu <= n_relu * 1.15
+
+
+@pytest.mark.parametrize(("dtype", "tol"), [(torch.float64, 1e-12), (torch.float32, 1e-5)])
+@pytest.mark.parametrize("bias", [True, False])
+def test_swiglu_is_the_formula_with_its_gradients(
+    dtype: torch.dtype, tol: float, bias: bool
+) -> None:
+    torch.manual_seed(0)
+    ffn = SwiGLU(D, INNER, bias=bias).to(dtype)
+    x = _x().detach().to(dtype).requires_grad_()
+    layers = (ffn.fc1, ffn.fc3, ffn.fc2)
+    biases = tuple(layer.bias for layer in layers)
+    assert all((b is not None) == bias for b in biases)
+    expected = reference.swiglu_ff(x, ffn.fc1.weight, ffn.fc3.weight, ffn.fc2.weight, biases)
+    got = ffn(x)
+    torch.testing.assert_close(got, expected, atol=tol, rtol=tol)
+    grads = torch.autograd.grad(got.sum(), (x, ffn.fc1.weight))
+    oracle = torch.autograd.grad(expected.sum(), (x, ffn.fc1.weight))
+    for a, b in zip(grads, oracle, strict=True):
+        torch.testing.assert_close(a, b, atol=tol, rtol=tol)

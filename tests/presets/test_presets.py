@@ -14,6 +14,7 @@ from highway_transformer.presets import (
     get_preset,
     gtrxl_shaw,
     ht_tables,
+    modern,
     register,
     rl,
     rt_tables,
@@ -24,7 +25,7 @@ from highway_transformer.validation import validate
 
 
 def test_the_registry_is_every_table_modules_presets_once() -> None:
-    modules = (ht_tables, xl_tables, gtrxl_shaw, rt_tables, rl)
+    modules = (ht_tables, xl_tables, gtrxl_shaw, rt_tables, rl, modern)
     names = [name for module in modules for name in module.PRESETS]
     assert len(names) == len(set(names)) == len(PRESETS)
     for name, preset in PRESETS.items():

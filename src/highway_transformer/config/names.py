@@ -24,7 +24,7 @@ GATEABLE_NAMES = ("attn", "ffn", "rnn")
 #: ``model.local_rnn.cell``: :data:`highway_transformer.nn.local_rnn.CELLS`.
 CELL_NAMES = ("rnn", "gru", "lstm")
 #: ``model.layer_norm``: :data:`highway_transformer.nn.norms.NORMS`.
-NORM_NAMES = ("torch", "rt")
+NORM_NAMES = ("torch", "rt", "rmsnorm")
 #: ``model.gate.kind``: :data:`highway_transformer.nn.connections.COMBINERS`.
 GATE_NAMES = (
     "none",
@@ -64,12 +64,14 @@ POOLING_NAMES = ("last", "mean")
 RL_POLICY_NAMES = ("transformer", "lstm", "gru", "mlp")
 #: ``task.rl.env``: :data:`highway_transformer.tasks.rl.envs.ENVS`.
 RL_ENV_NAMES = ("corridor", "MiniGrid-MemoryS7-v0", "MiniGrid-MemoryS9-v0")
+#: ``model.ffn``: :data:`highway_transformer.nn.feedforward.FFNS`.
+FFN_NAMES = ("relu", "swiglu")
 #: ``train.strategy``: :data:`highway_transformer.runtime.strategies.STRATEGIES`.
 STRATEGY_NAMES = ("ddp", "fsdp")
 
 # --------------------------------------------------------------------------- plain names
 
-POSITIONALS = ("sinusoidal", "none")
+POSITIONALS = ("sinusoidal", "rope", "none")
 OPTIMIZERS = ("sgd", "adam", "adamw")
 SCHEDULES = ("constant", "linear", "cosine", "anneal", "step")
 ANNEAL_RULES = ("best", "window", "window-strict")
@@ -85,6 +87,9 @@ LEVELS = ("char", "word", "byte", *SUBWORD_LEVELS)
 
 #: ``model.attention_kernel``: what computes relative attention (``nn/relative.py``).
 ATTENTION_KERNELS = ("auto", "core", "fused")
+#: ``model.attn_output_gate``: none, or the attention-output gate's width per head (all of
+#: its features, or one scalar; Qiu et al. 2025).
+ATTN_OUTPUT_GATES = ("none", "elementwise", "headwise")
 #: ``model.norm``: where each sublayer's LayerNorm stands.
 NORM_POSITIONS = ("post", "pre")
 #: ``model.init``.

@@ -219,9 +219,30 @@ class ModelConfig:
     )
     positional: str = key(
         "sinusoidal",
-        "sinusoidal | none (relative attention ignores it)",
+        "sinusoidal | rope (dot attention) | none (relative attention ignores it)",
         choices="POSITIONALS",
         what="positional encoding",
+        source="RoFormer (Su et al. 2021) for rope",
+    )
+    rope_theta: float = key(
+        10000.0,
+        "positional=rope: base θ of the rotary frequencies θ^(-2i/d)",
+        range=Range(0, open_low=True, fix="e.g. 10000, the RoFormer/Llama base"),
+    )
+    ffn: str = key(
+        "relu",
+        "relu | swiglu (hidden: round(2/3 d_inner) up to a multiple of 8)",
+        choices="FFN_NAMES",
+        what="feed-forward sublayer (model.ffn)",
+        source="Shazeer 2020 for swiglu",
+    )
+    bias: bool = key(True, "false: no biases in attention, FFN, norms and output (gates keep b)")
+    attn_output_gate: str = key(
+        "none",
+        "none | elementwise | headwise: heads ⊙ σ(h Wθ) before Wo",
+        choices="ATTN_OUTPUT_GATES",
+        what="attention-output gate (model.attn_output_gate)",
+        source="Qiu et al. 2025 (G1)",
     )
     attention: str | None = key(
         None,
@@ -256,7 +277,7 @@ class ModelConfig:
     # family (its record in models.families): Transformer-XL or the HT / RT code.
     layer_norm: str = key(
         "torch",
-        "torch | rt (RT code: unbiased std, eps 1e-6 on the std)",
+        "torch | rt (RT code: unbiased std, eps 1e-6 on the std) | rmsnorm (no mean)",
         choices="NORM_NAMES",
         what="layer norm (model.layer_norm)",
         source="RT code",

@@ -24,7 +24,7 @@ from torch import nn
 from ..config import ModelConfig
 from ..errors import ConfigError
 from ..nn.attention import MultiHeadAttention
-from ..nn.block import AttentionSublayer, Block, FeedForwardSublayer, LocalRNNSublayer
+from ..nn.block import FFN_SUBLAYERS, AttentionSublayer, Block, LocalRNNSublayer
 from ..nn.connections import Connection, build_combiner
 from ..nn.layer_spec import parse_layer_spec
 from ..nn.local_rnn import LocalRNN
@@ -47,7 +47,14 @@ class AttentionKind:
 
 def _dot(config: ModelConfig, causal: bool) -> nn.Module:
     return MultiHeadAttention(
-        config.d_model, config.n_heads, config.d_head, config.dropout_attn, causal=causal
+        config.d_model,
+        config.n_heads,
+        config.d_head,
+        config.dropout_attn,
+        causal=causal,
+        rope_theta=config.rope_theta if config.positional == "rope" else None,
+        bias=config.bias,
+        output_gate=config.attn_output_gate,
     )
 
 
@@ -60,6 +67,8 @@ def _relative(config: ModelConfig, causal: bool) -> nn.Module:
         config.dropout_attn,
         own_biases=config.untie_r,
         kernel=config.attention_kernel,
+        output_gate=config.attn_output_gate,
+        gate_bias=config.bias,
     )
 
 
@@ -67,7 +76,13 @@ def _shaw(config: ModelConfig, causal: bool) -> nn.Module:
     if config.d_head is not None and config.d_head * config.n_heads != config.d_model:
         raise ConfigError("Shaw attention needs d_head * n_heads == d_model")
     return ShawAttention(
-        config.d_model, config.n_heads, config.shaw_clip, config.dropout_attn, causal=causal
+        config.d_model,
+        config.n_heads,
+        config.shaw_clip,
+        config.dropout_attn,
+        causal=causal,
+        bias=config.bias,
+        output_gate=config.attn_output_gate,
     )
 
 
@@ -135,7 +150,7 @@ def _cross_attention(site: Site) -> nn.Module:
 
 def _ffn(site: Site) -> nn.Module:
     c = site.config
-    return FeedForwardSublayer(c.d_model, c.d_inner, c.dropout)
+    return FFN_SUBLAYERS[c.ffn](c.d_model, c.d_inner, c.dropout, c.bias)
 
 
 def _rnn(site: Site) -> nn.Module:
@@ -166,7 +181,9 @@ def build_connection(config: ModelConfig, layer: int, kind: str) -> Connection:
         config.gate.activation,
         config.gate.bias,
     )
-    return Connection(config.d_model, combiner, config.norm, config.dropout, config.layer_norm)
+    return Connection(
+        config.d_model, combiner, config.norm, config.dropout, config.layer_norm, config.bias
+    )
 
 
 def build_block(
@@ -207,4 +224,4 @@ def final_norm(config: ModelConfig) -> nn.Module:
     pre-LN stack outside the XL and RT families, whose reference code has none)."""
     if not has_final_norm(config):
         return nn.Identity()
-    return build_norm(config.layer_norm, config.d_model)
+    return build_norm(config.layer_norm, config.d_model, config.bias)

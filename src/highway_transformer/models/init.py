@@ -10,9 +10,9 @@ Their biases start at 0. ``model.init_embedding`` draws a language model's token
 and output layer on their own (``uniform`` or ``normal``, output bias 0), whatever the other
 weights do: the R-Transformer language code keeps PyTorch's defaults everywhere else.
 ``model.init_proj_std`` draws the adaptive input/softmax projections
-from N(0, std) (Transformer-XL ``proj_init_std``: 0.01). LayerNorm (``model.init_norm``):
-``ones`` keeps weight 1, ``normal`` draws it from N(1, ``init_std``) as the Transformer-XL code
-does; biases 0.
+from N(0, std) (Transformer-XL ``proj_init_std``: 0.01). LayerNorm and RMSNorm
+(``model.init_norm``): ``ones`` keeps weight 1, ``normal`` draws it from N(1, ``init_std``)
+as the Transformer-XL code does; biases 0.
 
 Parameters a module defines itself are its own business: they are never re-drawn here (XL
 ``u``/``v``, score parameters), and a module whose parts the type pass would overwrite (Shaw
@@ -58,12 +58,12 @@ class _Init:
                     param.zero_()
                 else:
                     self.weight(param)
-        elif isinstance(module, nn.LayerNorm):
+        elif isinstance(module, nn.LayerNorm | nn.RMSNorm):
             if module.weight is not None and self.norm == "normal":
                 module.weight.normal_(1.0, self.init_std)
             elif module.weight is not None:
                 module.weight.fill_(1.0)
-            if module.bias is not None:
+            if getattr(module, "bias", None) is not None:  # RMSNorm has none
                 module.bias.zero_()
         # Module.apply visits children first: these override the projections' Linear init.
         elif self.proj_std is not None:
@@ -88,7 +88,7 @@ def initialize(model: nn.Module, config: ModelConfig) -> None:
     if config.init == "torch":
         # PyTorch's defaults stay; only the LayerNorm choice applies.
         if config.init_norm == "normal":
-            model.apply(lambda m: init(m) if isinstance(m, nn.LayerNorm) else None)
+            model.apply(lambda m: init(m) if isinstance(m, nn.LayerNorm | nn.RMSNorm) else None)
     else:
         model.apply(init)
     if config.init_embedding:

@@ -32,6 +32,7 @@ from ..nn.block import AttentionSublayer, collect_gate_biases
 from ..nn.connections import combiner_class
 from ..nn.decoding import AppendBuffer, DistanceTable, KVCache
 from ..nn.dropout import Dropout
+from ..nn.feedforward import swiglu_hidden
 from ..nn.layer_spec import parse_layer_spec
 from ..nn.linear_cross_entropy import linear_cross_entropy, takes_row_blocks
 from ..nn.memory import MemoryPolicy, check_memory, update_memory
@@ -164,7 +165,7 @@ class LanguageModel(PretrainedMixin, nn.Module):
                 d, config.vocab_size, config.adaptive_cutoffs, config.adaptive_div
             )
         else:
-            self.output = nn.Linear(d, config.vocab_size)
+            self.output = nn.Linear(d, config.vocab_size, bias=config.bias)
         initialize(self, config)
         if config.tie_weights:
             if adaptive:
@@ -385,10 +386,15 @@ def count_flops_per_token(config: ModelConfig, seq_len: int) -> float:
     for kind in block_layout(config):
         if kind == "attn":
             per_layer += 2 * d * 3 * inner + 2 * inner * d
+            if config.attn_output_gate != "none":  # W_θ: D -> H·dh (elementwise) or H
+                width = inner if config.attn_output_gate == "elementwise" else config.n_heads
+                per_layer += 2 * d * width
             keys = seq_len + memory
             per_layer += 2 * 2 * inner * keys / (2 if not relative else 1)
             if relative:
                 per_layer += 2 * d * inner + 2 * inner * keys  # W_kR R and the BD term
+        elif kind == "ffn" and config.ffn == "swiglu":
+            per_layer += 3 * 2 * d * swiglu_hidden(config.d_inner)
         elif kind == "ffn":
             per_layer += 2 * 2 * d * config.d_inner
         elif kind == "rnn":

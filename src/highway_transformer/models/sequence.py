@@ -94,7 +94,7 @@ class SequenceModel(PretrainedMixin, nn.Module):
         self.input_dropout = Dropout(config.embedding_dropout)
         self.blocks = build_blocks(config, causal=causal)
         self.final_norm = final_norm(config)
-        self.output = nn.Linear(d, n_out)
+        self.output = nn.Linear(d, n_out, bias=config.bias)
         initialize(self, config)
 
     def init_arguments(self) -> dict:

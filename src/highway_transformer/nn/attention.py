@@ -12,7 +12,11 @@ the queries a block at a time (:mod:`.attention_dropout`: nothing of ``[B, H, Lq
 the mask is kept), the rest the same maths written out (:func:`attend_written_out`), the
 masks drawn as every other dropout mask here
 (:mod:`.dropout`); ``benchmarks/bench_attention_dropout.py`` times both against torch.
-Oracles: :func:`.reference.multi_head_attention`, :func:`.reference.scaled_dot_attention`.
+With ``rope_theta`` the queries and keys are rotated by their absolute positions (RoPE,
+:mod:`.positional`; under a KV cache the new positions start at the cache's length), and
+``output_gate`` multiplies the heads by the attention-output gate (:mod:`.output_gate`).
+Oracles: :func:`.reference.multi_head_attention`, :func:`.reference.scaled_dot_attention`,
+:func:`.reference.rotary_embedding`, :func:`.reference.attention_output_gate`.
 """
 
 from __future__ import annotations
@@ -21,9 +25,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ..errors import ConfigError
 from .attention_dropout import block_attention, takes_blocks
 from .decoding import KVCache
 from .dropout import dropout
+from .output_gate import build_output_gate
+from .positional import apply_rotary, rotary_angles
 
 __all__ = ["KVCache", "MultiHeadAttention", "attend", "causal_mask"]
 
@@ -114,24 +121,36 @@ def attend_written_out(  # noqa: PLR0913 - scaled_dot_product_attention's operan
 
 
 class MultiHeadAttention(nn.Module):
-    """Multi-head dot-product self-attention, causal by default, with an optional KV cache."""
+    """Multi-head dot-product self-attention, causal by default, with an optional KV cache.
 
-    def __init__(
+    ``rope_theta``: rotary positions with this base (None: none); ``bias``: biases in the
+    projections; ``output_gate``: ``none``, ``elementwise`` or ``headwise``.
+    """
+
+    def __init__(  # noqa: PLR0913 - the attention's settings
         self,
         d_model: int,
         n_heads: int,
         d_head: int | None = None,
         dropout_attn: float = 0.0,
         causal: bool = True,
+        *,
+        rope_theta: float | None = None,
+        bias: bool = True,
+        output_gate: str = "none",
     ) -> None:
         super().__init__()
         self.n_heads = n_heads
         self.d_head = d_head if d_head is not None else d_model // n_heads
         self.causal = causal
         self.dropout_attn = dropout_attn
+        if rope_theta is not None and self.d_head % 2:
+            raise ConfigError(f"RoPE needs an even head size, got {self.d_head}; set d_head")
+        self.rope_theta = rope_theta
         inner = n_heads * self.d_head
-        self.qkv = nn.Linear(d_model, 3 * inner)
-        self.out = nn.Linear(inner, d_model)
+        self.qkv = nn.Linear(d_model, 3 * inner, bias=bias)
+        self.out = nn.Linear(inner, d_model, bias=bias)
+        self.output_gate = build_output_gate(output_gate, d_model, n_heads, self.d_head, bias)
 
     def forward(self, h: Tensor, cache: KVCache | None = None) -> Tensor:
         batch, length, _ = h.shape
@@ -139,11 +158,16 @@ class MultiHeadAttention(nn.Module):
         # same values as slicing one [B, L, 3*H*dh] product, but q, k and v come out as separate
         # tensors, so their gradients need no stacking copy and the CPU attention kernel reads
         # rows H*dh (not 3*H*dh) apart (T-L3 step at length 400: ~2% faster).
-        weights, biases = self.qkv.weight.chunk(3), self.qkv.bias.chunk(3)
+        weights = self.qkv.weight.chunk(3)
+        biases = (None,) * 3 if self.qkv.bias is None else self.qkv.bias.chunk(3)
         q, k, v = (
             F.linear(h, w, b).view(batch, length, self.n_heads, self.d_head).transpose(1, 2)
             for w, b in zip(weights, biases, strict=True)
         )
+        if self.rope_theta is not None:  # new positions follow the cached ones
+            start = 0 if cache is None else cache.length
+            cos, sin = rotary_angles(start, length, self.d_head, self.rope_theta, q)
+            q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
         if cache is not None:
             k, v = cache.extend(k, v)
         mask, is_causal = None, False
@@ -154,4 +178,7 @@ class MultiHeadAttention(nn.Module):
                 mask = causal_mask(length, k.shape[2], h.device)
         dropout_p = self.dropout_attn if self.training else 0.0
         out = attend(q, k, v, mask, is_causal, dropout_p)
-        return self.out(out.transpose(1, 2).reshape(batch, length, self.n_heads * self.d_head))
+        heads = out.transpose(1, 2).reshape(batch, length, self.n_heads * self.d_head)
+        if self.output_gate is not None:
+            heads = self.output_gate(h, heads)
+        return self.out(heads)

@@ -25,7 +25,7 @@ from torch import Tensor, nn
 from ..errors import ConfigError
 from .attention import KVCache, MultiHeadAttention
 from .connections import Connection
-from .feedforward import FeedForward
+from .feedforward import FeedForward, SwiGLU
 from .relative import RelativeMultiHeadAttention
 
 
@@ -69,6 +69,22 @@ class FeedForwardSublayer(FeedForward):
         self, h: Tensor, context: Tensor | None = None, *, state: dict | None = None, **options: Any
     ) -> Tensor:
         return super().forward(h)
+
+
+class SwiGLUSublayer(SwiGLU):
+    """The SwiGLU FFN with the sublayer signature (context and state are unused)."""
+
+    def forward(  # type: ignore[override]
+        self, h: Tensor, context: Tensor | None = None, *, state: dict | None = None, **options: Any
+    ) -> Tensor:
+        return super().forward(h)
+
+
+#: ``model.ffn`` name -> its sublayer class (:data:`.feedforward.FFNS` with the signature).
+FFN_SUBLAYERS: dict[str, type[FeedForwardSublayer | SwiGLUSublayer]] = {
+    "relu": FeedForwardSublayer,
+    "swiglu": SwiGLUSublayer,
+}
 
 
 class LocalRNNSublayer(nn.Module):

@@ -70,7 +70,8 @@ class Connection(nn.Module):
     Transformer-XL memory), as ``sublayer(h, context)``; in pre-LN both go through the same
     input norm, as in the Transformer-XL reference code. ``layer_norm`` names the
     normalisation (:data:`~highway_transformer.nn.norms.NORMS`: ``torch`` or the
-    R-Transformer code's ``rt``).
+    R-Transformer code's ``rt``, or ``rmsnorm``); ``norm_bias`` False: a LayerNorm without
+    ``b``.
     """
 
     def __init__(
@@ -80,6 +81,7 @@ class Connection(nn.Module):
         norm: str = "post",
         dropout: float = 0.0,
         layer_norm: str = "torch",
+        norm_bias: bool = True,
     ) -> None:
         super().__init__()
         if norm not in NORM_POSITIONS:
@@ -90,7 +92,7 @@ class Connection(nn.Module):
                 "reordering) only; set model.norm=pre"
             )
         self.norm_position = norm
-        self.norm = build_norm(layer_norm, d_model)
+        self.norm = build_norm(layer_norm, d_model, norm_bias)
         self.dropout = Dropout(dropout)
         self.combiner = combiner
 

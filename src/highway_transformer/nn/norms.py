@@ -1,10 +1,14 @@
-"""Layer normalisations: PyTorch's and the R-Transformer code's.
+"""Layer normalisations: PyTorch's, the R-Transformer code's and RMSNorm.
 
 ``torch``: :class:`torch.nn.LayerNorm`, ``g ⊙ (x - μ) / √(σ²_biased + 1e-5) + b``.
 ``rt``: the R-Transformer code's ``LayerNorm`` (``models/RTransformer.py``),
 ``g ⊙ (x - μ) / (σ_unbiased + 1e-6) + b``: the *unbiased* standard deviation, with ε added
 to the deviation rather than the variance. At d 128 the two differ by up to ~6e-2.
-Oracles: :func:`.reference.layer_norm`, :func:`.reference.rt_layer_norm`.
+``rmsnorm``: :class:`torch.nn.RMSNorm` (Zhang & Sennrich 2019; Llama, Qwen3),
+``g ⊙ x / √(mean(x²) + 1e-6)``: no centring and no bias, ε 1e-6 as Llama's and Qwen3's.
+With ``bias=False`` (``model.bias=false``) the two LayerNorms have no ``b`` either.
+Oracles: :func:`.reference.layer_norm`, :func:`.reference.rt_layer_norm`,
+:func:`.reference.rms_norm`.
 """
 
 from __future__ import annotations
@@ -24,8 +28,8 @@ class RTLayerNorm(nn.LayerNorm):
     decay groups) treats these the same way.
     """
 
-    def __init__(self, d_model: int, eps: float = 1e-6) -> None:
-        super().__init__(d_model, eps=eps)
+    def __init__(self, d_model: int, eps: float = 1e-6, bias: bool = True) -> None:
+        super().__init__(d_model, eps=eps, bias=bias)
 
     def forward(self, x: Tensor) -> Tensor:
         return _RTNormalise.apply(x, self.weight, self.bias, self.eps)
@@ -44,22 +48,23 @@ class _RTNormalise(torch.autograd.Function):
 
     @staticmethod
     def forward(
-        ctx: torch.autograd.function.FunctionCtx, x: Tensor, weight: Tensor, bias: Tensor,
-        eps: float,
+        ctx: torch.autograd.function.FunctionCtx, x: Tensor, weight: Tensor,
+        bias: Tensor | None, eps: float,
     ) -> Tensor:  # fmt: skip
         centred = x - x.mean(-1, keepdim=True)
         std = centred.square().sum(-1, keepdim=True).div_(max(x.shape[-1] - 1, 1)).sqrt_()
         inverse = (std + eps).reciprocal_()
         normalised = centred * inverse
         ctx.save_for_backward(normalised, std, inverse, weight)
-        return torch.addcmul(bias, normalised, weight)
+        ctx.has_bias = bias is not None
+        return normalised * weight if bias is None else torch.addcmul(bias, normalised, weight)
 
     @staticmethod
     def backward(ctx: torch.autograd.function.FunctionCtx, grad: Tensor) -> tuple:
         normalised, std, inverse, weight = ctx.saved_tensors
         rows = grad.reshape(-1, grad.shape[-1])
         grad_weight = (rows * normalised.reshape(rows.shape)).sum(0)
-        grad_bias = rows.sum(0)
+        grad_bias = rows.sum(0) if ctx.has_bias else None
         u = grad * weight
         # r² Σ(u ⊙ c) c / ((n − 1) s) = Σ(u ⊙ x̂) x̂ / ((n − 1) s), with x̂ = c r (saved)
         through_std = (u * normalised).sum(-1, keepdim=True)
@@ -70,15 +75,33 @@ class _RTNormalise(torch.autograd.Function):
         return grad_x, grad_weight, grad_bias, None
 
 
-#: ``model.layer_norm`` name -> factory ``(d_model) -> module``.
-NORMS: dict[str, Callable[[int], nn.Module]] = {
-    "torch": nn.LayerNorm,
-    "rt": RTLayerNorm,
+#: RMSNorm's ε: Llama's and Qwen3's ``rms_norm_eps`` (torch's own default is the dtype's
+#: machine epsilon, which would make a float64 model another model).
+RMS_EPS = 1e-6
+
+
+def _layer_norm(d_model: int, bias: bool) -> nn.Module:
+    return nn.LayerNorm(d_model, bias=bias)
+
+
+def _rt_layer_norm(d_model: int, bias: bool) -> nn.Module:
+    return RTLayerNorm(d_model, bias=bias)
+
+
+def _rms_norm(d_model: int, bias: bool) -> nn.Module:
+    return nn.RMSNorm(d_model, eps=RMS_EPS)  # no bias to remove
+
+
+#: ``model.layer_norm`` name -> factory ``(d_model, bias) -> module``.
+NORMS: dict[str, Callable[[int, bool], nn.Module]] = {
+    "torch": _layer_norm,
+    "rt": _rt_layer_norm,
+    "rmsnorm": _rms_norm,
 }
 
 
-def build_norm(kind: str, d_model: int) -> nn.Module:
-    """A fresh LayerNorm of the named kind (see :data:`NORMS`)."""
+def build_norm(kind: str, d_model: int, bias: bool = True) -> nn.Module:
+    """A fresh normalisation of the named kind (see :data:`NORMS`); ``bias`` False: no ``b``."""
     if kind not in NORMS:
         raise unknown_choice("layer norm", kind, NORMS)
-    return NORMS[kind](d_model)
+    return NORMS[kind](d_model, bias)

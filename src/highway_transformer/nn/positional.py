@@ -1,8 +1,16 @@
-"""Sinusoidal position encodings (HT eqs. 4-6; Vaswani et al.).
+"""Sinusoidal position encodings (HT eqs. 4-6; Vaswani et al.) and rotary ones (RoPE).
 
 ``PE(pos, 2i) = sin(pos / 10000^(2i/d))``, ``PE(pos, 2i+1) = cos(pos / 10000^(2i/d))``.
 Computed per call for the positions asked for: no table, no length cap. Oracles:
 :func:`.reference.absolute_sinusoid`, :func:`.reference.split_sinusoid`.
+
+RoPE (Su et al. 2021, RoFormer) rotates each query and key of dot-product attention by its
+position, so ``q_i · k_j`` depends on ``i − j`` only. Convention: *rotate-half*, as
+``apply_rotary_pos_emb`` of Llama and Qwen3 in Transformers (feature ``f`` pairs with
+``f + d/2``, not with ``f + 1`` as in RoFormer's interleaved form; a fixed permutation of the
+head features): ``x' = x cos θ_p + rotate_half(x) sin θ_p`` with ``rotate_half(x) =
+[−x₂, x₁]`` and ``θ_p = p · base^(−2i/d)`` for ``i < d/2``, repeated for both halves.
+Oracle: :func:`.reference.rotary_embedding`.
 """
 
 from __future__ import annotations
@@ -54,3 +62,29 @@ class SinusoidalPositionalEncoding(nn.Module):
     def forward(self, x: Tensor, start: int = 0) -> Tensor:
         positions = torch.arange(start, start + x.shape[1], device=x.device)
         return x + sinusoid(positions, self.d_model, dtype=encoding_dtype(x)).to(x.dtype)
+
+
+def rotary_angles(
+    start: int, length: int, d_head: int, base: float, like: Tensor
+) -> tuple[Tensor, Tensor]:
+    """``cos`` and ``sin`` ``[length, d_head]`` of positions ``start .. start+length-1``
+    (the two halves of the features repeated, as Llama's ``emb = cat(freqs, freqs)``),
+    computed in float32 (float64 for a float64 ``like``) and cast to ``like``'s dtype."""
+    dtype = encoding_dtype(like)
+    half = torch.arange(0, d_head, 2, device=like.device, dtype=dtype)
+    inv_freq = base ** (-half / d_head)
+    positions = torch.arange(start, start + length, device=like.device, dtype=dtype)
+    angles = positions[:, None] * inv_freq[None, :]
+    angles = torch.cat([angles, angles], dim=-1)
+    return angles.cos().to(like.dtype), angles.sin().to(like.dtype)
+
+
+def rotate_half(x: Tensor) -> Tensor:
+    """``[−x₂, x₁]`` of the halves ``x₁, x₂`` of the last dimension."""
+    first, second = x.chunk(2, dim=-1)
+    return torch.cat([-second, first], dim=-1)
+
+
+def apply_rotary(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    """``x cos + rotate_half(x) sin`` for ``x [..., L, d_head]``, ``cos``/``sin [L, d_head]``."""
+    return x * cos + rotate_half(x) * sin

@@ -17,7 +17,9 @@ Sources: Transformer-XL (Dai et al. 2019, §3.3; the code ``kimiyoung/transforme
 ``pytorch/mem_transformer.py``), the Highway Transformer (Chai et al. 2020, "HT"), the
 R-Transformer (Wang et al. 2019, "RT"; the code ``DSE-MSU/R-transformer``,
 ``models/RTransformer.py``), the Gated Transformer-XL (Parisotto et al. 2019, "GTrXL"),
-relation-aware attention (Shaw et al. 2018) and the Transformer (Vaswani et al. 2017).
+relation-aware attention (Shaw et al. 2018), the Transformer (Vaswani et al. 2017), and the
+modern baseline's parts: RMSNorm (Zhang & Sennrich 2019), RoPE (Su et al. 2021), SwiGLU
+(Shazeer 2020) and the attention-output gate (Qiu et al. 2025, ``qiuzh20/gated_attention``).
 """
 
 from __future__ import annotations
@@ -136,23 +138,76 @@ def merge_heads(x: Tensor) -> Tensor:
     return x.transpose(1, 2).reshape(bsz, length, -1)
 
 
-def multi_head_attention(
+class OutputGateWeights(NamedTuple):
+    """The attention-output gate (Qiu et al. 2025): ``W_θ [H·dh or H, D]``, its bias, and
+    ``headwise`` (one scalar per head) or not (one per head feature)."""
+
+    w: Tensor
+    b: Tensor | None
+    headwise: bool
+
+
+def output_gate_weights(gate: nn.Module | None) -> OutputGateWeights | None:
+    """The weights of an :class:`~highway_transformer.nn.output_gate.AttentionOutputGate`."""
+    if gate is None:
+        return None
+    return OutputGateWeights(gate.proj.weight, gate.proj.bias, gate.granularity == "headwise")
+
+
+def attention_output_gate(heads: Tensor, h: Tensor, gate: OutputGateWeights) -> Tensor:
+    """Qiu et al. 2025, G1: ``Y' = Y ⊙ σ(X W_θ)``, ``heads [B, H, L, dh]`` the heads' outputs
+    ``Y`` before ``W^O``, ``h [B, L, D]`` the sublayer's (normalised) input ``X``; headwise:
+    one ``σ`` per head, broadcast over its features."""
+    scores = _linear(h, gate.w, gate.b)  # [B, L, H·dh] or [B, L, H]
+    # [B, H, L, 1] (one per head) or [B, H, L, dh] (one per feature)
+    per_head = (
+        scores.transpose(1, 2)[..., None] if gate.headwise else split_heads(scores, heads.shape[1])
+    )
+    return heads * torch.sigmoid(per_head)
+
+
+def rotary_embedding(x: Tensor, positions: Tensor, base: float = 10000.0) -> Tensor:
+    """RoPE (Su et al. 2021), rotate-half convention (Llama's and Qwen3's
+    ``apply_rotary_pos_emb``): for ``x [..., L, d]`` at ``positions [L]``, feature pair
+    ``(f, f + d/2)`` is rotated by ``θ = pos · base^(−2f/d)``, ``f < d/2``:
+    ``x'_f = x_f cos θ − x_{f+d/2} sin θ``, ``x'_{f+d/2} = x_{f+d/2} cos θ + x_f sin θ``."""
+    d = x.shape[-1]
+    out = torch.empty_like(x)
+    for f in range(d // 2):
+        theta = positions.to(x.dtype) * base ** (-2 * f / d)  # [L]
+        cos, sin = torch.cos(theta)[:, None], torch.sin(theta)[:, None]
+        first, second = x[..., f : f + 1], x[..., f + d // 2 : f + d // 2 + 1]
+        out[..., f : f + 1] = first * cos - second * sin
+        out[..., f + d // 2 : f + d // 2 + 1] = second * cos + first * sin
+    return out
+
+
+def multi_head_attention(  # noqa: PLR0913 - the equations' operands
     x: Tensor,
     weights: AttentionWeights,
     n_heads: int,
     causal: bool = True,
     keep: Tensor | None = None,
+    *,
+    rope_base: float | None = None,
+    gate: OutputGateWeights | None = None,
 ) -> Tensor:
     """HT eqs. 1-3 (Vaswani et al. §3.2.2): ``head_h = Attention(x W^Q_h, x W^K_h, x W^V_h)``,
     ``MultiHead(x) = Concat(head_1 … head_H) W^O``; ``[B, L, D] -> [B, L, D]``. ``causal``
     hides keys after the query (the RT code's ``MHPooling``, which fills −1e9 where this
-    fills −∞: the same weights)."""
+    fills −∞: the same weights). ``rope_base``: queries and keys rotated by
+    :func:`rotary_embedding` at positions ``0 … L-1``; ``gate``: each head multiplied by
+    :func:`attention_output_gate` before ``W^O``."""
     q, k, v = _linear(x, weights.w_qkv, weights.b_qkv).chunk(3, dim=-1)  # each [B, L, H·dh]
     length = x.shape[1]
     mask = _future(length, length, x.device) if causal else None
-    heads = scaled_dot_attention(
-        split_heads(q, n_heads), split_heads(k, n_heads), split_heads(v, n_heads), mask, keep=keep
-    )  # [B, H, L, dh]
+    q, k, v = split_heads(q, n_heads), split_heads(k, n_heads), split_heads(v, n_heads)
+    if rope_base is not None:
+        positions = torch.arange(length, device=x.device)
+        q, k = rotary_embedding(q, positions, rope_base), rotary_embedding(k, positions, rope_base)
+    heads = scaled_dot_attention(q, k, v, mask, keep=keep)  # [B, H, L, dh]
+    if gate is not None:
+        heads = attention_output_gate(heads, x, gate)
     return _linear(merge_heads(heads), weights.w_o, weights.b_o)
 
 
@@ -321,14 +376,15 @@ def rel_multihead_attention(
     same_length: bool = False,
     window: int | None = None,
     shift: bool = True,
+    gate: OutputGateWeights | None = None,
 ) -> Tensor:
     """One Transformer-XL attention sublayer (Dai et al. §3.3; HT eqs. 10-17): the code's
     ``RelPartialLearnableMultiHeadAttn`` without its residual and LayerNorm, batch-first.
 
     Queries from ``h [B, L, D]``, keys and values from ``[memory ∘ h]`` (``memory [B, M, D]``
     or None), ``R`` from :func:`relative_sinusoid`, the mask from :func:`xl_attention_mask`
-    (``window``: the configured memory length of ``same_length``, default ``M``). Returns
-    ``[B, L, D]``.
+    (``window``: the configured memory length of ``same_length``, default ``M``); ``gate``:
+    :func:`attention_output_gate` of the heads before ``W_o``. Returns ``[B, L, D]``.
     """
     bsz, q_len, d_model = h.shape
     cat = h if memory is None else torch.cat([memory, h], dim=1)  # [B, K, D]
@@ -345,6 +401,8 @@ def rel_multihead_attention(
     mask = xl_attention_mask(q_len, k_len - q_len, same_length, window, h.device)
     scale = 1 / math.sqrt(q.shape[-1])
     out = rel_attention(q, k, value, r_k, weights.u, weights.v, mask, scale, shift=shift)
+    if gate is not None:  # [L, B, H, dh] -> [B, H, L, dh] and back
+        out = attention_output_gate(out.permute(1, 2, 0, 3), h, gate).permute(2, 0, 1, 3)
     out = out.reshape(q_len, bsz, -1).transpose(0, 1)  # [L, B, H, dh] -> [B, L, H·dh]
     return out @ weights.w_o.T
 
@@ -380,9 +438,31 @@ def rt_layer_norm(x: Tensor, a_2: Tensor, b_2: Tensor, eps: float = 1e-6) -> Ten
     return a_2 * (x - mean) / (std + eps) + b_2
 
 
-def position_wise_ff(x: Tensor, w1: Tensor, b1: Tensor, w2: Tensor, b2: Tensor) -> Tensor:
+def rms_norm(x: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:
+    """RMSNorm (Zhang & Sennrich 2019): ``x / √(mean(x²) + ε) ⊙ g`` over the last dimension:
+    no centring, no bias."""
+    return x / torch.sqrt((x**2).mean(-1, keepdim=True) + eps) * weight
+
+
+def position_wise_ff(
+    x: Tensor, w1: Tensor, b1: Tensor | None, w2: Tensor, b2: Tensor | None
+) -> Tensor:
     """HT eq. 8 (Vaswani et al. eq. 2): ``FFN(U) = max(0, U W1 + b1) W2 + b2``."""
     return _linear(torch.relu(_linear(x, w1, b1)), w2, b2)
+
+
+def swiglu_ff(
+    x: Tensor,
+    w1: Tensor,
+    w3: Tensor,
+    w2: Tensor,
+    biases: tuple[Tensor | None, Tensor | None, Tensor | None] = (None, None, None),
+) -> Tensor:
+    """SwiGLU (Shazeer 2020; Llama's ``MLP``): ``FFN(U) = (silu(U W1) ⊙ U W3) W2`` with
+    ``silu(z) = z σ(z)``; ``biases`` ``(b1, b3, b2)`` where the layers have them."""
+    b1, b3, b2 = biases
+    gate = _linear(x, w1, b1)
+    return _linear(gate * torch.sigmoid(gate) * _linear(x, w3, b3), w2, b2)
 
 
 def residual(x: Tensor, y: Tensor) -> Tensor:
@@ -676,14 +756,18 @@ def shaw_multihead_attention(
     n_heads: int,
     clip: int,
     causal: bool = True,
+    gate: OutputGateWeights | None = None,
 ) -> Tensor:
     """Multi-head relation-aware self-attention (Shaw eqs. 2-4, the edge tables shared by the
-    heads), ``[B, L, D] -> [B, L, D]``."""
+    heads), ``[B, L, D] -> [B, L, D]``; ``gate``: :func:`attention_output_gate` before
+    ``W^O``."""
     q, k, v = _linear(h, weights.w_qkv, weights.b_qkv).chunk(3, dim=-1)  # each [B, L, H·dh]
     a_k, a_v = shaw_edge_tables(rel_k, rel_v, h.shape[1], clip)
     z = shaw_attention(
         split_heads(q, n_heads), split_heads(k, n_heads), split_heads(v, n_heads), a_k, a_v, causal
     )  # [B, H, L, dh]
+    if gate is not None:
+        z = attention_output_gate(z, h, gate)
     return _linear(merge_heads(z), weights.w_o, weights.b_o)
 
 

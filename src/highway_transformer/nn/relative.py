@@ -33,6 +33,7 @@ from ..errors import ConfigError, unknown_choice
 from . import kernels
 from .decoding import DistanceTable, KVCache
 from .dropout import Dropout, dropout
+from .output_gate import build_output_gate
 from .positional import encoding_dtype, sinusoid
 
 
@@ -236,6 +237,9 @@ class RelativeMultiHeadAttention(nn.Module):
             (:mod:`.kernels.relative_core`), ``fused`` (the Triton kernel,
             :mod:`.kernels.relative_triton`) or ``auto`` (the core until the kernel is
             verified on a GPU; see :func:`.kernels.attention_function`).
+        output_gate: ``none``, or the attention-output gate (:mod:`.output_gate`) applied
+            to the heads before the output projection: ``elementwise`` or ``headwise``.
+        gate_bias: whether that gate's projection has a bias.
     """
 
     def __init__(
@@ -246,6 +250,8 @@ class RelativeMultiHeadAttention(nn.Module):
         dropout_attn: float = 0.0,
         own_biases: bool = True,
         kernel: str = "auto",
+        output_gate: str = "none",
+        gate_bias: bool = True,
     ) -> None:
         super().__init__()
         for name, value in (("d_model", d_model), ("n_heads", n_heads), ("d_head", d_head)):
@@ -265,6 +271,7 @@ class RelativeMultiHeadAttention(nn.Module):
         self.r_net = nn.Linear(d_model, inner, bias=False)  # W_kR
         self.out = nn.Linear(inner, d_model, bias=False)
         self.r_w_bias, self.r_r_bias = uv_biases(n_heads, d_head, own_biases)
+        self.output_gate = build_output_gate(output_gate, d_model, n_heads, d_head, gate_bias)
         self.reset_biases()
 
     def reset_biases(self) -> None:
@@ -384,7 +391,7 @@ class RelativeMultiHeadAttention(nn.Module):
                 scale=scale,
                 dropout=p_attn,
             )  # [B, L, H·dh]
-            return self.out(attn)
+            return self.out(self._gate_output(h, attn))
 
         # A_ij = (q_i + u)ᵀ k_j + (q_i + v)ᵀ W_kR R_{M+i-j}: terms (a)+(c) and (b)+(d), the
         # reference's AC and BD (BD column c is distance K-1-c until _rel_shift aligns it).
@@ -397,7 +404,12 @@ class RelativeMultiHeadAttention(nn.Module):
         prob = torch.softmax(score, dim=-1, dtype=torch.promote_types(score.dtype, torch.float32))
         prob = dropout(prob, p_attn).to(v.dtype)  # softmax(A / √d_head) V: HT eq. 17
         attn = torch.einsum("bhij,bhjd->bihd", prob, v).reshape(bsz, q_len, n_h * d_h)
+        attn = self._gate_output(h, attn)
         return self.out(attn)
+
+    def _gate_output(self, h: Tensor, attn: Tensor) -> Tensor:
+        """Qiu et al. 2025 G1: the heads ⊙ σ(h W_θ) before W_o, where the model has the gate."""
+        return attn if self.output_gate is None else self.output_gate(h, attn)
 
     def _keys_values(self, context: Tensor) -> tuple[Tensor, Tensor]:
         """Keys and values ``[B, H, K, dh]`` of ``context [B, K, D]``."""

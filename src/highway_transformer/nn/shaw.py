@@ -14,6 +14,8 @@ product of the queries with the ``2k+1`` key embeddings, ``[B, H, L, 2k+1]``, ga
 buckets, ``w_ir = Σ_{j: clip(j−i)=r} α_ij`` (``[B, H, L, 2k+1]``), then multiplies by the
 value embeddings: ``Σ_j α_ij a^V_ij = Σ_r w_ir a^V_r``.
 
+``output_gate`` multiplies the heads by the attention-output gate (:mod:`.output_gate`)
+before the output projection; ``bias`` False drops the projections' biases.
 Oracle: :func:`.reference.shaw_multihead_attention` (edge tables built entry by entry).
 """
 
@@ -26,6 +28,7 @@ from torch import Tensor, nn
 
 from ..errors import ConfigError
 from .dropout import dropout
+from .output_gate import build_output_gate
 
 
 def relative_buckets(length: int, clip: int, device: torch.device | None = None) -> Tensor:
@@ -53,6 +56,9 @@ class ShawAttention(nn.Module):
         clip: int,
         dropout_attn: float = 0.0,
         causal: bool = True,
+        *,
+        bias: bool = True,
+        output_gate: str = "none",
     ) -> None:
         super().__init__()
         if clip < 1:
@@ -70,8 +76,9 @@ class ShawAttention(nn.Module):
         self.clip = clip
         self.causal = causal
         self.dropout_attn = dropout_attn
-        self.qkv = nn.Linear(d_model, 3 * d_model)
-        self.out = nn.Linear(d_model, d_model)
+        self.qkv = nn.Linear(d_model, 3 * d_model, bias=bias)
+        self.out = nn.Linear(d_model, d_model, bias=bias)
+        self.output_gate = build_output_gate(output_gate, d_model, n_heads, self.d_head, bias)
         self.rel_k = nn.Embedding(2 * clip + 1, self.d_head)
         self.rel_v = nn.Embedding(2 * clip + 1, self.d_head)
         self.reset_own_parameters()
@@ -118,7 +125,10 @@ class ShawAttention(nn.Module):
         weights = alpha.new_zeros(b, self.n_heads, length, 2 * self.clip + 1)
         weights = weights.scatter_add(-1, index, alpha)
         z = alpha.to(v.dtype) @ v + weights.to(v.dtype) @ self.rel_v.weight
-        return self.out(z.transpose(1, 2).reshape(b, length, self.d_model))
+        heads = z.transpose(1, 2).reshape(b, length, self.d_model)
+        if self.output_gate is not None:
+            heads = self.output_gate(h, heads)
+        return self.out(heads)
 
     def extra_repr(self) -> str:
         return (

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from ..config import Config
 from ..errors import unknown_choice
-from . import gtrxl_shaw, ht_tables, rl, rt_tables, xl_tables
+from . import gtrxl_shaw, ht_tables, modern, rl, rt_tables, xl_tables
 
 
 @dataclass(frozen=True)
@@ -29,6 +29,7 @@ def _registry() -> dict[str, Preset]:
         **gtrxl_shaw.PRESETS,
         **rt_tables.PRESETS,
         **rl.PRESETS,
+        **modern.PRESETS,
     }.items():
         presets[name] = Preset(name, description, build)
     return presets
