@@ -168,17 +168,17 @@ def test_every_table_has_its_rows() -> None:
     counts = {
         "ht-table1": 4, "ht-table2": 4, "ht-table3": 4, "ht-table4": 4, "ht-table5": 12,
         "ht-table6": 17, "ht-table7": 5, "rt-table1": 2, "rt-table2": 2, "rt-table3": 2,
-        "rt-table4": 2,
+        "rt-table4": 2, "gtrxl-rl": 11,
     }  # fmt: skip
     for table, count in counts.items():
         assert len(table_experiments(table)) == count, table
-    assert len(list_experiments()) == 53
+    assert len(list_experiments()) == 64
     for e in list_experiments():
         assert e.preset in PRESETS
         assert get_experiment(e.baseline).table == e.table
-        assert e.metric in (
-            ("accuracy", "nll") if e.table in ("rt-table1", "rt-table2") else ("bpc", "ppl")
-        )
+        tasks = {"rt-table1": ("accuracy", "nll"), "rt-table2": ("accuracy", "nll"),
+                 "gtrxl-rl": ("success",)}  # fmt: skip
+        assert e.metric in tasks.get(e.table, ("bpc", "ppl"))
 
 
 def test_char_ptb_rows_carry_appendix_a1() -> None:
@@ -258,3 +258,37 @@ def test_task_tables_are_listed_with_the_rt_paper_figures() -> None:
     nottingham = {e.row: e for e in table_experiments("rt-table2")}
     assert nottingham["transformer"].published == {"test_nll": 3.34}
     assert nottingham["rtransformer"].config().model.local_rnn.window == 6
+
+
+def test_gtrxl_rl_rows_differ_only_in_the_memory_and_share_the_budget() -> None:
+    """GTrXL's comparison on the corridor: each row's norm, gate and policy as the paper names
+    them, every row at one budget, against GTrXL-GRU, TrXL-I also against TrXL."""
+    rows = {e.row: build_config(e.config()) for e in table_experiments("gtrxl-rl")}
+    expected = {
+        "trxl": ("post", "none", "transformer"), "trxl-i": ("pre", "none", "transformer"),
+        "gtrxl-gru": ("pre", "gtrxl-gru", "transformer"),
+        "gtrxl-input": ("pre", "gtrxl-input", "transformer"),
+        "gtrxl-output": ("pre", "gtrxl-output", "transformer"),
+        "gtrxl-highway": ("pre", "gtrxl-highway", "transformer"),
+        "gtrxl-sigmoid-tanh": ("pre", "gtrxl-sigmoid-tanh", "transformer"),
+        "sdu-sigmoid": ("pre", "sdu", "transformer"), "sdu-tanh": ("pre", "sdu", "transformer"),
+    }  # fmt: skip
+    for row, (norm, gate, policy) in expected.items():
+        c = rows[row]
+        assert (c.model.norm, c.model.gate.kind, c.task.rl.policy) == (norm, gate, policy), row
+        assert c.task.rl.memory_length >= c.task.rl.corridor_length  # the window reaches the cue
+    assert rows["gtrxl-gru"].model.gate.bias == 2.0 and rows["trxl-i"].model.gate.bias is None
+    assert (rows["sdu-tanh"].model.gate.activation, rows["sdu-sigmoid"].model.gate.activation) == (
+        "tanh",
+        "sigmoid",
+    )
+    assert (rows["lstm"].task.rl.policy, rows["mlp"].task.rl.policy) == ("lstm", "mlp")
+    budgets = {
+        (c.task.rl.env, c.task.rl.corridor_length, c.task.rl.eval_episodes, c.train.max_steps,
+         c.train.lr, c.train.seed)
+        for c in rows.values()
+    }  # fmt: skip
+    assert budgets == {("corridor", 16, 64, 480, 2.5e-3, 1111)}
+    assert {e.baseline for e in table_experiments("gtrxl-rl")} == {"gtrxl-rl/gtrxl-gru"}
+    claims = {(c.row, c.other) for c in CONTRASTS["gtrxl-rl"]}
+    assert claims == {("gtrxl-rl/trxl-i", "gtrxl-rl/trxl")}

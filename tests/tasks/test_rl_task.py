@@ -167,3 +167,36 @@ def test_the_core_does_not_import_gymnasium() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.stdout.strip() == "False", done.stderr[-400:]
+
+
+def _constant_return(config: Config, split: str, action: int) -> float:
+    """The mean return of the split's greedy episodes played by a policy that always takes
+    ``action`` (a memoryless one: every junction looks the same), stepped literally."""
+    from highway_transformer.tasks.rl import EVAL_SEEDS
+    from highway_transformer.tasks.rl.envs import EnvBatch
+
+    rl = config.task.rl
+    envs = EnvBatch(rl, rl.eval_episodes, config.train.seed + EVAL_SEEDS[split])
+    returns: dict[int, float] = {}
+    while len(returns) < rl.eval_episodes:
+        for i, ret, _, _ in envs.step(torch.full((rl.eval_episodes,), action).numpy())[3]:
+            returns.setdefault(i, ret)
+    return sum(returns.values()) / len(returns)
+
+
+@pytest.mark.parametrize("split", ["valid", "test"])
+def test_the_chance_lines_are_a_random_and_the_best_memoryless_policy(split: str) -> None:
+    config = validate(get_preset("gtrxl-rl/gtrxl-gru").replace(**{"train.device": "cpu"}))
+    lines = RLTask(config, torch.device("cpu")).trivial_losses(split)
+    best = max(_constant_return(config, split, a) for a in (0, 1))
+    assert lines == pytest.approx({"random policy": 0.0, "memoryless policy": -best})
+    assert lines["memoryless policy"] <= 0.0  # the better fixed action: at least a coin's return
+
+
+def test_a_memoryless_run_is_not_learned_and_a_memory_is(tmp_path: Path) -> None:
+    """The trainer's check against the chance lines: the MLP cannot beat the best fixed
+    junction action on its own split, the GTrXL memory does."""
+    solved = _train(tmp_path, "rl/corridor-gtrxl", "gtrxl")
+    assert solved["learned"]["learned"] and solved["learned"]["baseline"] == "memoryless policy"
+    memoryless = _train(tmp_path, "rl/corridor-mlp", "mlp")
+    assert memoryless["learned"]["learned"] is False

@@ -10,6 +10,10 @@ R-Transformer code's settings (its pre-LN block and its annealing schedules) for
 HT Tables 1-5 also hold a ``+param-matched`` row that is not in the paper: the plain model with
 ``d_inner`` raised to the sigma row's parameter count (see ``param_match``).
 
+``gtrxl-rl`` is GTrXL's comparison (Parisotto et al. 2019: TrXL, TrXL-I, the GTrXL gates, an
+LSTM) on the rl task's corridor, with the SDU gates and a memoryless MLP added; the paper's
+figures are for DMLab-30 and Numpad, so its rows carry none.
+
 Published keys: ``eval_bpc`` / ``test_bpc`` (bits per character; HT Tables 1-2 call them
 "ppl"), ``eval_ppl`` / ``test_ppl`` (word perplexity), ``train_hours`` (HT Table 7).
 """
@@ -22,8 +26,10 @@ from dataclasses import dataclass, field
 from ..config import Config, apply_overrides
 from ..errors import ConfigError, unknown_choice
 from ..presets import PRESETS, get_preset, xl_tables
+from ..presets import rl as rl_presets
 
-METRICS = ("bpc", "ppl", "accuracy", "nll")  # accuracy / nll: RT Tables 1-2 (tasks)
+# accuracy / nll: RT Tables 1-2 (tasks); success: the greedy success rate of gtrxl-rl
+METRICS = ("bpc", "ppl", "accuracy", "nll", "success")
 
 
 @dataclass(frozen=True)
@@ -85,6 +91,10 @@ TABLES: dict[str, tuple[str, str]] = {
     "rt-table2": ("RT Table 2: Nottingham NLL per time step, Transformer vs R-Transformer", "nll"),
     "rt-table3": ("RT Table 3: char PTB NLL (bpc), Transformer vs R-Transformer", "bpc"),
     "rt-table4": ("RT Table 4: word PTB perplexity, Transformer vs R-Transformer", "ppl"),
+    "gtrxl-rl": (
+        "GTrXL's comparison on the rl corridor: greedy success rate, PPO, 16 steps of memory",
+        "success",
+    ),
 }
 
 METRIC_OF = {table: metric for table, (_, metric) in TABLES.items()}
@@ -265,12 +275,25 @@ def _rt_rows() -> list[Experiment]:
     return out
 
 
+#: gtrxl-rl's baseline: GTrXL-GRU, the gate the paper proposes and sets every variant against.
+GTRXL_RL_BASELINE = "gtrxl-rl/gtrxl-gru"
+
+
+def _gtrxl_rl_rows() -> list[Experiment]:
+    return [
+        Experiment(f"gtrxl-rl/{row}", "gtrxl-rl", f"gtrxl-rl/{row}", {}, "success",
+                   GTRXL_RL_BASELINE, _description(f"gtrxl-rl/{row}"))
+        for row in rl_presets.TABLE_ROWS
+    ]  # fmt: skip
+
+
 def _build() -> dict[str, Experiment]:
     rows = _ht_small()
     rows += _xl_rows("ht-table5", "l6-xl", _TABLE5)
     rows += _xl_rows("ht-table6", "l12-xl", _TABLE6)
     rows += _param_matched_rows({e.name: e for e in rows})
     rows += _rt_rows()
+    rows += _gtrxl_rl_rows()
     return {e.name: e for e in rows}
 
 
@@ -310,6 +333,12 @@ def _contrasts() -> dict[str, tuple[Contrast, ...]]:
             Contrast(f"{act}: gate the FFN sublayers too (L1-6 below L1-6 \\FFN)", row,
                      f"{row}-l1-6-noffn"),
         ]  # fmt: skip
+    # GTrXL's first finding (Parisotto et al. section 4): the identity map reordering alone
+    # makes the Transformer trainable in RL.
+    out["gtrxl-rl"] = [
+        Contrast("TrXL-I against TrXL: the identity map reordering", "gtrxl-rl/trxl-i",
+                 "gtrxl-rl/trxl"),
+    ]  # fmt: skip
     return {table: tuple(contrasts) for table, contrasts in out.items()}
 
 

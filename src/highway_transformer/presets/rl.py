@@ -3,6 +3,10 @@
 GTrXL (Parisotto et al. 2019) in reinforcement learning, where it was made: identity-map
 reordering (pre-LN), GRU gating with ``b_g = 2``, Adam at 2.5e-4 annealed linearly, a small
 memory policy; PPO's hyper-parameters as CleanRL's ``ppo_trxl`` where a tiny corridor allows.
+
+``gtrxl-rl/`` holds the rows of the GTrXL paper's comparison (TrXL, TrXL-I, the five GTrXL
+gates, SDU, LSTM, a memoryless MLP) on a longer corridor, every row with the same budget
+(:data:`TABLE_RL`, chosen by the pilot in docs/rl.md).
 """
 
 from __future__ import annotations
@@ -12,12 +16,16 @@ from collections.abc import Callable
 from ..config import Config, DataConfig, GateConfig, ModelConfig, RLConfig, TaskConfig, TrainConfig
 
 
-def corridor(gate: str, policy: str = "transformer") -> Config:
-    """The proof-of-memory corridor (cue 4 steps before the junction), 2 blocks of width 32."""
-    pre = gate.startswith("gtrxl")
+def corridor(
+    gate: str, policy: str = "transformer", norm: str | None = None, activation: str = "sigmoid"
+) -> Config:
+    """The proof-of-memory corridor (cue 4 steps before the junction), 2 blocks of width 32;
+    ``norm`` None: pre-LN for the GTrXL gates (with ``b_g = 2``), post-LN otherwise."""
+    gtrxl = gate.startswith("gtrxl")
     model = ModelConfig(
-        d_model=32, n_layers=2, n_heads=2, d_inner=64, dropout=0.0, norm="pre" if pre else "post",
-        init="torch", gate=GateConfig(kind=gate, bias=2.0 if pre else None),
+        d_model=32, n_layers=2, n_heads=2, d_inner=64, dropout=0.0,
+        norm=norm or ("pre" if gtrxl else "post"), init="torch",
+        gate=GateConfig(kind=gate, activation=activation, bias=2.0 if gtrxl else None),
     )  # fmt: skip
     return Config(
         source="small preset of this project: GTrXL (Parisotto et al. 2019) with PPO "
@@ -32,6 +40,48 @@ def corridor(gate: str, policy: str = "transformer") -> Config:
     )
 
 
+#: The budget of every ``gtrxl-rl/`` row: the cue 16 steps before the junction, a memory
+#: window that reaches it, 64 greedy episodes an evaluation, 480 optimizer steps (30
+#: rollouts). The pilot in docs/rl.md: GTrXL-GRU's seeds 1-4 succeed by step 240 of a longer
+#: run, and a 240-step run (its learning rate decayed sooner) left seed 2 at chance.
+TABLE_RL: dict[str, object] = {
+    "task.rl.corridor_length": 16,
+    "task.rl.memory_length": 16,
+    "task.rl.eval_episodes": 64,
+    "train.max_steps": 480,
+    "train.eval_interval": 80,
+}
+
+#: ``gtrxl-rl/`` row -> (description, gate kind, policy, norm, SDU activation).
+TABLE_ROWS: dict[str, tuple[str, str, str, str | None, str]] = {
+    "trxl": ("TrXL: post-LN, no gate", "none", "transformer", "post", "sigmoid"),
+    "trxl-i": ("TrXL-I: pre-LN (identity map reordering), no gate", "none", "transformer",
+               "pre", "sigmoid"),
+    "gtrxl-gru": ("GTrXL-GRU: pre-LN, GRU gates, b_g = 2", "gtrxl-gru", "transformer", None,
+                  "sigmoid"),
+    "gtrxl-input": ("GTrXL input gate, pre-LN", "gtrxl-input", "transformer", None, "sigmoid"),
+    "gtrxl-output": ("GTrXL output gate, pre-LN", "gtrxl-output", "transformer", None,
+                     "sigmoid"),
+    "gtrxl-highway": ("GTrXL highway gate, pre-LN, b_g = 2", "gtrxl-highway", "transformer",
+                      None, "sigmoid"),
+    "gtrxl-sigmoid-tanh": ("GTrXL sigmoid-tanh gate, pre-LN", "gtrxl-sigmoid-tanh",
+                           "transformer", None, "sigmoid"),
+    "sdu-sigmoid": ("SDU sigma gate, pre-LN", "sdu", "transformer", "pre", "sigmoid"),
+    "sdu-tanh": ("SDU tanh gate, pre-LN", "sdu", "transformer", "pre", "tanh"),
+    "lstm": ("LSTM policy (recurrent baseline)", "none", "lstm", None, "sigmoid"),
+    "mlp": ("memoryless MLP policy (the chance line)", "none", "mlp", None, "sigmoid"),
+}  # fmt: skip
+
+
+def table_row(row: str) -> Config:
+    """The ``gtrxl-rl/`` row ``row``: its gate, norm and policy at the table's budget."""
+    _, gate, policy, norm, activation = TABLE_ROWS[row]
+    budget = dict(TABLE_RL)
+    if policy != "transformer":  # the window is the transformer's; the others refuse it
+        budget.pop("task.rl.memory_length")
+    return corridor(gate, policy, norm, activation).replace(**budget)
+
+
 PRESETS: dict[str, tuple[str, Callable[[], Config]]] = {
     "rl/corridor-gtrxl": (
         "PPO, GTrXL-GRU memory policy, proof-of-memory corridor",
@@ -41,4 +91,8 @@ PRESETS: dict[str, tuple[str, Callable[[], Config]]] = {
         "PPO, memoryless MLP policy (the chance line), proof-of-memory corridor",
         lambda: corridor("none", "mlp"),
     ),
+    **{
+        f"gtrxl-rl/{row}": (f"PPO on the 16-step corridor, {what}", lambda row=row: table_row(row))
+        for row, (what, *_) in TABLE_ROWS.items()
+    },
 }

@@ -27,8 +27,8 @@ from .convergence import steps_to_reach
 
 #: Fractions of the baseline's improvement the report reads steps at.
 FRACTIONS = (0.5, 0.8, 0.9, 0.95)
-#: Metrics the papers publish in percent (results.json holds fractions).
-PERCENT_METRICS = ("accuracy", "token_accuracy", "exact_match")
+#: Metrics the papers publish in percent (results.json holds fractions; success: the rl task's).
+PERCENT_METRICS = ("accuracy", "token_accuracy", "exact_match", "success")
 #: Two scores closer than this many standard errors of their difference are a tie.
 Z95 = 1.96
 #: The keys a task's evaluation counts what it scored by, and what they count.

@@ -182,6 +182,26 @@ class RLTask(Task):
         success = float(np.mean([r[2] for r in results.values()]))
         return {"loss": -mean, "return": mean, "success": success}
 
+    def trivial_losses(self, split: str) -> dict[str, float]:
+        """The corridor's chance lines on ``split``'s greedy episodes (loss = minus the
+        return): a uniformly random policy (expected return 0) and the best memoryless
+        policy, which sees the same junction whatever the cue and so can only take the
+        split's more frequent cue; MiniGrid has none (no check)."""
+        if self.rl.env != "corridor":
+            return {}
+        cues = self.eval_cues(split)
+        best = max(float(np.mean(cues == 0)), float(np.mean(cues == 1)))
+        return {"random policy": 0.0, "memoryless policy": -(2.0 * best - 1.0)}
+
+    def eval_cues(self, split: str) -> np.ndarray:
+        """The cue (0 left, 1 right) of each greedy episode :meth:`evaluate` plays on
+        ``split``: the first observation of each of its seeded environments."""
+        envs = EnvBatch(self.rl, self.rl.eval_episodes, self.config.train.seed + EVAL_SEEDS[split])
+        try:
+            return envs.obs[:, :2].argmax(-1)
+        finally:
+            envs.close()
+
     # ------------------------------------------------------------------ state
 
     def state_dict(self) -> TaskState:
