@@ -1,7 +1,7 @@
 """Presets for ``task.name=rl``: PPO with a Gated Transformer-XL memory on the corridor.
 
 GTrXL (Parisotto et al. 2019) in reinforcement learning, where it was made: identity-map
-reordering (pre-LN), GRU gating with ``b_g = 2``, Adam at 2.5e-4 annealed linearly, a small
+reordering (pre-LN), GRU gating with ``b_g = 2``, Adam at 2.5e-3 annealed linearly, a small
 memory policy; PPO's hyper-parameters as CleanRL's ``ppo_trxl`` where a tiny corridor allows.
 
 ``gtrxl-rl/`` holds the rows of the GTrXL paper's comparison (TrXL, TrXL-I, the five GTrXL
@@ -33,7 +33,12 @@ def corridor(
         model=model,
         data=DataConfig(batch_size=1, eval_batch_size=1),
         train=TrainConfig(
-            optimizer="adam", lr=2.5e-3, clip=0.5, eval_interval=100, log_interval=10
+            optimizer="adam",
+            lr=2.5e-3,
+            clip=0.5,
+            max_steps=400,
+            eval_interval=100,
+            log_interval=10,
         ),
         # 400 optimizer steps: 25 rollouts of 8 x 64 steps, 4 epochs x 4 minibatches each
         task=TaskConfig(name="rl", rl=RLConfig(policy=policy)),
