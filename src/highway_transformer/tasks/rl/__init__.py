@@ -49,7 +49,7 @@ class RLTask(Task):
         self.updates = 0  # optimizer steps taken (entropy annealing)
         self.rollouts = 0
         self.episodes: deque[tuple[float, int, bool]] = deque(maxlen=rl.stats_episodes)
-        self.last: dict[str, float] = {}
+        self.last: dict[str, Tensor] = {}
         self.envs: EnvBatch | None = None
         self.carry: Carry = {}
         self.rollout: dict[str, Any] = {}
@@ -149,7 +149,7 @@ class RLTask(Task):
         return rollout
 
     def train_metrics(self) -> dict[str, float]:
-        out = dict(self.last)
+        out = {key: float(value) for key, value in self.last.items()}
         if self.episodes:
             out["episodic_return"] = float(np.mean([e[0] for e in self.episodes]))
             out["success_rate"] = float(np.mean([e[2] for e in self.episodes]))

@@ -33,14 +33,15 @@ def gae(
 
 @dataclass
 class PPOTerms:
-    """The loss and the figures logged beside it."""
+    """The loss and the figures logged beside it (detached 0-d tensors: read as numbers only
+    when a training record is written, not at every minibatch)."""
 
     loss: Tensor
-    policy: float
-    value: float
-    entropy: float
-    approx_kl: float  # (ρ - 1) - log ρ, averaged (Schulman's unbiased estimator)
-    clipfrac: float  # fraction of samples whose ratio was clipped
+    policy: Tensor
+    value: Tensor
+    entropy: Tensor
+    approx_kl: Tensor  # (ρ - 1) - log ρ, averaged (Schulman's unbiased estimator)
+    clipfrac: Tensor  # fraction of samples whose ratio was clipped
 
 
 def ppo_loss(  # noqa: PLR0913 - the objective's terms
@@ -68,9 +69,7 @@ def ppo_loss(  # noqa: PLR0913 - the objective's terms
     value = 0.5 * value_sq.mean()
     bonus = entropy.mean()
     with torch.no_grad():
-        kl = float(((ratio - 1) - log_ratio).mean())
-        frac = float(((ratio - 1).abs() > rl.clip_coef).float().mean())
+        kl = ((ratio - 1) - log_ratio).mean()
+        frac = ((ratio - 1).abs() > rl.clip_coef).float().mean()
     loss = policy + rl.vf_coef * value - ent_coef * bonus
-    return PPOTerms(
-        loss, float(policy.detach()), float(value.detach()), float(bonus.detach()), kl, frac
-    )
+    return PPOTerms(loss, policy.detach(), value.detach(), bonus.detach(), kl, frac)
