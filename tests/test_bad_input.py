@@ -96,6 +96,19 @@ MODERN_MISFITS = [
     (["model.attn_output_gate=channel"], "choose one of: elementwise, headwise, none"),
     (["model.ffn=geglu"], "choose one of: relu, swiglu"),
     (["--task", "seq2seq", "model.attn_output_gate=headwise"], "scored attention; remove it"),
+    (["model.gate.kind=headwise"], "no granularity; headwise is the attention-output gate's"),
+    (["model.gate.kind=elementwise"], "set model.attn_output_gate=elementwise"),
+    (["model.attn_output_gate=headwise", "model.gate.layers=1"], "not model.attn_output_gate"),
+    (["model.attn_output_gate=elementwise", "model.gate.sublayers=[attn]"], "gtrxl-...)"),
+    (
+        ["--task", "rl", "task.rl.policy=lstm", "model.attn_output_gate=headwise"],
+        "gates attention heads, and task.rl.policy=lstm has none; remove it",
+    ),
+    (["--task", "rl", "task.rl.policy=mlp", "model.attn_output_gate=elementwise"], "has none"),
+    (["--task", "rl", "model.attn_output_gate=headwise"], "builds its own attention and FFN"),
+    (["--task", "rl", "model.ffn=swiglu"], "builds its own attention and FFN"),
+    (["--task", "rl", "model.positional=rope"], "builds its own attention and FFN"),
+    (["model.ffn=swiglu", "model.d_inner=14"], "set model.d_inner=12 (hidden 8, exactly 2/3)"),
 ]
 
 

@@ -30,6 +30,7 @@ from .config import (
     SUBWORD_LEVELS,
     Config,
     DataConfig,
+    GateConfig,
     MemoryConfig,
     ModelConfig,
     RLConfig,
@@ -215,6 +216,11 @@ def check_names(config: Config) -> None:
             f"model.gate.kind={kind}: the attention-output gate is its own key, so it "
             "combines with the connection gates; set model.attn_output_gate=elementwise or headwise"
         )
+    if kind in names.ATTN_OUTPUT_GATES and kind != "none":
+        raise ConfigError(
+            f"model.gate.kind={kind}: the connection gates have no granularity; {kind} is the "
+            f"attention-output gate's: set model.attn_output_gate={kind}"
+        )
     for declared in declared_keys():
         if declared.spec and declared.spec.choices:
             for item in _items(_field_value(config, declared.name)):
@@ -244,6 +250,7 @@ def check_model(config: ModelConfig) -> None:
     _check_initialisation(config)
     _check_gate(config)
     _check_rope(config, family)
+    _check_swiglu(config)
     if config.d_head is None and config.d_model % config.n_heads:
         raise ConfigError(
             f"model.d_model={config.d_model} does not divide into model.n_heads="
@@ -343,6 +350,41 @@ def _check_gate(config: ModelConfig) -> None:
             "model.gate.layers is empty; write all, none, 1-3, 1,2 or 1-6\\FFN (1-based layers)"
         )
     parse_layer_spec(gate.layers, config.n_layers)
+    _check_no_connection_gate(config)
+
+
+def _check_no_connection_gate(config: ModelConfig) -> None:
+    """``model.gate.layers`` and ``sublayers`` place the connection gate; with none of those
+    (kind none) they would not reach the attention-output gate, which is on every layer."""
+    gate, default = config.gate, GateConfig()
+    if gate.kind != "none" or config.attn_output_gate == "none":
+        return
+    for name in ("layers", "sublayers"):
+        if getattr(gate, name) != getattr(default, name):
+            raise ConfigError(
+                f"model.gate.{name} places the connection gate (model.gate.kind, here none), "
+                f"not model.attn_output_gate, which gates every attention sublayer; remove it "
+                "or choose a connection gate (model.gate.kind=sdu, highway, gated, gtrxl-...)"
+            )
+
+
+def _check_swiglu(config: ModelConfig) -> None:
+    """``d_inner`` is the width of the ReLU FFN whose parameters SwiGLU matches with a
+    hidden width of 2/3 of it, rounded up to a multiple of 8: a ``d_inner`` where that
+    rounding makes the hidden width exceed ``d_inner`` itself (1-7, 13-15) contradicts the
+    rule, and a multiple of 12 gives exactly 2/3."""
+    from .nn.feedforward import swiglu_hidden
+
+    if config.ffn != "swiglu":
+        return
+    hidden = swiglu_hidden(config.d_inner)
+    if hidden > config.d_inner:
+        fit = max(12, config.d_inner // 12 * 12)
+        raise ConfigError(
+            f"model.ffn=swiglu: model.d_inner={config.d_inner} is the width of the ReLU FFN "
+            f"it matches, and 2/3 of it rounded up to a multiple of 8 is {hidden}, wider than "
+            f"that; set model.d_inner={fit} (hidden {fit * 2 // 3}, exactly 2/3) or 16 or more"
+        )
 
 
 # --------------------------------------------------------------------------- data
@@ -446,6 +488,7 @@ def _check_rl(config: Config) -> None:
             f"task.rl.corridor_length applies to task.rl.env=corridor, not {rl.env}; remove it"
         )
     m = config.model
+    _check_rl_modern_options(m, rl.policy)
     if m.family != "transformer" or m.attention not in (None, "dot"):
         raise ConfigError(
             "task.name=rl builds its memory policy from transformer blocks with dot attention "
@@ -461,6 +504,28 @@ def _check_rl(config: Config) -> None:
             "task.name=rl takes one optimizer step per PPO minibatch; set train.accumulate=1 "
             "(raise task.rl.num_envs or num_steps for larger minibatches)"
         )
+
+
+def _check_rl_modern_options(m: ModelConfig, policy: str) -> None:
+    """The rl task's policies build their own attention and FFN: the modern baseline's
+    options do not reach them, and the LSTM, GRU and MLP policies have no attention heads."""
+    if m.attn_output_gate != "none" and policy != "transformer":
+        raise ConfigError(
+            f"model.attn_output_gate={m.attn_output_gate} gates attention heads, and "
+            f"task.rl.policy={policy} has none; remove it"
+        )
+    chosen = {
+        f"attn_output_gate={m.attn_output_gate}": m.attn_output_gate != "none",
+        "positional=rope": m.positional == "rope",
+        "ffn=swiglu": m.ffn == "swiglu",
+        "bias=false": not m.bias,
+    }
+    for setting, misfit in chosen.items():
+        if misfit:
+            raise ConfigError(
+                f"model.{setting} applies to the language and sequence models; task.name=rl's "
+                "policy builds its own attention and FFN without it; remove it"
+            )
 
 
 def _check_scored_attention(config: Config) -> None:

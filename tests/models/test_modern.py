@@ -5,7 +5,10 @@ parameter for parameter, and a config written before these keys loads unchanged.
 
 from __future__ import annotations
 
+import json
 import math
+import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -13,10 +16,14 @@ import torch.nn.functional as F
 from conftest import LM_FAMILIES, LM_VOCAB, build_lm
 from torch import Tensor, nn
 
+from highway_transformer.api import build_model, load_pretrained
 from highway_transformer.config import Config, GateConfig, ModelConfig
 from highway_transformer.config.loading import from_dict
+from highway_transformer.errors import ConfigError
 from highway_transformer.models.lm import LanguageModel
 from highway_transformer.presets import get_preset
+from highway_transformer.storage.folder import CONFIG_FILE, write_manifest
+from highway_transformer.training.checkpoint import save_checkpoint
 from highway_transformer.validation import validate
 
 # --------------------------------------------------------------------------- a Llama by hand
@@ -181,6 +188,39 @@ def test_a_config_written_before_the_new_keys_loads_as_the_defaults() -> None:
     for key in ("rope_theta", "ffn", "bias", "attn_output_gate"):
         del written["model"][key]
     assert from_dict(Config, written) == Config()
+
+
+def test_a_checkpoint_written_before_the_new_keys_loads_unchanged(tmp_path: Path) -> None:
+    config = Config(model=ModelConfig(vocab_size=11, d_model=8, n_layers=1, n_heads=2, d_inner=16))
+    torch.manual_seed(0)
+    model = build_model(config.model).eval()
+    folder = save_checkpoint(tmp_path / "old", model, config)
+    written = json.loads((folder / CONFIG_FILE).read_text(encoding="utf-8"))
+    for key in ("rope_theta", "ffn", "bias", "attn_output_gate"):
+        del written["model"][key]  # as a checkpoint of a version before these keys
+    (folder / CONFIG_FILE).write_text(json.dumps(written), encoding="utf-8")
+    write_manifest(folder)
+    loaded, loaded_config, _ = load_pretrained(folder)
+    assert loaded_config == config
+    tokens = torch.randint(0, 11, (2, 7))
+    with torch.no_grad():
+        assert torch.equal(loaded.logits(loaded(tokens)[0]), model.logits(model(tokens)[0]))
+
+
+@pytest.mark.parametrize(("d_inner", "hidden"), [(8, 8), (12, 8), (16, 16), (25, 24), (512, 344)])
+def test_swiglu_hidden_is_two_thirds_of_d_inner_up_to_eights(d_inner: int, hidden: int) -> None:
+    config = ModelConfig(vocab_size=11, d_model=8, n_layers=1, n_heads=2, d_inner=d_inner)
+    config.ffn = "swiglu"
+    assert build_model(config).blocks[0].sublayers[1].fc1.out_features == hidden
+
+
+@pytest.mark.parametrize(("d_inner", "fix"), [(4, "d_inner=12 (hidden 8"), (13, "d_inner=12 (")])
+def test_a_d_inner_that_swiglus_rounding_widens_is_refused(d_inner: int, fix: str) -> None:
+    config = ModelConfig(
+        vocab_size=11, d_model=8, n_layers=1, n_heads=2, d_inner=d_inner, ffn="swiglu"
+    )
+    with pytest.raises(ConfigError, match=re.escape(fix)):
+        build_model(config)
 
 
 @pytest.mark.parametrize(
