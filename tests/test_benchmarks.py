@@ -239,3 +239,34 @@ def test_fused_relative_kernels_compile_for_an_h100_without_one(tmp_path) -> Non
     assert done.returncode == 0, done.stderr[-2000:]
     shared = json.loads(out.read_text())["results"]["shared_bytes"]
     assert len(shared) == 3 and all(0 < s <= 227 * 1024 for s in shared.values())
+
+
+def test_modern_baseline_bench_times_the_same_llama(capsys) -> None:
+    """modern_baseline.py: the plain Llama holding our weights has our loss (a weight it
+    does not hold is caught before any timing), and a tiny run prints both tables."""
+    import argparse
+
+    import modern_baseline
+
+    args = argparse.Namespace(d_model=16, layers=2, heads=2, d_inner=24, seq_len=8)
+    torch.manual_seed(0)
+    ours = modern_baseline.LanguageModel(modern_baseline.our_config(args)).eval()
+    with torch.no_grad():  # norm weights away from 1, so a swapped norm would show
+        for name, p in ours.named_parameters():
+            if "norm" in name:
+                p.uniform_(0.5, 1.5)
+    plain = modern_baseline.PlainLlama(modern_baseline.our_config(args)).eval()
+    x, y = torch.randint(0, modern_baseline.VOCAB, (2, 2, 8))
+    with pytest.raises(SystemExit, match="not the same model"):
+        modern_baseline.same_loss(ours, plain, x, y)
+    modern_baseline.copy_ours_into(ours, plain)
+    mine, theirs = modern_baseline.same_loss(ours, plain, x, y)
+    assert abs(mine - theirs) <= 1e-5
+    modern_baseline.main(
+        ["--d-model", "16", "--layers", "1", "--heads", "2", "--d-inner", "24", "--batch", "2",
+         "--seq-len", "8", "--rounds", "1", "--steps", "1"]
+    )  # fmt: skip
+    out = capsys.readouterr().out
+    assert "same weights, same loss" in out
+    for row in ("| ours modern/transformer |", "| nanoGPT-style Llama |", "| elementwise |"):
+        assert row in out
