@@ -132,6 +132,14 @@ def test_the_cli_trains_task_rl_from_its_preset(tmp_path: Path, capsys) -> None:
         ({"task.name": "rl", "task.rl.gamma": 1.5}, "task.rl.gamma must be >= 0 and <= 1"),
         ({"task.name": "rl", "task.rl.clip_coef": 0.0}, "task.rl.clip_coef must be > 0"),
         ({"task.name": "rl", "model.memory.mem_len": 8}, "task.name=rl has no segment memory"),
+        (
+            {"task.name": "rl", "task.rl.policy": "lstm", "model.attn_output_gate": "headwise"},
+            "model.attn_output_gate=headwise gates attention heads, and task.rl.policy=lstm",
+        ),
+        (
+            {"task.name": "rl", "model.ffn": "swiglu"},
+            "model.ffn=swiglu applies to the language and sequence models",
+        ),
     ],
 )
 def test_each_rl_problem_is_one_line_naming_the_setting(overrides: dict, message: str) -> None:
