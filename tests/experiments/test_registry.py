@@ -168,16 +168,16 @@ def test_every_table_has_its_rows() -> None:
     counts = {
         "ht-table1": 4, "ht-table2": 4, "ht-table3": 4, "ht-table4": 4, "ht-table5": 12,
         "ht-table6": 17, "ht-table7": 5, "rt-table1": 2, "rt-table2": 2, "rt-table3": 2,
-        "rt-table4": 2, "gtrxl-rl": 11,
+        "rt-table4": 2, "gtrxl-rl": 11, "gtrxl-rl-long": 11,
     }  # fmt: skip
     for table, count in counts.items():
         assert len(table_experiments(table)) == count, table
-    assert len(list_experiments()) == 64
+    assert len(list_experiments()) == 75
     for e in list_experiments():
         assert e.preset in PRESETS
         assert get_experiment(e.baseline).table == e.table
         tasks = {"rt-table1": ("accuracy", "nll"), "rt-table2": ("accuracy", "nll"),
-                 "gtrxl-rl": ("success",)}  # fmt: skip
+                 "gtrxl-rl": ("success",), "gtrxl-rl-long": ("success",)}  # fmt: skip
         assert e.metric in tasks.get(e.table, ("bpc", "ppl"))
 
 
@@ -292,3 +292,23 @@ def test_gtrxl_rl_rows_differ_only_in_the_memory_and_share_the_budget() -> None:
     assert {e.baseline for e in table_experiments("gtrxl-rl")} == {"gtrxl-rl/gtrxl-gru"}
     claims = {(c.row, c.other) for c in CONTRASTS["gtrxl-rl"]}
     assert claims == {("gtrxl-rl/trxl-i", "gtrxl-rl/trxl")}
+
+
+def test_gtrxl_rl_long_is_the_same_rows_on_a_longer_corridor() -> None:
+    """The rows of gtrxl-rl, each at the long budget: the window reaches the cue 32 steps
+    back (the LSTM and MLP have none), 100 greedy episodes an evaluation."""
+    short = {e.row: build_config(e.config()) for e in table_experiments("gtrxl-rl")}
+    long = {e.row: build_config(e.config()) for e in table_experiments("gtrxl-rl-long")}
+    assert long.keys() == short.keys()
+    for row, c in long.items():
+        assert (c.model.norm, c.model.gate, c.task.rl.policy) == (
+            short[row].model.norm, short[row].model.gate, short[row].task.rl.policy,
+        ), row  # fmt: skip
+        assert (c.task.rl.corridor_length, c.task.rl.eval_episodes, c.train.max_steps) == (
+            32, 100, 320,
+        ), row  # fmt: skip
+        if c.task.rl.policy == "transformer":
+            assert c.task.rl.memory_length == 32, row
+    assert {e.baseline for e in table_experiments("gtrxl-rl-long")} == {"gtrxl-rl-long/gtrxl-gru"}
+    claims = {(c.row, c.other) for c in CONTRASTS["gtrxl-rl-long"]}
+    assert claims == {("gtrxl-rl-long/trxl-i", "gtrxl-rl-long/trxl")}

@@ -12,7 +12,8 @@ HT Tables 1-5 also hold a ``+param-matched`` row that is not in the paper: the p
 
 ``gtrxl-rl`` is GTrXL's comparison (Parisotto et al. 2019: TrXL, TrXL-I, the GTrXL gates, an
 LSTM) on the rl task's corridor, with the SDU gates and a memoryless MLP added; the paper's
-figures are for DMLab-30 and Numpad, so its rows carry none.
+figures are for DMLab-30 and Numpad, so its rows carry none. ``gtrxl-rl-long`` holds the same
+rows on a corridor of length 32 with a 32-step memory, evaluated over 100 greedy episodes.
 
 Published keys: ``eval_bpc`` / ``test_bpc`` (bits per character; HT Tables 1-2 call them
 "ppl"), ``eval_ppl`` / ``test_ppl`` (word perplexity), ``train_hours`` (HT Table 7).
@@ -93,6 +94,11 @@ TABLES: dict[str, tuple[str, str]] = {
     "rt-table4": ("RT Table 4: word PTB perplexity, Transformer vs R-Transformer", "ppl"),
     "gtrxl-rl": (
         "GTrXL's comparison on the rl corridor: greedy success rate, PPO, 16 steps of memory",
+        "success",
+    ),
+    "gtrxl-rl-long": (
+        "GTrXL's comparison on the rl corridor of length 32: greedy success rate over 100 "
+        "episodes, PPO, 32 steps of memory",
         "success",
     ),
 }
@@ -279,10 +285,10 @@ def _rt_rows() -> list[Experiment]:
 GTRXL_RL_BASELINE = "gtrxl-rl/gtrxl-gru"
 
 
-def _gtrxl_rl_rows() -> list[Experiment]:
+def _gtrxl_rl_rows(table: str = "gtrxl-rl") -> list[Experiment]:
     return [
-        Experiment(f"gtrxl-rl/{row}", "gtrxl-rl", f"gtrxl-rl/{row}", {}, "success",
-                   GTRXL_RL_BASELINE, _description(f"gtrxl-rl/{row}"))
+        Experiment(f"{table}/{row}", table, f"{table}/{row}", {}, "success",
+                   f"{table}/gtrxl-gru", _description(f"{table}/{row}"))
         for row in rl_presets.TABLE_ROWS
     ]  # fmt: skip
 
@@ -294,6 +300,7 @@ def _build() -> dict[str, Experiment]:
     rows += _param_matched_rows({e.name: e for e in rows})
     rows += _rt_rows()
     rows += _gtrxl_rl_rows()
+    rows += _gtrxl_rl_rows("gtrxl-rl-long")
     return {e.name: e for e in rows}
 
 
@@ -335,10 +342,11 @@ def _contrasts() -> dict[str, tuple[Contrast, ...]]:
         ]  # fmt: skip
     # GTrXL's first finding (Parisotto et al. section 4): the identity map reordering alone
     # makes the Transformer trainable in RL.
-    out["gtrxl-rl"] = [
-        Contrast("TrXL-I against TrXL: the identity map reordering", "gtrxl-rl/trxl-i",
-                 "gtrxl-rl/trxl"),
-    ]  # fmt: skip
+    for table in ("gtrxl-rl", "gtrxl-rl-long"):
+        out[table] = [
+            Contrast("TrXL-I against TrXL: the identity map reordering", f"{table}/trxl-i",
+                     f"{table}/trxl"),
+        ]  # fmt: skip
     return {table: tuple(contrasts) for table, contrasts in out.items()}
 
 

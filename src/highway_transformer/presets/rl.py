@@ -6,7 +6,8 @@ memory policy; PPO's hyper-parameters as CleanRL's ``ppo_trxl`` where a tiny cor
 
 ``gtrxl-rl/`` holds the rows of the GTrXL paper's comparison (TrXL, TrXL-I, the five GTrXL
 gates, SDU, LSTM, a memoryless MLP) on a longer corridor, every row with the same budget
-(:data:`TABLE_RL`, chosen by the pilot in docs/rl.md).
+(:data:`TABLE_RL`, chosen by the pilot in docs/rl.md); ``gtrxl-rl-long/`` the same rows on a
+corridor twice as long (:data:`TABLE_RL_LONG`).
 """
 
 from __future__ import annotations
@@ -78,10 +79,24 @@ TABLE_ROWS: dict[str, tuple[str, str, str, str | None, str]] = {
 }  # fmt: skip
 
 
-def table_row(row: str) -> Config:
-    """The ``gtrxl-rl/`` row ``row``: its gate, norm and policy at the table's budget."""
+#: The budget of every ``gtrxl-rl-long/`` row: the cue 32 steps before the junction, a
+#: window that reaches it, 100 greedy episodes an evaluation, 320 optimizer steps (20
+#: rollouts, 10,240 environment steps). The pilot in docs/rl.md: at 640 steps GTrXL-GRU's and
+#: TrXL's seed 1 both passed 90% training success by step 320.
+TABLE_RL_LONG: dict[str, object] = {
+    "task.rl.corridor_length": 32,
+    "task.rl.memory_length": 32,
+    "task.rl.eval_episodes": 100,
+    "train.max_steps": 320,
+    "train.eval_interval": 80,
+}
+
+
+def table_row(row: str, budget_of: dict[str, object] = TABLE_RL) -> Config:
+    """The ``gtrxl-rl/`` row ``row`` (``gtrxl-rl-long/`` with :data:`TABLE_RL_LONG`): its
+    gate, norm and policy at the table's budget."""
     _, gate, policy, norm, activation = TABLE_ROWS[row]
-    budget = dict(TABLE_RL)
+    budget = dict(budget_of)
     if policy != "transformer":  # the window is the transformer's; the others refuse it
         budget.pop("task.rl.memory_length")
     return corridor(gate, policy, norm, activation).replace(**budget)
@@ -98,6 +113,13 @@ PRESETS: dict[str, tuple[str, Callable[[], Config]]] = {
     ),
     **{
         f"gtrxl-rl/{row}": (f"PPO on the 16-step corridor, {what}", lambda row=row: table_row(row))
+        for row, (what, *_) in TABLE_ROWS.items()
+    },
+    **{
+        f"gtrxl-rl-long/{row}": (
+            f"PPO on the 32-step corridor, {what}",
+            lambda row=row: table_row(row, TABLE_RL_LONG),
+        )
         for row, (what, *_) in TABLE_ROWS.items()
     },
 }

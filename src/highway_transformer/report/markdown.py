@@ -483,6 +483,53 @@ def _image_lines(names: list[str], alt: str) -> list[str]:
     return [f"![{alt}]({n})" for n in shown]
 
 
+def _steps_cell(scores: dict[str, Any]) -> str:
+    """``12,288`` env steps to the target; ``>15,360`` where censored at the budget."""
+    steps = scores["steps_to_target"]
+    return "—" if steps is None else f"{'>' if scores['censored'] else ''}{steps:,.0f}"
+
+
+def _paired_cell(row: dict[str, Any], key: str, digits: int) -> str:
+    return "baseline" if row["is_baseline"] else format_difference(row["paired"].get(key), digits)
+
+
+def success_markdown(section: dict[str, Any] | None) -> list[str]:
+    """The rl task's training scores (:mod:`.success`); nothing for other tables."""
+    if not section:
+        return []
+    target, episodes = section["target"], ", ".join(map(str, section["stats_episodes"]))
+    lines = [
+        "## Training success and steps to success (exploratory)",
+        "",
+        f"From each run's training log at its last step: success rate and episodic return "
+        f"over the last {episodes} training episodes (sampled actions, not greedy); and the "
+        f"environment steps until that success rate first reached {target:.0%} with its "
+        "window full. A run that never reached it is censored at its budget: `>N` is its "
+        "last logged environment steps, and the paired Δ reads N (a lower bound on its "
+        "cost). Δ is row − baseline, paired by seed, with its 95% Student-t interval.",
+        "",
+        "| model | training success per seed | Δ success [95% t-interval] | training return "
+        "per seed | Δ return [95% t-interval] | env steps to "
+        f"{target:.0%} per seed | censored | Δ env steps [95% t-interval] |",
+        "| --- | --- | --- | --- | --- | --- | ---: | --- |",
+    ]
+    for r in section["rows"]:
+        seeds = r["per_seed"]
+        lines.append(
+            "| " + " | ".join([
+                r["name"],
+                _seed_values({s: v["last_success"] for s, v in seeds.items()}, 2),
+                _paired_cell(r, "last_success", 2),
+                _seed_values({s: v["last_return"] for s, v in seeds.items()}, 2),
+                _paired_cell(r, "last_return", 2),
+                ", ".join(f"s{s} {_steps_cell(v)}" for s, v in sorted(seeds.items())),
+                f"{r['censored']} of {len(seeds)}",
+                _paired_cell(r, "steps_to_target", 0),
+            ]) + " |"
+        )  # fmt: skip
+    return [*lines, ""]
+
+
 def index_markdown(report: dict[str, Any]) -> str:
     m = report["metric"]
     paper = report.get("paper", True)  # False: rows of no paper (``highway ab``)
@@ -531,6 +578,7 @@ def index_markdown(report: dict[str, Any]) -> str:
         *statistics_markdown(report["paper_table"], m),
         "",
         *contrasts_markdown(report["contrasts"], m),
+        *success_markdown(report.get("success")),
         *before_annealing_markdown(report.get("before_annealing")),
         "## Convergence"
         + (f" ({report['paper_figures']} at this scale)" if report.get("paper_figures") else ""),

@@ -68,6 +68,7 @@ from .markdown import index_markdown
 from .primary import primary_comparison
 from .runs import RunRecord, check_one_table, group_runs, load_run_set, portable_path, run_facts
 from .stats import FRACTIONS, learned_check, withhold_verdicts
+from .success import success_rows
 from .tables import (
     acceleration_rows,
     contrast_rows,
@@ -265,6 +266,8 @@ def write_report(
         "unusable": unusable,
         "baselines": found_baselines,
     }
+    if metric == "success":  # the rl task's training scores; other tables' outputs unchanged
+        report["success"] = success_rows(groups, baseline)
     report["learning"] = learning_rows(runs, report["baselines"])
     withhold_verdicts(report["primary"], report["learning"], metric, report["metric_label"])
     report["figures"] = {**figures, **_gate_figures(gates)}
