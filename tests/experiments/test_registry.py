@@ -172,7 +172,7 @@ def test_every_table_has_its_rows() -> None:
     }  # fmt: skip
     for table, count in counts.items():
         assert len(table_experiments(table)) == count, table
-    assert len(list_experiments()) == 64
+    assert len(list_experiments()) == 74
     for e in list_experiments():
         assert e.preset in PRESETS
         assert get_experiment(e.baseline).table == e.table
