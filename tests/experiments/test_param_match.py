@@ -53,8 +53,8 @@ def test_match_parameters_changes_d_inner_alone(
 def test_swiglu_rows_match_the_nearest_hidden_size_step() -> None:
     """A SwiGLU FFN's parameters move in steps of 8 hidden units: the match is the nearest
     step (gates-eras' parameter-matched plain row), not a division by a zero slope."""
-    from highway_transformer.experiments.registry import get_experiment
     from highway_transformer.experiments.param_match import _count_with, matched_d_inner
+    from highway_transformer.experiments.registry import get_experiment
 
     plain = get_experiment("gates-eras/plain").config().model
     gated = get_experiment("gates-eras/sdu-sigmoid").config().model
