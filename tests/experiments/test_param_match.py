@@ -48,3 +48,18 @@ def test_match_parameters_changes_d_inner_alone(
     matched = match_parameters(config, target)
     assert matched.model.d_inner == matched_d_inner(config.model, target.model)
     assert matched.replace(**{"model.d_inner": config.model.d_inner}) == config
+
+
+def test_swiglu_rows_match_the_nearest_hidden_size_step() -> None:
+    """A SwiGLU FFN's parameters move in steps of 8 hidden units: the match is the nearest
+    step (gates-eras' parameter-matched plain row), not a division by a zero slope."""
+    from highway_transformer.experiments.param_match import _count_with, matched_d_inner
+    from highway_transformer.experiments.registry import get_experiment
+
+    plain = get_experiment("gates-eras/plain").config().model
+    gated = get_experiment("gates-eras/sdu-sigmoid").config().model
+    goal = count_parameters(gated)
+    d = matched_d_inner(plain, gated)
+    best = min(abs(_count_with(plain, k) - goal) for k in range(plain.d_inner, 2 * d))
+    assert abs(_count_with(plain, d) - goal) == best
+    assert abs(_count_with(plain, d) - goal) / goal < 0.01

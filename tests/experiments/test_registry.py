@@ -168,11 +168,11 @@ def test_every_table_has_its_rows() -> None:
     counts = {
         "ht-table1": 4, "ht-table2": 4, "ht-table3": 4, "ht-table4": 4, "ht-table5": 12,
         "ht-table6": 17, "ht-table7": 5, "rt-table1": 2, "rt-table2": 2, "rt-table3": 2,
-        "rt-table4": 2, "gtrxl-rl": 11, "gtrxl-rl-long": 11,
+        "rt-table4": 2, "gtrxl-rl": 11, "gtrxl-rl-long": 11, "gates-eras": 10,
     }  # fmt: skip
     for table, count in counts.items():
         assert len(table_experiments(table)) == count, table
-    assert len(list_experiments()) == 75
+    assert len(list_experiments()) == 85
     for e in list_experiments():
         assert e.preset in PRESETS
         assert get_experiment(e.baseline).table == e.table

@@ -15,6 +15,12 @@ LSTM) on the rl task's corridor, with the SDU gates and a memoryless MLP added; 
 figures are for DMLab-30 and Numpad, so its rows carry none. ``gtrxl-rl-long`` holds the same
 rows on a corridor of length 32 with a 32-step memory, evaluated over 100 greedy episodes.
 
+``gates-eras`` sets the gates of 2019-2025 side by side on one modern baseline (pre-RMSNorm,
+RoPE, SwiGLU, no biases; ``presets/modern.py``): SDU sigma / tanh, highway and gated MHDPA
+(HT), GTrXL's GRU gate, the attention-output gate of Qiu et al. 2025 (elementwise, headwise)
+and SDU + that gate, with a parameter-matched plain row. No paper measured these rows on this
+baseline, so none carries a published figure.
+
 Published keys: ``eval_bpc`` / ``test_bpc`` (bits per character; HT Tables 1-2 call them
 "ppl"), ``eval_ppl`` / ``test_ppl`` (word perplexity), ``train_hours`` (HT Table 7).
 """
@@ -100,6 +106,11 @@ TABLES: dict[str, tuple[str, str]] = {
         "GTrXL's comparison on the rl corridor of length 32: greedy success rate over 100 "
         "episodes, PPO, 32 steps of memory",
         "success",
+    ),
+    "gates-eras": (
+        "Gates across eras: 2019-2025 gates on the modern baseline (RMSNorm, RoPE, SwiGLU), "
+        "char PTB (bpc)",
+        "bpc",
     ),
 }
 
@@ -293,6 +304,37 @@ def _gtrxl_rl_rows(table: str = "gtrxl-rl") -> list[Experiment]:
     ]  # fmt: skip
 
 
+#: gates-eras: row -> the modern preset it trains (``presets/modern.py``); the first is the
+#: baseline, the parameter-matched plain row is added to it.
+GATES_ERAS_ROWS: dict[str, str] = {
+    "plain": "modern/transformer",
+    "sdu-sigmoid": "modern/transformer+sdu-sigmoid",
+    "sdu-tanh": "modern/transformer+sdu-tanh",
+    "highway": "modern/transformer+highway",
+    "gated-mhdpa": "modern/transformer+gated-mhdpa",
+    "gtrxl-gru": "modern/transformer+gtrxl-gru",
+    "attn-output": "modern/transformer+attn-output",
+    "attn-output-headwise": "modern/transformer+attn-output-headwise",
+    "sdu-tanh+attn-output": "modern/transformer+sdu-tanh+attn-output",
+}
+
+
+def _gates_eras_rows() -> list[Experiment]:
+    baseline = "gates-eras/plain"
+    out = [
+        Experiment(f"gates-eras/{row}", "gates-eras", preset, {}, "bpc", baseline,
+                   _description(preset))
+        for row, preset in GATES_ERAS_ROWS.items()
+    ]  # fmt: skip
+    out.append(
+        Experiment("gates-eras/plain+param-matched", "gates-eras", GATES_ERAS_ROWS["plain"], {},
+                   "bpc", baseline, f"{_description(GATES_ERAS_ROWS['plain'])}, d_inner raised "
+                   "to the parameter count of gates-eras/sdu-sigmoid",
+                   match_params_of="gates-eras/sdu-sigmoid")
+    )  # fmt: skip
+    return out
+
+
 def _build() -> dict[str, Experiment]:
     rows = _ht_small()
     rows += _xl_rows("ht-table5", "l6-xl", _TABLE5)
@@ -301,6 +343,7 @@ def _build() -> dict[str, Experiment]:
     rows += _rt_rows()
     rows += _gtrxl_rl_rows()
     rows += _gtrxl_rl_rows("gtrxl-rl-long")
+    rows += _gates_eras_rows()
     return {e.name: e for e in rows}
 
 
@@ -323,8 +366,9 @@ def _contrasts() -> dict[str, tuple[Contrast, ...]]:
     # or its parameters? (Our question, not the papers'.) Layer ablations ("+tanh-l1-3",
     # "\FFN") have fewer parameters, so they are left out: read from each row's config.
     for matched in (e for e in EXPERIMENTS.values() if e.match_params_of):
+        base = matched.row.split("+")[0] + "+"  # t-l3+sigmoid -> sigmoid; sdu-tanh stays
         out[matched.table] = [
-            Contrast(f"{e.row.partition('+')[2]}: the gate, not its parameters", e.name,
+            Contrast(f"{e.row.removeprefix(base)}: the gate, not its parameters", e.name,
                      matched.name)
             for e in EXPERIMENTS.values()
             if e.table == matched.table and not e.is_baseline and e is not matched
@@ -347,6 +391,17 @@ def _contrasts() -> dict[str, tuple[Contrast, ...]]:
             Contrast("TrXL-I against TrXL: the identity map reordering", f"{table}/trxl-i",
                      f"{table}/trxl"),
         ]  # fmt: skip
+    # Qiu et al. 2025 against HT 2019, and whether the two gates add up (our questions).
+    out["gates-eras"] += [
+        Contrast("attention-output gate against SDU tanh: 2025's gate against 2019's",
+                 "gates-eras/attn-output", "gates-eras/sdu-tanh"),
+        Contrast("SDU tanh + attention-output against SDU tanh alone",
+                 "gates-eras/sdu-tanh+attn-output", "gates-eras/sdu-tanh"),
+        Contrast("SDU tanh + attention-output against the attention-output gate alone",
+                 "gates-eras/sdu-tanh+attn-output", "gates-eras/attn-output"),
+        Contrast("headwise against elementwise attention-output gate",
+                 "gates-eras/attn-output-headwise", "gates-eras/attn-output"),
+    ]  # fmt: skip
     return {table: tuple(contrasts) for table, contrasts in out.items()}
 
 

@@ -78,6 +78,9 @@ valid/test evaluation on the *full* splits. Deviations from the papers, all stat
 * ``cpu-modern``: ``cpu-adamw`` with the pre-LN block (``model.norm=pre``, with the final
   LayerNorm pre-LN needs) and PyTorch's default initialisation (``model.init=torch``) in every
   row: HT Table 1's question under modern training as a whole.
+* ``short``: the rows as configured (sizes, optimiser, schedule shape) for a twentieth of
+  their steps, with 10 validations of <= 20,000 tokens: the ``gates-eras`` table's budget,
+  whose ``modern/`` presets already have ``cpu-modern``'s sizes.
 
 Precision stays fp32 at every scale (``train.precision=bf16`` is an override on CPUs with
 native bf16; runs that differ in precision or thread count are not bit-identical).
@@ -316,6 +319,16 @@ SCALES: dict[str, Scale] = {
     "cpu-adamw": replace(CPU, name="cpu-adamw", lr_factors=(), optimiser=ADAMW, note=""),
     "cpu-modern": replace(
         CPU, name="cpu-modern", lr_factors=(), optimiser=ADAMW, model=MODERN_MODEL, note=""
+    ),
+    # gates-eras: the modern presets keep their cpu-modern sizes and optimiser, for a twentieth
+    # of the steps (989 for T-L3, about 3.5 min a run on one core, 16% below the trigram)
+    "short": Scale(
+        "short",
+        steps=1 / 20,
+        min_steps=100,
+        evaluations=10,
+        eval_max_tokens=20_000,
+        note="the rows' own sizes and optimiser",
     ),
     "quick": Scale(
         "quick",

@@ -19,6 +19,15 @@ from .ht_tables import CHAR_PTB_STEPS_PER_EPOCH
 STEPS = 20 * CHAR_PTB_STEPS_PER_EPOCH
 
 
+#: Where each connection gate of the presets below comes from (for the config's ``source``).
+_GATE_SOURCES = {
+    "sdu": "SDU gate (HT eqs. 21-24)",
+    "highway": "highway gate (HT eqs. 26-29)",
+    "gated": "gated MHDPA (HT eqs. 30-31)",
+    "gtrxl-gru": "GTrXL GRU gate (Parisotto et al. 2020, eq. 14)",
+}
+
+
 def modern_transformer(gate: GateConfig, attn_output_gate: str = "none") -> Config:
     """The modern baseline with the connection gate ``gate`` and the attention-output gate
     ``attn_output_gate`` (none | elementwise | headwise)."""
@@ -61,7 +70,7 @@ def modern_transformer(gate: GateConfig, attn_output_gate: str = "none") -> Conf
         source="modern baseline (pre-LN, RMSNorm, RoPE θ 10000, SwiGLU, no biases, N(0, 0.02); "
         "Llama / Qwen3 style) at the cpu-modern scale's T-L3 sizes on char PTB, AdamW lr 1e-3 "
         "betas 0.9/0.99, weight decay 0.01, 2% warm-up, cosine, clip 1"
-        + ("; SDU gate (HT eqs. 21-24)" if gate.kind == "sdu" else "")
+        + (f"; {_GATE_SOURCES[gate.kind]}" if gate.kind != "none" else "")
         + (
             f"; {attn_output_gate} attention-output gate (Qiu et al. 2025, G1)"
             if attn_output_gate != "none"
@@ -99,5 +108,18 @@ PRESETS: dict[str, tuple[str, Callable[[], Config]]] = {
     "modern/transformer+sdu-tanh+attn-output": (
         "modern baseline + SDU (tanh) + elementwise attention-output gate",
         lambda: modern_transformer(_SDU_TANH, "elementwise"),
+    ),
+    "modern/transformer+highway": (
+        "modern baseline + highway gate (HT eqs. 26-29) on every sublayer",
+        lambda: modern_transformer(GateConfig(kind="highway")),
+    ),
+    # HT's gated MHDPA gates the attention sublayer (HT section 3.3)
+    "modern/transformer+gated-mhdpa": (
+        "modern baseline + gated MHDPA (HT eqs. 30-31) on the attention sublayers",
+        lambda: modern_transformer(GateConfig(kind="gated", sublayers=("attn",))),
+    ),
+    "modern/transformer+gtrxl-gru": (
+        "modern baseline + GTrXL's GRU gate (b_g = 2) on every sublayer",
+        lambda: modern_transformer(GateConfig(kind="gtrxl-gru")),
     ),
 }
