@@ -289,6 +289,8 @@ def _analyze(args: argparse.Namespace) -> int:
     )  # fmt: skip
     run = Path(args.run)
     out = make_folder(args.out or (run if run.is_dir() else weights.parent), "--out")
+    if weights.resolve().is_relative_to(out.resolve()):  # the record moves with its folder
+        analysis["weights"] = weights.resolve().relative_to(out.resolve()).as_posix()
     (out / ANALYSIS_FILE).write_text(json.dumps(analysis, indent=2), encoding="utf-8")
     figures = write_figures(analysis, out, "/".join(run.resolve().parts[-2:]))
     print(_analysis_summary(headline(analysis)))
