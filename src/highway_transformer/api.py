@@ -14,11 +14,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
 
 from .config import Config, ModelConfig, apply_overrides
+from .config.names import SPLIT_CAPPED_TASKS
 from .data.vocab import Vocabulary, read_vocab
 from .errors import ConfigError, DataError
 from .models.lm import LanguageModel
@@ -95,6 +97,45 @@ def evaluate_checkpoint(
         model.to(device).eval()
         task = task_class(config.task.name).for_checkpoint(config, device, folder)
     return {split: _scored(task, model, split, progress) for split in splits}
+
+
+def analyze_checkpoint(
+    folder: str | Path,
+    split: str = "valid",
+    max_tokens: int = 20_000,
+    device: str | torch.device = "cpu",
+    overrides: Sequence[str] = (),
+    *,
+    trust_unverified: bool = False,
+) -> dict[str, Any]:
+    """The attention sink, gate scores, massive activations and gate biases of a checkpoint
+    (:mod:`highway_transformer.models.analysis`) while its task scores the first
+    ``max_tokens`` of ``split``; a model with no attention and no gate is a ConfigError."""
+    from .models.analysis import probing
+
+    if split not in SPLITS:
+        raise ConfigError(f"unknown split {split!r}; choose valid or test")
+    device = torch.device(device)
+    folder = resolve(folder)
+    with trusting_unverified(trust_unverified), validating_once():
+        stored = checkpoint_config(folder)
+        capped = list(overrides)
+        if stored.task.name in SPLIT_CAPPED_TASKS:  # the others generate their data
+            capped.append(f"data.max_eval_tokens={max_tokens}")
+        config = validate(apply_overrides(stored, None, capped))
+        model = build_task_model(config)
+        load_weights(model, folder)
+        model.to(device).eval()
+        task = task_class(config.task.name).for_checkpoint(config, device, folder)
+    with probing(model) as probe:
+        if not probe.sinks and not probe.gates:
+            raise ConfigError(
+                f"{folder}: this model ({config.task.name} task, {type(model).__name__}) has no "
+                "dot-product attention and no gate to analyse"
+            )
+        metrics = _scored(task, model, split, progress=False)
+    return {"weights": str(folder), "split": split, "max_tokens": max_tokens,
+            "metrics": metrics, **probe.summary()}  # fmt: skip
 
 
 def _scored(task: Task, model: nn.Module, split: str, progress: bool) -> dict[str, float]:

@@ -271,6 +271,48 @@ def _compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def _analyze(args: argparse.Namespace) -> int:
+    from .errors import ConfigError
+
+    if args.max_tokens < 1:
+        raise ConfigError(f"--max-tokens must be at least 1, got {args.max_tokens}")
+    weights = _weights(args.run, args.weights, args.trust_unverified)
+    overrides = [f"data.path={args.data_path}"] if args.data_path else []
+    from .api import analyze_checkpoint
+    from .files import make_folder
+    from .report.analysis import ANALYSIS_FILE, headline, write_figures
+    from .runtime.device import resolve_device
+
+    analysis = analyze_checkpoint(
+        weights, args.split, args.max_tokens, resolve_device(args.device), overrides,
+        trust_unverified=args.trust_unverified,
+    )  # fmt: skip
+    run = Path(args.run)
+    out = make_folder(args.out or (run if run.is_dir() else weights.parent), "--out")
+    if weights.resolve().is_relative_to(out.resolve()):  # the record moves with its folder
+        analysis["weights"] = weights.resolve().relative_to(out.resolve()).as_posix()
+    (out / ANALYSIS_FILE).write_text(json.dumps(analysis, indent=2), encoding="utf-8")
+    figures = write_figures(analysis, out, "/".join(run.resolve().parts[-2:]))
+    print(_analysis_summary(headline(analysis)))
+    print(f"written to {out / ANALYSIS_FILE} and {len(figures)} figure(s) in {out}")
+    return 0
+
+
+def _analysis_summary(head: dict) -> str:
+    """One line of :func:`~highway_transformer.report.analysis.headline`."""
+    parts = []
+    if head["sink"] is not None:
+        layers = ", ".join(
+            f"{k.replace('layer', 'L')} {v:.3f}" for k, v in head["sink_by_layer"].items()
+        )
+        parts.append(f"first-token attention {layers} (uniform {head['sink_uniform']:.3f})")
+    if "gate_mean" in head:
+        parts.append(f"gate mean {head['gate_mean']:.3f}, {head['gate_below_0.1']:.1%} below 0.1")
+    if head["activation_ratio_max"] is not None:
+        parts.append(f"largest |h| / median {head['activation_ratio_max']:.0f}")
+    return "; ".join(parts)
+
+
 def _download(args: argparse.Namespace) -> int:
     from .config import DataConfig
     from .data.corpora import load_corpus
@@ -565,6 +607,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="folder for compare.md, .json and .png")
     p.add_argument("--baseline", help="run the others are measured against (default: the first)")
     p.set_defaults(func=_compare)
+
+    p = sub.add_parser(
+        "analyze", help="attention sink, gate sparsity and massive activations of a trained run"
+    )
+    p.add_argument("run", metavar="RUN", help="run folder or checkpoint folder")
+    p.add_argument("--split", default="valid", choices=["valid", "test"], help="split read")
+    p.add_argument("--max-tokens", type=int, default=20_000, help="tokens read (default 20,000)")
+    p.add_argument("--out", help="folder for analysis.json and figures (default: the run folder)")
+    p.add_argument(
+        "--weights", choices=["best", "last"], default="last",
+        help="for a run folder: last (checkpoint/, default: what registered tables score) or best",
+    )  # fmt: skip
+    _data_path_option(p, "where the corpus lives, if not where it was trained")
+    p.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N | mps")
+    _trust_option(p, "analyse")
+    p.set_defaults(func=_analyze)
 
     p = sub.add_parser("download", help="download a corpus into the cache (checksum-checked)")
     p.add_argument("corpus", choices=["ptb", "enwik8", "text8", "wikitext-103"], help="corpus")

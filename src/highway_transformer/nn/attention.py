@@ -154,20 +154,7 @@ class MultiHeadAttention(nn.Module):
 
     def forward(self, h: Tensor, cache: KVCache | None = None) -> Tensor:
         batch, length, _ = h.shape
-        # One product per third of the fused weight, each [B, L, H*dh] -> [B, H, L, dh]: the
-        # same values as slicing one [B, L, 3*H*dh] product, but q, k and v come out as separate
-        # tensors, so their gradients need no stacking copy and the CPU attention kernel reads
-        # rows H*dh (not 3*H*dh) apart (T-L3 step at length 400: ~2% faster).
-        weights = self.qkv.weight.chunk(3)
-        biases = (None,) * 3 if self.qkv.bias is None else self.qkv.bias.chunk(3)
-        q, k, v = (
-            F.linear(h, w, b).view(batch, length, self.n_heads, self.d_head).transpose(1, 2)
-            for w, b in zip(weights, biases, strict=True)
-        )
-        if self.rope_theta is not None:  # new positions follow the cached ones
-            start = 0 if cache is None else cache.length
-            cos, sin = rotary_angles(start, length, self.d_head, self.rope_theta, q)
-            q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
+        q, k, v = self._project(h, 0 if cache is None else cache.length)
         if cache is not None:
             k, v = cache.extend(k, v)
         mask, is_causal = None, False
@@ -182,3 +169,33 @@ class MultiHeadAttention(nn.Module):
         if self.output_gate is not None:
             heads = self.output_gate(h, heads)
         return self.out(heads)
+
+    def _project(self, h: Tensor, start: int) -> tuple[Tensor, Tensor, Tensor]:
+        """``q, k, v [B, H, L, dh]`` of ``h``, queries and keys rotated from position
+        ``start`` under RoPE."""
+        batch, length, _ = h.shape
+        # One product per third of the fused weight, each [B, L, H*dh] -> [B, H, L, dh]: the
+        # same values as slicing one [B, L, 3*H*dh] product, but q, k and v come out as separate
+        # tensors, so their gradients need no stacking copy and the CPU attention kernel reads
+        # rows H*dh (not 3*H*dh) apart (T-L3 step at length 400: ~2% faster).
+        weights = self.qkv.weight.chunk(3)
+        biases = (None,) * 3 if self.qkv.bias is None else self.qkv.bias.chunk(3)
+        q, k, v = (
+            F.linear(h, w, b).view(batch, length, self.n_heads, self.d_head).transpose(1, 2)
+            for w, b in zip(weights, biases, strict=True)
+        )
+        if self.rope_theta is not None:  # new positions follow the cached ones
+            cos, sin = rotary_angles(start, length, self.d_head, self.rope_theta, q)
+            q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
+        return q, k, v
+
+    @torch.no_grad()
+    def attention_weights(self, h: Tensor) -> Tensor:
+        """``softmax(q kᵀ / √d_head)`` of ``h`` (no cache; causal where the layer is), fp32
+        ``[B, H, L, L]``: what an analysis reads (the forward never forms it)."""
+        q, k, _ = self._project(h, 0)
+        scores = torch.matmul(q.float(), k.float().transpose(-1, -2)) * self.d_head**-0.5
+        if self.causal:
+            length = h.shape[1]
+            scores = scores.masked_fill(~causal_mask(length, length, h.device), float("-inf"))
+        return scores.softmax(-1)

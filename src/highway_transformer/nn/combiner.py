@@ -43,6 +43,11 @@ class Combiner(nn.Module):
         """The learned gate bias ``b1`` (HT Figs. 13-14), or None for ungated combiners."""
         return None
 
+    def gate_scores(self, x: Tensor, y: Tensor) -> Tensor | None:
+        """The gate's values for the stream ``x`` and sublayer output ``y`` (what an analysis
+        reads; the forward computes them itself), or None for ungated combiners."""
+        return None
+
 
 class Residual(Combiner):
     """The plain residual ``x + y`` (HT eqs. 7 and 9)."""

@@ -94,6 +94,10 @@ class InputGate(_GTrXLGate):
     def forward(self, x: Tensor, y: Tensor) -> Tensor:
         return torch.sigmoid(self.w_g(x)) * x + F.relu(y)
 
+    def gate_scores(self, x: Tensor, y: Tensor) -> Tensor:
+        """``σ(W_g x)``."""
+        return torch.sigmoid(self.w_g(x))
+
     def extra_repr(self) -> str:
         return f"d_model={self.d_model}"
 
@@ -109,6 +113,10 @@ class OutputGate(_GTrXLGate):
 
     def forward(self, x: Tensor, y: Tensor) -> Tensor:
         return x + torch.sigmoid(self.w_g(x) - self.b_g) * F.relu(y)
+
+    def gate_scores(self, x: Tensor, y: Tensor) -> Tensor:
+        """``σ(W_g x − b_g)``."""
+        return torch.sigmoid(self.w_g(x) - self.b_g)
 
 
 class HighwayGTrXLGate(_GTrXLGate):
@@ -126,6 +134,10 @@ class HighwayGTrXLGate(_GTrXLGate):
         # lerp(y', x, gate) = gate ⊙ x + (1 − gate) ⊙ y'
         return torch.lerp(F.relu(y), x, gate)
 
+    def gate_scores(self, x: Tensor, y: Tensor) -> Tensor:
+        """``σ(W_g x + b_g)``."""
+        return torch.sigmoid(self.w_g(x) + self.b_g)
+
 
 class SigmoidTanhGate(_GTrXLGate):
     """Sigmoid-tanh gate (GTrXL §3.2): ``x + σ(W_g y' − b_g) ⊙ tanh(U_g y')``, ``y' = ReLU(y)``.
@@ -142,6 +154,10 @@ class SigmoidTanhGate(_GTrXLGate):
     def forward(self, x: Tensor, y: Tensor) -> Tensor:
         gate_pre, transform = self.wu_y(F.relu(y)).chunk(2, dim=-1)
         return x + torch.sigmoid(gate_pre - self.b_g) * torch.tanh(transform)
+
+    def gate_scores(self, x: Tensor, y: Tensor) -> Tensor:
+        """``σ(W_g y' − b_g)``."""
+        return torch.sigmoid(self.wu_y(F.relu(y)).chunk(2, dim=-1)[0] - self.b_g)
 
 
 class GRUGate(_GTrXLGate):
@@ -172,6 +188,12 @@ class GRUGate(_GTrXLGate):
         h_hat = torch.tanh(wg_y + self.u_g(r * x))
         # lerp(x, ĥ, z) = (1 − z) ⊙ x + z ⊙ ĥ
         return torch.lerp(x, h_hat, z)
+
+    def gate_scores(self, x: Tensor, y: Tensor) -> Tensor:
+        """The update gate ``z = σ(W_z y' + U_z x − b_g)``."""
+        wz_y = self.w_y(F.relu(y)).chunk(3, dim=-1)[1]
+        uz_x = self.u_x(x).chunk(2, dim=-1)[1]
+        return torch.sigmoid(wz_y + uz_x - self.b_g)
 
 
 #: GTrXL combiner name -> class (``model.gate.kind``); ``model.gate.bias`` is ``b_g`` and the

@@ -56,6 +56,10 @@ class _GatedTransform(Combiner):
     def gate_bias(self) -> Tensor:
         return self.proj.bias[: self.d_model]
 
+    def gate_scores(self, x: Tensor, y: Tensor) -> Tensor:
+        """``T = Ψ(x W1 + b1)``."""
+        return self.gate_and_transform(x)[0]
+
     def extra_repr(self) -> str:
         return f"d_model={self.d_model}, activation={self.activation}"
 

@@ -34,11 +34,19 @@ class AttentionOutputGate(nn.Module):
         self.proj = nn.Linear(d_model, width, bias=bias)
 
     def forward(self, h: Tensor, heads: Tensor) -> Tensor:
-        gate = self.proj(h).sigmoid()  # [B, L, H·dh] or [B, L, H]
+        gate = self.gate_scores(h)
         if self.granularity == "elementwise":
             return heads * gate
         shape = heads.shape
         return (heads.reshape(*shape[:-1], self.n_heads, self.d_head) * gate[..., None]).view(shape)
+
+    def gate_scores(self, h: Tensor) -> Tensor:
+        """``σ(h W_θ + b)``: ``[B, L, H·dh]`` (elementwise) or ``[B, L, H]`` (headwise)."""
+        return self.proj(h).sigmoid()
+
+    def gate_bias(self) -> Tensor | None:
+        """The learned bias of ``W_θ`` (None without biases, ``model.bias=false``)."""
+        return self.proj.bias
 
     def extra_repr(self) -> str:
         return f"granularity={self.granularity}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..tasks.floor import metric_unit, plateau_warning
+from .analysis import analysis_markdown
 from .code import code_markdown
 from .figures import HEATMAP_NOTE
 from .machines import machines_markdown
@@ -613,6 +614,7 @@ def index_markdown(report: dict[str, Any]) -> str:
         "",
         *_gates_markdown(report["gates"]),
         "",
+        *(analysis_markdown(report["analyses"]) if report.get("analyses") else []),
         "## Runs",
         "",
         "Where each run trained (thread count decides bit-exactness: 1- and 2-thread runs "

@@ -59,6 +59,7 @@ from ..experiments.registry import CONTRASTS, PAPER_FIGURES, TABLES
 from ..experiments.scale import AS_CONFIGURED, SCALES, describe_scale
 from ..files import make_folder
 from ..tasks.floor import learning_hint
+from .analysis import analysis_rows
 from .annealing import before_annealing
 from .code import describe_groups, runs_by_code
 from .figures import plot_convergence, plot_gate_heatmaps, plot_pca
@@ -270,6 +271,9 @@ def write_report(
         report["success"] = success_rows(groups, baseline)
     report["learning"] = learning_rows(runs, report["baselines"])
     withhold_verdicts(report["primary"], report["learning"], metric, report["metric_label"])
+    analyses = analysis_rows(groups)
+    if analyses:  # only where runs were analysed: other reports stay as they were
+        report["analyses"] = analyses
     report["figures"] = {**figures, **_gate_figures(gates)}
     report["index"] = "index.md"
     (out / "index.md").write_text(index_markdown(report), encoding="utf-8")
