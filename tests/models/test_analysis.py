@@ -218,3 +218,30 @@ def test_a_damaged_analysis_file_is_refused(tmp_path) -> None:
     (tmp_path / "analysis.json").write_text("{", encoding="utf-8")
     with pytest.raises(ConfigError, match="run `highway analyze` again"):
         read_analysis(tmp_path)
+
+
+def test_a_report_draws_each_analysed_rows_figures(tmp_path, text_file, tiny_lm_config) -> None:
+    from types import SimpleNamespace
+
+    from highway_transformer.report.analysis import analysis_rows
+
+    run = _trained(tmp_path / "run", text_file, tiny_lm_config)
+    analysis = analyze_checkpoint(run, "valid", max_tokens=200)
+    (run / "analysis.json").write_text(json.dumps(analysis), encoding="utf-8")
+    other = tmp_path / "other"  # a seed never analysed
+    other.mkdir()
+    groups = {
+        "t/sdu": [SimpleNamespace(run_dir=run, seed=1), SimpleNamespace(run_dir=other, seed=2)]
+    }
+    out = tmp_path / "report"
+    out.mkdir()
+    rows = analysis_rows(groups, out)
+    assert rows["t/sdu"]["without"] == [2]
+    assert sorted(rows["t/sdu"]["figures"]) == [
+        "analysis_sdu_activations.svg",
+        "analysis_sdu_gates.svg",
+        "analysis_sdu_sink.svg",
+    ]
+    assert all((out / f).is_file() for f in rows["t/sdu"]["figures"])
+    text = "\n".join(analysis_markdown(rows))
+    assert "![t/sdu: sink](analysis_sdu_sink.svg)" in text and "t/sdu seed 2" in text

@@ -9,6 +9,7 @@ means for the rows whose runs have one; runs without it are left out of that sec
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -69,17 +70,19 @@ def headline(analysis: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def write_figures(analysis: dict[str, Any], out_dir: Path, title: str) -> list[Path]:
+def write_figures(
+    analysis: dict[str, Any], out_dir: Path, title: str, prefix: str = "analysis"
+) -> list[Path]:
     """The sink heatmap (layers x heads), the gate-score histograms and the activation bars
-    of one analysis, as ``out_dir/analysis_*.svg``."""
+    of one analysis, as ``out_dir/{prefix}_{sink,gates,activations}.svg``."""
     paths: list[Path] = []
     if analysis["attention_sink"]:
-        paths += _sink_figure(analysis["attention_sink"], out_dir / "analysis_sink", title)
+        paths += _sink_figure(analysis["attention_sink"], out_dir / f"{prefix}_sink", title)
     if analysis["gates"]:
-        paths += _gate_figure(analysis["gates"], out_dir / "analysis_gates", title)
+        paths += _gate_figure(analysis["gates"], out_dir / f"{prefix}_gates", title)
     if analysis["activations"]:
-        paths += _activation_figure(analysis["activations"], out_dir / "analysis_activations",
-                                    title)  # fmt: skip
+        stem = out_dir / f"{prefix}_activations"
+        paths += _activation_figure(analysis["activations"], stem, title)
     return paths
 
 
@@ -146,17 +149,27 @@ def _layer_label(layer: str) -> str:
 # ---------------------------------------------------------------------------- a report
 
 
-def analysis_rows(groups: dict[str, Sequence[Any]]) -> dict[str, Any]:
+def analysis_rows(groups: dict[str, Sequence[Any]], out_dir: Path | None = None) -> dict[str, Any]:
     """Per row (``groups``: row name -> its runs), the seed means of :func:`headline` over
-    the runs with an ``analysis.json``; ``{}`` where none has one (the report then has no
-    such section)."""
+    the runs with an ``analysis.json``, and with ``out_dir`` the figures of its first
+    analysed seed there; ``{}`` where none has one (the report then has no such section)."""
     rows: dict[str, Any] = {}
     for name, runs in groups.items():
         found = [(run.seed, read_analysis(run.run_dir)) for run in runs]
-        per_seed = {seed: headline(a) for seed, a in found if a is not None}
-        if per_seed:
-            rows[name] = {"seeds": per_seed, "mean": _mean(list(per_seed.values())),
-                          "without": sorted(seed for seed, a in found if a is None)}  # fmt: skip
+        analysed = [(seed, a) for seed, a in found if a is not None]
+        if not analysed:
+            continue
+        per_seed = {seed: headline(a) for seed, a in analysed}
+        rows[name] = {
+            "seeds": per_seed,
+            "mean": _mean(list(per_seed.values())),
+            "without": sorted(seed for seed, a in found if a is None),
+        }
+        if out_dir is not None:
+            seed, first = analysed[0]
+            stem = "analysis_" + re.sub(r"[^A-Za-z0-9._-]+", "_", name.split("/")[-1])
+            files = write_figures(first, out_dir, f"{name} seed {seed}", stem)
+            rows[name]["figures"] = [p.name for p in files]
     return rows
 
 
@@ -205,6 +218,12 @@ def analysis_markdown(rows: dict[str, Any]) -> list[str]:
         uniform = "—" if mean["sink_uniform"] is None else f"{mean['sink_uniform']:.3f}"
         lines.append(f"| {name} | {len(row['seeds'])} | {sink or '—'} | {uniform} | {gate} | "
                      f"{below} | {acts or '—'} | {ratio} |")  # fmt: skip
+    for name, row in rows.items():
+        if row.get("figures"):
+            seed = next(iter(row["seeds"]))
+            kinds = (f.removesuffix(".svg").rsplit("_", 1)[-1] for f in row["figures"])
+            pictures = [f"![{name}: {k}]({f})" for k, f in zip(kinds, row["figures"], strict=True)]
+            lines += ["", f"### {name} (seed {seed})", "", *pictures]
     without = [f"{name} seed {s}" for name, row in rows.items() for s in row["without"]]
     if without:
         lines += ["", f"Not analysed (no `analysis.json`): {', '.join(without)}."]

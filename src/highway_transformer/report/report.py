@@ -271,10 +271,13 @@ def write_report(
         report["success"] = success_rows(groups, baseline)
     report["learning"] = learning_rows(runs, report["baselines"])
     withhold_verdicts(report["primary"], report["learning"], metric, report["metric_label"])
-    analyses = analysis_rows(groups)
+    analyses = analysis_rows(groups, out)
     if analyses:  # only where runs were analysed: other reports stay as they were
         report["analyses"] = analyses
-    report["figures"] = {**figures, **_gate_figures(gates)}
+    drawn = {
+        f"analysis_{name}": row["figures"] for name, row in analyses.items() if "figures" in row
+    }
+    report["figures"] = {**figures, **_gate_figures(gates), **drawn}
     report["index"] = "index.md"
     (out / "index.md").write_text(index_markdown(report), encoding="utf-8")
     (out / "report.json").write_text(
