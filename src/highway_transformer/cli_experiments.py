@@ -200,28 +200,24 @@ def _run(args: argparse.Namespace) -> int:
 
 def _run_targets(args: argparse.Namespace) -> int:
     from .experiments.plan import plan_runs
-    from .experiments.runner import JobSettings, run_experiments
+    from .experiments.runner import JobSettings, run_planned
 
     check_probe(args)
     names, overrides = split_targets(args.targets)
     overrides = with_device(args.device, overrides)
+    specs = plan_runs(names, args.out, args.scale, args.seeds, args.data_path, overrides)
     if args.plan:
-        specs = plan_runs(names, args.out, args.scale, args.seeds, args.data_path, overrides)
         print("\n".join(_plan_lines(specs, args)))
         return 0
-    job = _job_settings(args, JobSettings)
-    run_dirs = run_experiments(
-        names,
+    _log_scale_changes(specs, args, overrides)
+    run_dirs = run_planned(
+        specs,
         args.out,
-        args.scale,
-        seeds=args.seeds,
         jobs=args.jobs,
-        data_path=args.data_path,
-        overrides=overrides,
         log=_log,
         progress=not args.no_progress and args.jobs == 1,
         launcher=args.launcher,
-        job=job,
+        job=_job_settings(args, JobSettings),
         trust_unverified=args.trust_unverified,
     )
     for run_dir in run_dirs:
@@ -229,6 +225,14 @@ def _run_targets(args: argparse.Namespace) -> int:
     folders = sorted({str(d.parent.parent) for d in run_dirs})
     print(f"write the report with: highway report {' '.join(folders)} --out REPORT_DIR")
     return 0
+
+
+def _log_scale_changes(specs: list, args: argparse.Namespace, overrides: list[str]) -> None:
+    """What ``--scale`` changes in each row, a line a row (as ``highway train`` says it)."""
+    from .experiments.plan import scale_change_lines
+
+    for line in scale_change_lines(specs, args.data_path, overrides):
+        _log(line)
 
 
 def _job_settings(args: argparse.Namespace, settings: Any) -> Any:
@@ -262,6 +266,7 @@ def _ab_rows(args: argparse.Namespace) -> int:
     if args.plan:
         print("\n".join(_plan_lines(plan.specs, args)))
         return 0
+    _log_scale_changes(plan.specs, args, overrides)
     if args.seeds == 1:
         from .report.ab_summary import ONE_SEED
 

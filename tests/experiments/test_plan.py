@@ -90,3 +90,17 @@ def test_a_table_that_froze_another_comparison_is_refused(
     (spec.run_dir / "checkpoint").mkdir()  # interrupted: it would resume
     with pytest.raises(ConfigError, match="froze the comparison 0123456789abcdef"):
         check_existing(spec)
+
+
+def test_scale_change_lines_name_each_row_once_and_leave_out_the_overrides(tmp_path) -> None:  # noqa: ANN001
+    from highway_transformer.experiments.plan import plan_runs, scale_change_lines
+
+    rows = ["ht-table1/t-l3", "ht-table1/t-l3+tanh"]
+    overrides = ["train.max_steps=7"]
+    specs = plan_runs(rows, tmp_path, "tiny", seeds=2, overrides=overrides)
+    lines = scale_change_lines(specs, None, overrides)
+    assert [line.split(":")[0] for line in lines] == rows  # once a row, not once a seed
+    assert all(": scale tiny changed " in line for line in lines)
+    assert "model.d_model 512 -> 32" in lines[0]
+    assert all("train.max_steps" not in line for line in lines)  # the user's, not the scale's
+    assert scale_change_lines(plan_runs(rows, tmp_path, "paper"), None, ()) == []

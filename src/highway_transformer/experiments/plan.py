@@ -27,7 +27,7 @@ from . import estimate
 from .comparisons import Comparison, registered_comparison
 from .param_match import match_parameters
 from .registry import EXPERIMENTS, Experiment, get_experiment, resolve_experiments
-from .scale import AS_CONFIGURED, describe_scale, get_scale, scaled
+from .scale import AS_CONFIGURED, describe_scale, get_scale, scale_changes, scaled
 
 
 @dataclass(frozen=True)
@@ -85,6 +85,31 @@ def experiment_config(
     config = config.replace(**{"train.seed": config.train.seed + seed - 1})
     config.name = experiment.name.replace("/", "_") + f"_{scale}_seed{seed}"
     return validate(config)
+
+
+def scale_change_lines(
+    specs: Iterable[RunSpec], data_path: str | Path | None = None, overrides: Iterable[str] = ()
+) -> list[str]:
+    """For each row of ``specs`` (once, not per seed), the line naming every setting its
+    ``--scale`` changed (``ROW: scale S changed N settings: key old -> new, ...``), as
+    ``highway train --scale`` prints it; rows the scale leaves as they are say nothing. What
+    the request's overrides, the row's own overrides and parameter matching set is not the
+    scale's doing and is left out."""
+    from ..config import apply_overrides
+
+    extra = ([f"data.path={data_path}"] if data_path is not None else []) + list(overrides)
+    lines, seen = [], set()
+    for spec in specs:
+        if spec.experiment.name in seen:
+            continue
+        seen.add(spec.experiment.name)
+        row_extra = extra + list(spec.experiment.overrides)
+        asked = apply_overrides(spec.experiment.config(), None, row_extra)
+        shrunk = apply_overrides(scaled(spec.experiment.config(), spec.scale), None, row_extra)
+        line = scale_changes(asked, shrunk, spec.scale)
+        if line:
+            lines.append(f"{spec.experiment.name}: {line}")
+    return lines
 
 
 def plan_runs(
