@@ -80,7 +80,13 @@ def test_a_comparison_with_a_run_that_did_not_learn_is_withheld_in_the_summarys_
     assert "sdu" not in reason
     assert withheld_reason([("sdu seed 1", learned), ("x", None)]) is None  # None: unchecked
     assert metric_unit("bpc", "bpb")[1] == "bpb" and metric_unit("accuracy")[1] == "nats"
-    assert metric_unit("success")[1] == "(minus the return)"  # rl: the loss is minus a return
+    to_return, unit = metric_unit("success")  # rl: the loss is minus a return, shown as one
+    assert unit == "return" and to_return(-0.25) == 0.25
+    lost = learning_check(0.16, {"memoryless policy": -0.16})
+    reason = withheld_reason([("trxl seed 2", lost)], to_return, unit)
+    assert reason == (
+        "withheld: trxl seed 2 (-0.1600 return) did not beat the memoryless policy model (0.1600)"
+    )
     shown = plateau_warning(stuck, "plain", *metric_unit("ppl"))
     assert shown is not None and "validation 18.1741 perplexity" in shown
 

@@ -32,8 +32,8 @@ METRIC_UNITS: dict[str, tuple[Callable[[float], float], str]] = {
     "ppl": (lambda nats: math.exp(min(nats, 700.0)), "perplexity"),
     "nll": (lambda nats: nats, "nats"),
     "loss": (lambda nats: nats, "nats"),
-    # the rl task's loss is minus the mean return of its greedy episodes, not nats
-    "success": (lambda loss: loss, "(minus the return)"),
+    # the rl task's loss is minus the mean return of its greedy episodes: shown as the return
+    "success": (lambda loss: -loss, "return"),
 }
 
 
