@@ -28,7 +28,7 @@ from highway_transformer.presets import get_preset
 from highway_transformer.storage.folder import MODEL_FILE
 from highway_transformer.storage.runfolder import read_metrics, read_results
 from highway_transformer.tasks import RLTask
-from highway_transformer.tasks.rl.envs import EnvBatch
+from highway_transformer.tasks.rl.envs import EnvBatch, env_spec
 from highway_transformer.training import checkpoint as ckpt
 from highway_transformer.training.trainer import Trainer, train
 from highway_transformer.validation import validate
@@ -90,10 +90,12 @@ RESUME = {"task.rl.num_envs": 4, "task.rl.num_steps": 16, "task.rl.update_epochs
 POLICIES = {
     "transformer": {},
     "lstm": {"task.rl.policy": "lstm"},
+    # 128 steps a rollout: every room has ended an episode (its 245-step limit) by step 5
     "minigrid": {
         "task.rl.env": "MiniGrid-MemoryS7-v0",
-        "task.rl.num_steps": 48,
-        "task.rl.total_steps": 3 * 4 * 48,
+        "task.rl.num_steps": 128,
+        "task.rl.total_steps": 3 * 4 * 128,
+        "train.eval_interval": 12,
     },  # fmt: skip
 }
 
@@ -151,6 +153,8 @@ def test_a_resumed_run_is_the_uninterrupted_one_bit_for_bit(
             train(config, run, progress=False)
     saved = ckpt.task_state(ckpt.load_trainer_state(run / "checkpoint"))
     assert ("rollout.obs" in saved) == (stop % 4 != 0)  # the rollout travels mid-update only
+    if stop > 4:  # episodes replayed from a reset's random state, not only from their seed
+        assert any("rng" in start for start in saved["envs"]["starts"])
     torch.manual_seed(12345)  # the resumed run must not depend on the global RNG state
     said: list[str] = []
     train(config, run, resume=True, progress=False, log=said.append)
@@ -242,18 +246,21 @@ def test_a_mismatched_or_damaged_rl_state_is_one_line_saying_what_to_do() -> Non
         _task_after_one_rollout().load_state_dict(replayed)
 
 
-def test_restored_environments_continue_as_the_originals() -> None:
-    """:meth:`EnvEnvBatch.restore` (replayed episodes) steps on exactly as the batch it copies,
-    episode ends and the resets after them included."""
-    rl = RLConfig(num_envs=3, corridor_length=3)
-    actions = torch.Generator().manual_seed(0)
+@pytest.mark.parametrize(("env", "steps"), [("corridor", 10), ("MiniGrid-MemoryS7-v0", 250)])
+def test_restored_environments_continue_as_the_originals(env: str, steps: int) -> None:
+    """:meth:`EnvBatch.restore` (replayed episodes) steps on exactly as the batch it copies,
+    episode ends and the resets after them included (MiniGrid's rooms: 245 steps at most)."""
+    if env != "corridor":
+        pytest.importorskip("minigrid", reason="MiniGrid needs the rl extra's minigrid")
+    rl = RLConfig(env=env, num_envs=3)
+    count, actions = env_spec(rl)[1], torch.Generator().manual_seed(0)
     original = EnvBatch(rl, 3, seed=5)
-    for _ in range(10):
-        original.step(torch.randint(2, (3,), generator=actions).numpy())
+    for _ in range(steps):
+        original.step(torch.randint(count, (3,), generator=actions).numpy())
     copy = EnvBatch.restore(rl, json.loads(json.dumps(original.state_dict())))  # through JSON
     assert (copy.obs == original.obs).all() and (copy.lengths == original.lengths).all()
-    for _ in range(12):
-        move = torch.randint(2, (3,), generator=actions).numpy()
+    for _ in range(steps):
+        move = torch.randint(count, (3,), generator=actions).numpy()
         a, b = original.step(move), copy.step(move)
         assert all((x == y).all() for x, y in zip(a[:3], b[:3], strict=True)) and a[3] == b[3]
 
