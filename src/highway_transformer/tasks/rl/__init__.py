@@ -237,7 +237,7 @@ class RLTask(Task):
         except (KeyError, TypeError, ValueError, IndexError, RuntimeError, AttributeError) as exc:
             raise CheckpointError(
                 f"the rl task's saved state is damaged ({first_line(exc)}); resume from "
-                "another copy (checkpoints/) or start a new run (--overwrite)"
+                "another copy or start a new run (--overwrite)"
             ) from None
 
     def resume_note(self) -> str | None:
