@@ -6,8 +6,11 @@ memoryless MLP and a window too short for the cue stay at chance."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -15,9 +18,18 @@ import torch
 
 from highway_transformer import cli
 from highway_transformer.config import Config, RLConfig
-from highway_transformer.errors import CheckpointError, ConfigError, MissingExtra
+from highway_transformer.errors import (
+    CheckpointError,
+    ConfigError,
+    MissingExtra,
+    TrainingInterrupted,
+)
 from highway_transformer.presets import get_preset
+from highway_transformer.storage.folder import MODEL_FILE
+from highway_transformer.storage.runfolder import read_metrics, read_results
 from highway_transformer.tasks import RLTask
+from highway_transformer.tasks.rl.envs import EnvBatch, env_spec
+from highway_transformer.training import checkpoint as ckpt
 from highway_transformer.training.trainer import Trainer, train
 from highway_transformer.validation import validate
 
@@ -69,27 +81,188 @@ def test_ppo_runs_in_the_trainer_run_folder_and_resumes(tmp_path: Path) -> None:
         train(longer, out, resume=True, progress=False)  # another budget: refused
 
 
-def test_a_stopped_run_resumes_from_its_checkpoint(tmp_path: Path) -> None:
-    """Not bit-exact (the environments restart at a resume), but the counters, the steps and
-    metrics.jsonl continue from the checkpoint."""
-    out = tmp_path / "run"
-    config = get_preset("rl/corridor-gtrxl").replace(
-        **{**BUDGET, "task.rl.total_steps": 2 * 8 * 64, "train.log_interval": 4,
-           "train.checkpoint_interval": 16}
-    )  # fmt: skip
+#: 3 rollouts of 4 environments x 16 steps (5-step episodes run across rollouts), 2 epochs x 2
+#: minibatches each: 12 optimizer steps, a checkpoint and a record after each.
+RESUME = {"task.rl.num_envs": 4, "task.rl.num_steps": 16, "task.rl.update_epochs": 2,
+          "task.rl.num_minibatches": 2, "task.rl.total_steps": 3 * 4 * 16,
+          "task.rl.eval_episodes": 4, "train.eval_interval": 6, "train.log_interval": 1,
+          "train.checkpoint_interval": 1, "train.device": "cpu"}  # fmt: skip
+POLICIES = {
+    "transformer": {},
+    "lstm": {"task.rl.policy": "lstm"},
+    # 128 steps a rollout: every room has ended an episode (its 245-step limit) by step 5
+    "minigrid": {
+        "task.rl.env": "MiniGrid-MemoryS7-v0",
+        "task.rl.num_steps": 128,
+        "task.rl.total_steps": 3 * 4 * 128,
+        "train.eval_interval": 12,
+    },  # fmt: skip
+}
 
-    def stop(step: int) -> None:
-        if step == 20:
-            raise KeyboardInterrupt
 
-    with pytest.raises(KeyboardInterrupt):
-        Trainer(config, out, progress=False).fit(after_step=stop)
-    results = train(config, out, resume=True, progress=False)
-    assert results["steps"] == 32
-    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
-    steps = [r["step"] for r in records if r["split"] == "train"]
-    assert steps == list(range(4, 33, 4))  # the records after the checkpoint written once
-    assert records[-2]["env_steps"] == 2 * 8 * 64  # the rollouts counted across the resume
+def _resume_config(case: str) -> Config:
+    if case == "minigrid":
+        pytest.importorskip("minigrid", reason="MiniGrid needs the rl extra's minigrid")
+    return get_preset("rl/corridor-gtrxl").replace(**{**RESUME, **POLICIES[case]})
+
+
+def _without_clock(run: Path) -> list[dict]:
+    return [{k: v for k, v in r.items() if k not in ("time", "rate")} for r in read_metrics(run)]
+
+
+def _assert_same_run(one: Path, two: Path) -> None:
+    for folder in ("checkpoint", "best"):
+        a = (one / folder / MODEL_FILE).read_bytes()
+        assert a == (two / folder / MODEL_FILE).read_bytes(), folder
+    assert _without_clock(one) == _without_clock(two)
+    a, b = read_results(one), read_results(two)
+    assert a is not None and b is not None and (a["valid"], a["test"]) == (b["valid"], b["test"])
+
+
+@pytest.fixture(scope="module")
+def straight(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
+    """``straight(case)``: the run folder of ``case`` trained without a stop (once a case)."""
+    runs: dict[str, Path] = {}
+
+    def run(case: str) -> Path:
+        if case not in runs:
+            runs[case] = tmp_path_factory.mktemp(case) / "straight"
+            train(_resume_config(case), runs[case], progress=False)
+        return runs[case]
+
+    return run
+
+
+@pytest.mark.parametrize("case", list(POLICIES))
+@pytest.mark.parametrize("stop", [4, 5, 7], ids=["rollout-boundary", "after-collect", "mid-epoch"])
+def test_a_resumed_run_is_the_uninterrupted_one_bit_for_bit(
+    case: str,
+    stop: int,
+    straight: Callable[[str], Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    interrupt_after_step: Callable[[pytest.MonkeyPatch, int], None],
+) -> None:
+    """Stopped at the end of a rollout's update (4), after the step that collected the next
+    rollout (5) or inside its second epoch (7), then resumed: the same weights, records and
+    results as the run that never stopped (the environments, carry and rollout restored)."""
+    config, run = _resume_config(case), tmp_path / "resumed"
+    with monkeypatch.context() as patch:
+        interrupt_after_step(patch, stop)
+        with pytest.raises(KeyboardInterrupt):
+            train(config, run, progress=False)
+    saved = ckpt.task_state(ckpt.load_trainer_state(run / "checkpoint"))
+    assert ("rollout.obs" in saved) == (stop % 4 != 0)  # the rollout travels mid-update only
+    if stop > 4:  # episodes replayed from a reset's random state, not only from their seed
+        assert any("rng" in start for start in saved["envs"]["starts"])
+    torch.manual_seed(12345)  # the resumed run must not depend on the global RNG state
+    said: list[str] = []
+    train(config, run, resume=True, progress=False, log=said.append)
+    assert not any("predates exact resume" in line for line in said)
+    _assert_same_run(straight(case), run)
+
+
+def test_sigterm_during_a_collection_resumes_the_same_run(
+    straight: Callable[[str], Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGTERM halfway through step 9's rollout (the third): the step ends, its checkpoint is
+    written, and the resumed run is the uninterrupted one."""
+    config, run = _resume_config("transformer"), tmp_path / "run"
+    in_step_9 = {"now": False, "env steps": 0}
+    one_step, stepped = Trainer._train_step, EnvBatch.step
+
+    def train_step(trainer: Trainer, *args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        in_step_9["now"] = trainer.state.step == 8
+        return one_step(trainer, *args, **kwargs)
+
+    def signal_halfway(batch: EnvBatch, actions):  # noqa: ANN001, ANN202 - EnvBatch.step's
+        in_step_9["env steps"] += in_step_9["now"]
+        if in_step_9["now"] and in_step_9["env steps"] == 8:  # of the rollout's 16
+            os.kill(os.getpid(), signal.SIGTERM)
+        return stepped(batch, actions)
+
+    monkeypatch.setattr(Trainer, "_train_step", train_step)
+    monkeypatch.setattr(EnvBatch, "step", signal_halfway)
+    with pytest.raises(TrainingInterrupted, match="stopped by SIGTERM: checkpoint at step 9 of 12"):
+        train(config, run, progress=False)
+    monkeypatch.undo()
+    train(config, run, resume=True, progress=False)
+    _assert_same_run(straight("transformer"), run)
+
+
+def test_an_older_checkpoint_resumes_with_restarted_environments_and_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A checkpoint without the environments' state (written before resumes were exact):
+    the counters, steps and records continue, and the log says once that it is not exact."""
+    config, out = _resume_config("transformer"), tmp_path / "run"
+
+    def old_state(task: RLTask) -> dict:
+        episodes = [list(e) for e in task.episodes]
+        return {"generator": task.generator.get_state(), "updates": task.updates,
+                "rollouts": task.rollouts, "episodes": episodes}  # fmt: skip
+
+    with monkeypatch.context() as patch:
+        patch.setattr(RLTask, "state_dict", old_state)
+
+        def stop(step: int) -> None:
+            if step == 6:
+                raise KeyboardInterrupt
+
+        with pytest.raises(KeyboardInterrupt):
+            Trainer(config, out, progress=False).fit(after_step=stop)
+    said: list[str] = []
+    results = train(config, out, resume=True, progress=False, log=said.append)
+    notes = [line for line in said if "predates exact resume" in line]
+    assert len(notes) == 1 and "\n" not in notes[0] and "environments restart" in notes[0]
+    assert results["steps"] == 12
+    records = read_metrics(out)
+    assert [r["step"] for r in records if r["split"] == "train"] == list(range(1, 13))
+    # the rollout in flight collected again at step 7, a fourth rollout at step 11
+    assert records[-2]["env_steps"] == 4 * 4 * 16
+
+
+def _task_after_one_rollout(**over) -> RLTask:
+    config = validate(_resume_config("transformer").replace(**over))
+    task = RLTask(config, torch.device("cpu"))
+    model, batches = task.build_model(config), task.train_batches()
+    task.loss(model, next(batches))  # collects the first rollout
+    return task
+
+
+def test_a_mismatched_or_damaged_rl_state_is_one_line_saying_what_to_do() -> None:
+    state = _task_after_one_rollout().state_dict()
+    fewer = _task_after_one_rollout(**{"task.rl.num_envs": 2})
+    with pytest.raises(CheckpointError) as info:
+        fewer.load_state_dict(state)
+    message = str(info.value)
+    assert message.startswith("the checkpoint's rl state has 4 environments, not ")
+    assert "task.rl.num_envs=2" in message and "\n" not in message
+    damaged = {**state, "rollout.values": state["rollout.values"][:3]}
+    with pytest.raises(CheckpointError, match=r"the rl task's saved state is damaged \(values"):
+        _task_after_one_rollout().load_state_dict(damaged)
+    replayed = {**state, "env_obs": state["env_obs"] + 1}
+    with pytest.raises(CheckpointError, match="replay to other observations"):
+        _task_after_one_rollout().load_state_dict(replayed)
+
+
+@pytest.mark.parametrize(("env", "steps"), [("corridor", 10), ("MiniGrid-MemoryS7-v0", 250)])
+def test_restored_environments_continue_as_the_originals(env: str, steps: int) -> None:
+    """:meth:`EnvBatch.restore` (replayed episodes) steps on exactly as the batch it copies,
+    episode ends and the resets after them included (MiniGrid's rooms: 245 steps at most)."""
+    if env != "corridor":
+        pytest.importorskip("minigrid", reason="MiniGrid needs the rl extra's minigrid")
+    rl = RLConfig(env=env, num_envs=3)
+    count, actions = env_spec(rl)[1], torch.Generator().manual_seed(0)
+    original = EnvBatch(rl, 3, seed=5)
+    for _ in range(steps):
+        original.step(torch.randint(count, (3,), generator=actions).numpy())
+    copy = EnvBatch.restore(rl, json.loads(json.dumps(original.state_dict())))  # through JSON
+    assert (copy.obs == original.obs).all() and (copy.lengths == original.lengths).all()
+    for _ in range(steps):
+        move = torch.randint(count, (3,), generator=actions).numpy()
+        a, b = original.step(move), copy.step(move)
+        assert all((x == y).all() for x, y in zip(a[:3], b[:3], strict=True)) and a[3] == b[3]
 
 
 def test_the_cli_trains_task_rl_from_its_preset(tmp_path: Path, capsys) -> None:
@@ -181,7 +354,6 @@ def _constant_return(config: Config, split: str, action: int) -> float:
     """The mean return of the split's greedy episodes played by a policy that always takes
     ``action`` (a memoryless one: every junction looks the same), stepped literally."""
     from highway_transformer.tasks.rl import EVAL_SEEDS
-    from highway_transformer.tasks.rl.envs import EnvBatch
 
     rl = config.task.rl
     envs = EnvBatch(rl, rl.eval_episodes, config.train.seed + EVAL_SEEDS[split])

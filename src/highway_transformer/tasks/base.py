@@ -210,6 +210,11 @@ class Task(ABC):
     def load_state_dict(self, state: TaskState) -> None:
         self.generator.set_state(state["generator"])
 
+    def resume_note(self) -> str | None:
+        """A line for the log after :meth:`load_state_dict`: what the loaded state could not
+        restore exactly (an older checkpoint's); none by default."""
+        return None
+
     def write_checkpoint_files(self, folder: Path) -> None:
         """Write the files that belong with a checkpoint of this task (none by default)."""
         return None

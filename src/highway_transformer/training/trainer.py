@@ -217,6 +217,9 @@ class Trainer:
         ckpt.restore_rng(saved.info["rng"], saved.tensors)
         seed_rank(self.world, self.config.train.seed, saved.step)
         self.task.load_state_dict(ckpt.task_state(saved))
+        note = self.task.resume_note()
+        if note:
+            self.log(note)
         run = saved.info["run"]
         self.state = RunState(
             step=saved.step,

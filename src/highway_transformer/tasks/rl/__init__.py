@@ -20,7 +20,8 @@ import torch
 from torch import Tensor, nn
 
 from ...config import Config
-from ...errors import ConfigError
+from ...errors import CheckpointError, ConfigError
+from ...files import first_line
 from ...runtime.world import World
 from ..base import Batch, Task, TaskState
 from .envs import EnvBatch, env_spec
@@ -53,6 +54,9 @@ class RLTask(Task):
         self.envs: EnvBatch | None = None
         self.carry: Carry = {}
         self.rollout: dict[str, Any] = {}
+        self.minibatch = 0  # the next minibatch of the rollout's update: epoch x minibatches
+        self.order = torch.arange(rl.num_envs)  # the current epoch's shuffle of the envs
+        self.resume_warning: str | None = None
 
     @staticmethod
     def build_model(config: Config) -> nn.Module:
@@ -63,14 +67,12 @@ class RLTask(Task):
     def train_batches(self) -> Iterator[Batch]:
         rl, n = self.rl, self.rl.num_envs
         size = n // rl.num_minibatches
-        while True:
-            for epoch in range(rl.update_epochs):
-                order = torch.randperm(n, generator=self.generator)
-                for k in range(rl.num_minibatches):
-                    yield {
-                        "collect": epoch == 0 and k == 0,
-                        "envs": order[k * size : (k + 1) * size],
-                    }
+        while True:  # from the saved position, so a resume continues the update in flight
+            epoch, k = divmod(self.minibatch, rl.num_minibatches)
+            if k == 0:
+                self.order = torch.randperm(n, generator=self.generator)
+            self.minibatch = (self.minibatch + 1) % (rl.update_epochs * rl.num_minibatches)
+            yield {"collect": epoch == 0 and k == 0, "envs": self.order[k * size : (k + 1) * size]}
 
     def shard(self, world: World) -> None:
         if world.size > 1:  # every rank would collect the same rollouts
@@ -205,16 +207,109 @@ class RLTask(Task):
     # ------------------------------------------------------------------ state
 
     def state_dict(self) -> TaskState:
-        """Counters and recent episodes; the environments restart at a resume (its first
-        rollout differs from the uninterrupted run's)."""
-        return {**super().state_dict(), "updates": self.updates, "rollouts": self.rollouts,
-                "episodes": [list(e) for e in self.episodes]}  # fmt: skip
+        """Everything a resume needs to continue bit for bit: counters, recent episodes, the
+        update's position and shuffle, the environments' episodes so far (replayed at
+        load), the policy's carry and, mid-update, the rollout being trained on."""
+        state = {**super().state_dict(), "updates": self.updates, "rollouts": self.rollouts,
+                 "episodes": [list(e) for e in self.episodes], "minibatch": self.minibatch,
+                 "order": self.order, "envs": None}  # fmt: skip
+        if self.envs is not None:
+            state["envs"] = self.envs.state_dict()
+            state["env_obs"] = torch.from_numpy(self.envs.obs.copy())
+            state.update(_flat("carry.", self.carry))
+        if self.minibatch and self.rollout:  # otherwise the next minibatch collects anew
+            state.update(_flat("rollout.", self.rollout))
+        return state
 
     def load_state_dict(self, state: TaskState) -> None:
         super().load_state_dict(state)
         self.updates, self.rollouts = int(state["updates"]), int(state["rollouts"])
         self.episodes.extend(tuple(e) for e in state["episodes"])
         self.envs, self.rollout = None, {}
+        if "envs" not in state:  # written before resumes were exact
+            self.resume_warning = (
+                "this rl checkpoint predates exact resume: its environments restart and the "
+                "rollout in flight is collected again (the run continues, not bit for bit)"
+            )
+            return
+        try:
+            self._restore(state)
+        except (KeyError, TypeError, ValueError, IndexError, RuntimeError, AttributeError) as exc:
+            raise CheckpointError(
+                f"the rl task's saved state is damaged ({first_line(exc)}); resume from "
+                "another copy or start a new run (--overwrite)"
+            ) from None
+
+    def resume_note(self) -> str | None:
+        return self.resume_warning
+
+    def _restore(self, state: TaskState) -> None:
+        """The update position, environments, carry and rollout of :meth:`state_dict`."""
+        rl, n, device = self.rl, self.rl.num_envs, self.device
+        minibatch, order = int(state["minibatch"]), state["order"]
+        if len(order) != n:  # the shuffle of every environment
+            raise CheckpointError(
+                f"the checkpoint's rl state has {len(order)} environments, not "
+                f"task.rl.num_envs={n}; resume with the settings it was trained with, or start "
+                "a new run (--overwrite)"
+            )
+        if not 0 <= minibatch < rl.update_epochs * rl.num_minibatches:
+            raise ValueError(f"minibatch {minibatch} is outside the update")
+        self.minibatch, self.order = minibatch, order.clone()
+        if state["envs"] is None:  # saved before the first rollout
+            return
+        if not len(state["envs"]["starts"]) == len(state["envs"]["actions"]) == n:
+            raise ValueError(f"the environments saved are not task.rl.num_envs={n}")
+        blank = initial_carry(self.config, n, device)
+        self.carry = {
+            k: _shaped(state[f"carry.{k}"], v.shape, k).to(device) for k, v in blank.items()
+        }
+        if minibatch:
+            self.rollout = self._saved_rollout(state, blank)
+        envs = EnvBatch.restore(rl, state["envs"])
+        if not np.array_equal(envs.obs, state["env_obs"].numpy()):
+            envs.close()
+            raise CheckpointError(
+                "the saved environments replay to other observations than they had (another "
+                "gymnasium or minigrid version?); resume with the versions the run was trained "
+                "with, or start a new run (--overwrite)"
+            )
+        self.envs = envs
+
+    def _saved_rollout(self, state: TaskState, blank: Carry) -> dict[str, Any]:
+        """The rollout of :meth:`state_dict`, its shapes checked against this config's."""
+        t, n, device = self.rl.num_steps, self.rl.num_envs, self.device
+        rollout: dict[str, Any] = {
+            key: _shaped(state[f"rollout.{key}"], (t, n), key).to(device) for key in ROLLOUT_KEYS
+        }
+        rollout["obs"] = _shaped(state["rollout.obs"], (t, n, self.features), "obs").to(device)
+        rollout["carry"] = {
+            k: _shaped(state[f"rollout.carry.{k}"], (t, *v.shape), k).to(device)
+            for k, v in blank.items()
+        }
+        return rollout
+
+
+#: The rollout's tensors of one number a step and environment (``[T, N]``).
+ROLLOUT_KEYS = ("actions", "logprobs", "values", "rewards", "dones", "advantages", "returns")
+
+
+def _flat(prefix: str, tensors: dict[str, Any]) -> dict[str, Tensor]:
+    """Nested dicts of tensors as one flat dict, names joined with dots (a checkpoint's)."""
+    out: dict[str, Tensor] = {}
+    for key, value in tensors.items():
+        if isinstance(value, dict):
+            out.update(_flat(f"{prefix}{key}.", value))
+        else:
+            out[prefix + key] = value
+    return out
+
+
+def _shaped(tensor: Tensor, shape: tuple[int, ...], what: str) -> Tensor:
+    if not isinstance(tensor, Tensor) or tuple(tensor.shape) != tuple(shape):
+        got = list(tensor.shape) if isinstance(tensor, Tensor) else type(tensor).__name__
+        raise ValueError(f"{what} is {got}, not of shape {list(shape)}")
+    return tensor
 
 
 def _environments(rollout: dict[str, Any], envs: Tensor) -> dict[str, Any]:

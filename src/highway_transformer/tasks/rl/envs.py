@@ -106,6 +106,10 @@ class EnvBatch:
         self.obs = np.stack([env.reset(seed=seed + i)[0] for i, env in enumerate(self.envs)])
         self.returns = np.zeros(n)
         self.lengths = np.zeros(n, dtype=np.int64)
+        # what replays each environment's episode so far: how it was reset (its seed, or its
+        # random stream's state just before) and the actions taken since
+        self.starts: list[dict[str, Any]] = [{"seed": seed + i} for i in range(n)]
+        self.actions: list[list[int]] = [[] for _ in range(n)]
 
     def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, list]:
         """(next observations, rewards, dones, finished episodes as (env, return, length,
@@ -116,13 +120,48 @@ class EnvBatch:
             rewards[i] = reward
             self.returns[i] += reward
             self.lengths[i] += 1
+            self.actions[i].append(int(actions[i]))
             if terminated or truncated:
                 success = bool(info.get("success", reward > 0))
                 finished.append((i, float(self.returns[i]), int(self.lengths[i]), success))
                 self.returns[i], self.lengths[i], dones[i] = 0.0, 0, 1.0
+                self.starts[i] = {"rng": env.unwrapped.np_random.bit_generator.state}
+                self.actions[i] = []
                 obs, _ = env.reset()
             self.obs[i] = obs
         return self.obs.copy(), rewards, dones, finished
+
+    def state_dict(self) -> dict[str, Any]:
+        """The episodes in progress, JSON-able: :meth:`restore` replays them."""
+        return {
+            "starts": [dict(s) for s in self.starts],
+            "actions": [list(a) for a in self.actions],
+        }
+
+    @classmethod
+    def restore(cls, rl: RLConfig, state: dict[str, Any]) -> EnvBatch:
+        """Fresh environments brought to :meth:`state_dict`'s: each reset as it was, then
+        stepped through its episode's actions (any environment, no state of its own read)."""
+        starts, actions = state["starts"], state["actions"]
+        batch = cls.__new__(cls)
+        batch.envs = [make_env(rl) for _ in starts]
+        batch.starts, batch.actions = [dict(s) for s in starts], [list(a) for a in actions]
+        batch.returns, batch.lengths = np.zeros(len(starts)), np.zeros(len(starts), dtype=np.int64)
+        batch.obs = np.stack([batch._replay(i) for i in range(len(starts))])
+        return batch
+
+    def _replay(self, i: int) -> np.ndarray:
+        env, start = self.envs[i], self.starts[i]
+        if "rng" in start:
+            env.unwrapped.np_random.bit_generator.state = start["rng"]
+        obs, _ = env.reset(seed=start.get("seed"))
+        for action in self.actions[i]:
+            obs, reward, terminated, truncated, _ = env.step(int(action))
+            self.returns[i] += reward
+            self.lengths[i] += 1
+            if terminated or truncated:
+                raise ValueError(f"environment {i}'s saved episode ends before its last action")
+        return obs
 
     def close(self) -> None:
         for env in self.envs:
