@@ -270,3 +270,23 @@ def test_modern_baseline_bench_times_the_same_llama(capsys) -> None:
     assert "same weights, same loss" in out
     for row in ("| ours modern/transformer |", "| nanoGPT-style Llama |", "| elementwise |"):
         assert row in out
+
+
+def test_gate_bench_times_a_tables_rows_against_their_flop_bound() -> None:
+    """bench_gates.py --table: each row as it trains (its own batch, AdamW), and its extra CPU
+    time over the first row set against the extra FLOPs at the first row's FLOP rate."""
+    import argparse
+
+    import bench_gates
+
+    args = argparse.Namespace(preset="ht-table1/t-l3", table="gates-eras", scale="tiny",
+                              batch=2, seq_len=8, steps=1)  # fmt: skip
+    plain = bench_gates.child("gates-eras/plain", "fp32", args)
+    gated = bench_gates.child("gates-eras/sdu-tanh", "fp32", args)
+    assert gated["parameters"] > plain["parameters"]
+    assert gated["flops_per_step"] > plain["flops_per_step"]  # the SDU's matmuls counted
+    plain_run = {**plain, "cpu_seconds_per_step": 1.0, "flops_per_step": 1e9}
+    gated_run = {**gated, "cpu_seconds_per_step": 1.5, "flops_per_step": 1.2e9}
+    rows = bench_gates._gate_rows({"plain": [plain_run], "sdu": [gated_run]}, 1e12, table=True)
+    assert rows[0][-2:] == ["+0.0", "0.0"]
+    assert rows[1][-2:] == ["+500.0", "200.0"]  # 0.2e9 extra FLOPs at 1e9 FLOP/s: 200 ms
