@@ -537,7 +537,7 @@ class RLConfig:
 
     env: str = key(
         "corridor",
-        "corridor | MiniGrid-MemoryS7-v0 | MiniGrid-MemoryS9-v0 (tasks/rl)",
+        "corridor | proof-of-memory | MiniGrid-MemoryS7-v0 | MiniGrid-MemoryS9-v0 (tasks/rl)",
         choices="RL_ENV_NAMES",
         what="environment (task.rl.env)",
     )
