@@ -119,8 +119,14 @@ def proof_of_memory() -> Config:
         model=model,
         data=DataConfig(batch_size=1, eval_batch_size=1),
         train=TrainConfig(
-            optimizer="adamw", lr=3e-4, schedule="constant", weight_decay=0.01, clip=0.5,
-            max_steps=steps, eval_interval=steps, log_interval=32,
+            optimizer="adamw",
+            lr=3e-4,
+            schedule="constant",
+            weight_decay=0.01,
+            clip=0.5,
+            max_steps=steps,
+            eval_interval=steps,
+            log_interval=32,
         ),  # fmt: skip
         task=TaskConfig(name="rl", rl=rl),
     )

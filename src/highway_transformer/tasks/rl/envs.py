@@ -1,11 +1,11 @@
 """The environments of ``task.name=rl`` and what the policies read of them.
 
 ``corridor`` (:mod:`.corridor`, 3 features, 2 actions), ``proof-of-memory`` (CleanRL's
-``ProofofMemory-v0``, :mod:`.proof_of_memory`, 3 features, 2 actions) and MiniGrid's ``Memory`` rooms with
-the 3x3 egocentric symbolic view flattened (``agent_view_size=3``: 3 x 3 cells of object,
-colour and state = :data:`MINIGRID_FEATURES` features, each divided by its largest value;
-7 actions). gymnasium and minigrid are imported when an environment is made, never at import
-time (the ``rl`` extra).
+``ProofofMemory-v0``, :mod:`.proof_of_memory`, 3 features, 2 actions) and MiniGrid's
+``Memory`` rooms with the 3x3 egocentric symbolic view flattened (``agent_view_size=3``:
+3 x 3 cells of object, colour and state = :data:`MINIGRID_FEATURES` features, each divided by
+its largest value; 7 actions). gymnasium and minigrid are imported when an environment is
+made, never at import time (the ``rl`` extra).
 """
 
 from __future__ import annotations
