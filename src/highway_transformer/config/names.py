@@ -72,6 +72,8 @@ STRATEGY_NAMES = ("ddp", "fsdp")
 # --------------------------------------------------------------------------- plain names
 
 POSITIONALS = ("sinusoidal", "rope", "none")
+#: ``task.rl.minibatch``: what a PPO minibatch draws, whole environments or single steps.
+RL_MINIBATCHES = ("envs", "steps")
 OPTIMIZERS = ("sgd", "adam", "adamw")
 SCHEDULES = ("constant", "linear", "cosine", "anneal", "step")
 ANNEAL_RULES = ("best", "window", "window-strict")

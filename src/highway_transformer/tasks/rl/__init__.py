@@ -24,7 +24,7 @@ from ...errors import ConfigError
 from ...runtime.world import World
 from ..base import Batch, Task, TaskState
 from .envs import EnvBatch, env_spec
-from .policies import Carry, build_policy, initial_carry, reset_carry
+from .policies import Carry, build_policy, initial_carry, reset_carry, trim_carry
 from .ppo import gae, ppo_loss
 
 #: Seed offsets of the training environments (per rollout) and of the evaluation splits.
@@ -61,16 +61,17 @@ class RLTask(Task):
     # ------------------------------------------------------------------ training
 
     def train_batches(self) -> Iterator[Batch]:
-        rl, n = self.rl, self.rl.num_envs
+        """Each rollout's minibatches: ``update_epochs`` shuffled passes over its environments
+        (``task.rl.minibatch=envs``) or over all its steps (``steps``)."""
+        rl = self.rl
+        unit = "steps" if rl.minibatch == "steps" else "envs"
+        n = rl.num_envs * (rl.num_steps if unit == "steps" else 1)
         size = n // rl.num_minibatches
         while True:
             for epoch in range(rl.update_epochs):
                 order = torch.randperm(n, generator=self.generator)
                 for k in range(rl.num_minibatches):
-                    yield {
-                        "collect": epoch == 0 and k == 0,
-                        "envs": order[k * size : (k + 1) * size],
-                    }
+                    yield {"collect": epoch == 0 and k == 0, unit: order[k * size : (k + 1) * size]}
 
     def shard(self, world: World) -> None:
         if world.size > 1:  # every rank would collect the same rollouts
@@ -94,8 +95,11 @@ class RLTask(Task):
     def loss(self, model: nn.Module, batch: Batch) -> tuple[Tensor, int]:
         if batch["collect"] or not self.rollout:
             self.rollout = self.collect(model)
-        r = _environments(self.rollout, batch["envs"].to(self.device))
-        logits, values = model(r["obs"], r["carry"], r["dones"])
+        if "steps" in batch:
+            r = _steps(self.rollout, batch["steps"].to(self.device))
+        else:
+            r = _environments(self.rollout, batch["envs"].to(self.device))
+        logits, values = model(r["obs"], trim_carry(r["carry"]), r["dones"])
         logp = torch.log_softmax(logits.float(), dim=-1)
         new_logprob = logp.gather(-1, r["actions"][..., None]).squeeze(-1)
         entropy = -(logp.exp() * logp).sum(-1)
@@ -226,6 +230,18 @@ def _environments(rollout: dict[str, Any], envs: Tensor) -> dict[str, Any]:
             out[key] = {k: v[:, envs].transpose(0, 1) for k, v in value.items()}
         else:
             out[key] = value[:, envs].transpose(0, 1)
+    return out
+
+
+def _steps(rollout: dict[str, Any], steps: Tensor) -> dict[str, Any]:
+    """Steps ``steps`` (indices into the flattened ``[T x N]``) of the rollout, as one row
+    ``[1, S, ...]``: a replay of single steps, each with what it carried."""
+    out: dict[str, Any] = {}
+    for key, value in rollout.items():
+        if isinstance(value, dict):
+            out[key] = {k: v.flatten(0, 1)[steps][None] for k, v in value.items()}
+        else:
+            out[key] = value.flatten(0, 1)[steps][None]
     return out
 
 
