@@ -94,8 +94,8 @@ TABLE_RL_LONG: dict[str, object] = {
 
 #: CleanRL ppo_trxl's documented ProofofMemory-v0 run (docs/rl-algorithms/ppo-trxl.md):
 #: 24,576 environment steps (its 25,000 in whole rollouts: 12 of 16 x 128), 4 epochs x 8
-#: minibatches of steps drawn from the whole rollout, 4 pre-LN layers of width 64 with 1 head
-#: and no positional encoding, memory 16, lr 3e-4 (its annealing
+#: minibatches of steps drawn from the whole rollout, 4 pre-LN layers of width 64 with 1 head,
+#: memory 16, lr 3e-4 (its annealing
 #: over 163.84M steps leaves it constant here, and the entropy weight too), AdamW (torch's
 #: weight decay 0.01), clip 0.2, gradient norm 0.5, gamma 0.995, lambda 0.95, no advantage
 #: normalisation. Its value loss has no 1/2, so vf_coef 0.1 there is 0.2 here.
@@ -106,7 +106,7 @@ def proof_of_memory() -> Config:
     """CleanRL ppo_trxl's sizes and PPO settings on ``task.rl.env=proof-of-memory``."""
     model = ModelConfig(
         d_model=64, n_layers=4, n_heads=1, d_inner=64, dropout=0.0, norm="pre", init="torch",
-        positional="none", gate=GateConfig(kind="none"),
+        gate=GateConfig(kind="none"),
     )  # fmt: skip
     rl = RLConfig(
         env="proof-of-memory", memory_length=16, num_envs=16, num_steps=128,
