@@ -290,3 +290,39 @@ def test_gate_bench_times_a_tables_rows_against_their_flop_bound() -> None:
     rows = bench_gates._gate_rows({"plain": [plain_run], "sdu": [gated_run]}, 1e12, table=True)
     assert rows[0][-2:] == ["+0.0", "0.0"]
     assert rows[1][-2:] == ["+500.0", "200.0"]  # 0.2e9 extra FLOPs at 1e9 FLOP/s: 200 ms
+
+
+FAKE_ANCHOR = """
+import gymnasium as gym
+from highway_transformer.tasks.rl.proof_of_memory import ProofOfMemoryEnv
+
+env = gym.wrappers.RecordEpisodeStatistics(ProofOfMemoryEnv())
+env.reset(seed=0)
+for iteration in range(2):
+    for _ in range(16):
+        *_, terminated, truncated, _ = env.step(iteration)
+        if terminated or truncated:
+            env.reset()
+    print(f"{iteration + 1:9} SPS= 123 return=0.0")
+"""
+
+
+def test_rl_anchor_bench_runs_ours_alone_and_counts_the_anchor_episodes(tmp_path) -> None:
+    """rl_anchor.py: without --anchor only ours runs (one rollout) and the record says so; the
+    anchor's episodes are counted through its RecordEpisodeStatistics (a stand-in script)."""
+    import rl_anchor
+
+    out = tmp_path / "ours.json"
+    found = rl_anchor.main(["--seeds", "1", "--total-steps", "2048", "--json", str(out)])
+    (ours,) = found["runs"]["ours"]
+    assert ours["env_steps"] == 2048 and ours["cpu_s"] > 0 and 0 <= ours["success"] <= 1
+    assert found["runs"]["anchor"] == [] and "ratio" not in found["summary"]
+    record = json.loads(out.read_text())
+    assert "the anchor is absent (no --anchor): ours only" in record["notes"]
+    assert record["results"]["anchor"] is None
+    (tmp_path / "anchor").mkdir()
+    (tmp_path / "anchor" / "ppo_trxl.py").write_text(FAKE_ANCHOR)
+    anchor = rl_anchor.run_anchor(tmp_path / "anchor", sys.executable, [], 1, 2048, tmp_path)
+    assert anchor["env_steps"] == 2 * rl_anchor.ROLLOUT and anchor["reported_sps"] == 123
+    # always left, then always right: the goal layout decides, so some of each
+    assert anchor["episodes"] >= 2 and 0 < anchor["success"] < 1

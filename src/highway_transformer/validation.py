@@ -494,15 +494,33 @@ def _check_rl(config: Config) -> None:
             "task.name=rl builds its memory policy from transformer blocks with dot attention "
             "over [memory; current]; set model.family=transformer and leave model.attention unset"
         )
-    if rl.num_envs % rl.num_minibatches:  # a minibatch is whole environments' rollouts
-        raise ConfigError(
-            f"task.rl.num_minibatches={rl.num_minibatches} must divide task.rl.num_envs="
-            f"{rl.num_envs} (a minibatch holds whole environments' rollouts); choose a divisor"
-        )
+    _check_rl_minibatch(rl)
     if config.train.accumulate != 1:
         raise ConfigError(
             "task.name=rl takes one optimizer step per PPO minibatch; set train.accumulate=1 "
             "(raise task.rl.num_envs or num_steps for larger minibatches)"
+        )
+
+
+def _check_rl_minibatch(rl: RLConfig) -> None:
+    """A minibatch of whole rollouts divides the environments; one of steps divides the
+    rollout's steps and needs a policy without a recurrent state to replay."""
+    if rl.minibatch == "steps":
+        if rl.policy in ("lstm", "gru"):
+            raise ConfigError(
+                f"task.rl.minibatch=steps draws single steps, and task.rl.policy={rl.policy} "
+                "replays whole rollouts from its state; set task.rl.minibatch=envs"
+            )
+        if (rl.num_envs * rl.num_steps) % rl.num_minibatches:
+            raise ConfigError(
+                f"task.rl.num_minibatches={rl.num_minibatches} must divide the rollout's "
+                f"{rl.num_envs * rl.num_steps} steps (num_envs x num_steps); choose a divisor"
+            )
+        return
+    if rl.num_envs % rl.num_minibatches:  # a minibatch is whole environments' rollouts
+        raise ConfigError(
+            f"task.rl.num_minibatches={rl.num_minibatches} must divide task.rl.num_envs="
+            f"{rl.num_envs} (a minibatch holds whole environments' rollouts); choose a divisor"
         )
 
 

@@ -92,7 +92,8 @@ def test_spaces_the_policies_cannot_read_are_one_line_naming_what_is_supported()
     ) as info:
         action_count(spaces.Box(-1.0, 1.0, shape=(2,)))
     assert "continuous actions are not supported" in str(info.value)
-    assert "corridor, MiniGrid-MemoryS7-v0" in str(info.value) and "\n" not in str(info.value)
+    assert "corridor, proof-of-memory, MiniGrid-MemoryS7-v0" in str(info.value)
+    assert "\n" not in str(info.value)
     with pytest.raises(ConfigError, match="^the rl policies read flat Box observations"):
         observation_size(spaces.Box(0, 255, shape=(7, 7, 3)))
     with pytest.raises(ConfigError, match="^the rl policies read flat Box observations"):
@@ -106,4 +107,5 @@ def test_an_unknown_environment_names_the_supported_ones() -> None:
         ConfigError, match=r"^unknown environment \(task.rl.env\) 'CartPole-v1'"
     ) as info:
         make_env(RLConfig(env="CartPole-v1"))
-    assert "choose one of: MiniGrid-MemoryS7-v0, MiniGrid-MemoryS9-v0, corridor." in str(info.value)
+    names = "MiniGrid-MemoryS7-v0, MiniGrid-MemoryS9-v0, corridor, proof-of-memory."
+    assert f"choose one of: {names}" in str(info.value)

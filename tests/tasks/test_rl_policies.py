@@ -15,6 +15,7 @@ from highway_transformer.tasks.rl.policies import (
     build_policy,
     initial_carry,
     reset_carry,
+    trim_carry,
 )
 
 FEATURES, ACTIONS = 5, 3
@@ -103,6 +104,38 @@ def test_replaying_a_rollout_gives_what_acting_gave(name: str) -> None:
     replay_logits, replay_values = policy(obs, carries, dones)
     torch.testing.assert_close(replay_logits, logits, rtol=1e-10, atol=1e-12)
     torch.testing.assert_close(replay_values, values, rtol=1e-10, atol=1e-12)
+
+
+def test_a_replay_cut_to_the_filled_slots_gives_the_same_outputs() -> None:
+    """trim_carry drops the window slots no step has filled yet (no step here is more than 4
+    steps into its episode, so 3 of the 7 slots are never filled)."""
+    torch.manual_seed(5)
+    config = _config("sdu", "pre", **{"task.rl.memory_length": 7})
+    policy = TransformerPolicy(config, FEATURES, ACTIONS).double().eval()
+    obs = torch.randn(2, 9, FEATURES, dtype=torch.float64)
+    logits, values, carries = _act(policy, config, obs, ends={4})
+    cut = trim_carry(carries)
+    assert cut["window"].shape[2] == cut["valid"].shape[2] == 4 and cut["valid"].any(-1).any()
+    dones = torch.zeros(2, 9, dtype=torch.float64)
+    replay_logits, replay_values = policy(obs, cut, dones)
+    torch.testing.assert_close(replay_logits, logits, rtol=1e-10, atol=1e-12)
+    torch.testing.assert_close(replay_values, values, rtol=1e-10, atol=1e-12)
+    first = {k: v[:, :1] for k, v in carries.items()}  # nothing filled: the step alone
+    assert trim_carry(first)["window"].shape[2] == 0
+    torch.testing.assert_close(policy(obs[:, :1], trim_carry(first), dones[:, :1])[0],
+                               logits[:, :1], rtol=1e-10, atol=1e-12)  # fmt: skip
+    assert trim_carry({"state": torch.ones(2, 3)})["state"].shape == (2, 3)
+
+
+def test_without_positions_the_step_in_the_episode_is_not_added() -> None:
+    """model.positional=none (CleanRL ppo_trxl's ``--trxl_positional_encoding none``)."""
+    torch.manual_seed(6)
+    obs = torch.randn(3, FEATURES)
+    early, late = torch.zeros(3, dtype=torch.long), torch.full((3,), 5)
+    bare = TransformerPolicy(_config(**{"model.positional": "none"}), FEATURES, ACTIONS)
+    torch.testing.assert_close(bare.embed(obs, early), bare.embed(obs, late))
+    placed = TransformerPolicy(_config(), FEATURES, ACTIONS)
+    assert not torch.allclose(placed.embed(obs, early), placed.embed(obs, late))
 
 
 def test_only_memory_policies_tell_episodes_apart() -> None:

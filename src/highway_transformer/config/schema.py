@@ -537,7 +537,7 @@ class RLConfig:
 
     env: str = key(
         "corridor",
-        "corridor | MiniGrid-MemoryS7-v0 | MiniGrid-MemoryS9-v0 (tasks/rl)",
+        "corridor | proof-of-memory | MiniGrid-MemoryS7-v0 | MiniGrid-MemoryS9-v0 (tasks/rl)",
         choices="RL_ENV_NAMES",
         what="environment (task.rl.env)",
     )
@@ -578,6 +578,13 @@ class RLConfig:
     )
     update_epochs: int = key(4, "passes over each rollout", range=AT_LEAST_1)
     num_minibatches: int = key(4, "optimizer steps per pass", range=AT_LEAST_1)
+    minibatch: str = key(
+        "envs",
+        "envs: whole rollouts of num_envs / num_minibatches environments | steps: steps "
+        "drawn from all (CleanRL ppo_trxl; transformer and mlp policies)",
+        choices="RL_MINIBATCHES",
+        what="minibatch (task.rl.minibatch)",
+    )
     norm_adv: bool = key(True, "normalise advantages per minibatch")
     clip_vloss: bool = key(True, "clip the value loss as PPO2")
     eval_episodes: int = key(32, "greedy episodes per evaluation", range=AT_LEAST_1)

@@ -92,6 +92,47 @@ TABLE_RL_LONG: dict[str, object] = {
 }
 
 
+#: CleanRL ppo_trxl's documented ProofofMemory-v0 run (docs/rl-algorithms/ppo-trxl.md):
+#: 24,576 environment steps (its 25,000 in whole rollouts: 12 of 16 x 128), 4 epochs x 8
+#: minibatches of steps drawn from the whole rollout, 4 pre-LN layers of width 64 with 1 head,
+#: memory 16, lr 3e-4 (its annealing
+#: over 163.84M steps leaves it constant here, and the entropy weight too), AdamW (torch's
+#: weight decay 0.01), clip 0.2, gradient norm 0.5, gamma 0.995, lambda 0.95, no advantage
+#: normalisation. Its value loss has no 1/2, so vf_coef 0.1 there is 0.2 here.
+PROOF_OF_MEMORY_STEPS = 12 * 16 * 128
+
+
+def proof_of_memory() -> Config:
+    """CleanRL ppo_trxl's sizes and PPO settings on ``task.rl.env=proof-of-memory``."""
+    model = ModelConfig(
+        d_model=64, n_layers=4, n_heads=1, d_inner=64, dropout=0.0, norm="pre", init="torch",
+        gate=GateConfig(kind="none"),
+    )  # fmt: skip
+    rl = RLConfig(
+        env="proof-of-memory", memory_length=16, num_envs=16, num_steps=128,
+        total_steps=PROOF_OF_MEMORY_STEPS, update_epochs=4, num_minibatches=8, minibatch="steps",
+        gamma=0.995, gae_lambda=0.95, clip_coef=0.2, vf_coef=0.2, ent_coef=0.001,
+        norm_adv=False, clip_vloss=True, eval_episodes=64, stats_episodes=100,
+    )  # fmt: skip
+    steps = rl.optimizer_steps()
+    return Config(
+        source="CleanRL ppo_trxl's ProofofMemory-v0 settings (docs/rl-algorithms/ppo-trxl.md)",
+        model=model,
+        data=DataConfig(batch_size=1, eval_batch_size=1),
+        train=TrainConfig(
+            optimizer="adamw",
+            lr=3e-4,
+            schedule="constant",
+            weight_decay=0.01,
+            clip=0.5,
+            max_steps=steps,
+            eval_interval=steps,
+            log_interval=32,
+        ),  # fmt: skip
+        task=TaskConfig(name="rl", rl=rl),
+    )
+
+
 def table_row(row: str, budget_of: dict[str, object] = TABLE_RL) -> Config:
     """The ``gtrxl-rl/`` row ``row`` (``gtrxl-rl-long/`` with :data:`TABLE_RL_LONG`): its
     gate, norm and policy at the table's budget."""
@@ -110,6 +151,10 @@ PRESETS: dict[str, tuple[str, Callable[[], Config]]] = {
     "rl/corridor-mlp": (
         "PPO, memoryless MLP policy (the chance line), proof-of-memory corridor",
         lambda: corridor("none", "mlp"),
+    ),
+    "rl/proof-of-memory": (
+        "PPO, TrXL-I memory at CleanRL ppo_trxl's ProofofMemory-v0 sizes and settings",
+        proof_of_memory,
     ),
     **{
         f"gtrxl-rl/{row}": (f"PPO on the 16-step corridor, {what}", lambda row=row: table_row(row))

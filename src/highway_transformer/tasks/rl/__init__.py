@@ -25,7 +25,7 @@ from ...files import first_line
 from ...runtime.world import World
 from ..base import Batch, Task, TaskState
 from .envs import EnvBatch, env_spec
-from .policies import Carry, build_policy, initial_carry, reset_carry
+from .policies import Carry, build_policy, initial_carry, reset_carry, trim_carry
 from .ppo import gae, ppo_loss
 
 #: Seed offsets of the training environments (per rollout) and of the evaluation splits.
@@ -55,7 +55,7 @@ class RLTask(Task):
         self.carry: Carry = {}
         self.rollout: dict[str, Any] = {}
         self.minibatch = 0  # the next minibatch of the rollout's update: epoch x minibatches
-        self.order = torch.arange(rl.num_envs)  # the current epoch's shuffle of the envs
+        self.order = torch.arange(self._shuffled())  # the current epoch's shuffle
         self.resume_warning: str | None = None
 
     @staticmethod
@@ -65,14 +65,23 @@ class RLTask(Task):
     # ------------------------------------------------------------------ training
 
     def train_batches(self) -> Iterator[Batch]:
-        rl, n = self.rl, self.rl.num_envs
+        """Each rollout's minibatches: ``update_epochs`` shuffled passes over its environments
+        (``task.rl.minibatch=envs``) or over all its steps (``steps``)."""
+        rl = self.rl
+        unit = "steps" if rl.minibatch == "steps" else "envs"
+        n = self._shuffled()
         size = n // rl.num_minibatches
         while True:  # from the saved position, so a resume continues the update in flight
             epoch, k = divmod(self.minibatch, rl.num_minibatches)
             if k == 0:
                 self.order = torch.randperm(n, generator=self.generator)
             self.minibatch = (self.minibatch + 1) % (rl.update_epochs * rl.num_minibatches)
-            yield {"collect": epoch == 0 and k == 0, "envs": self.order[k * size : (k + 1) * size]}
+            yield {"collect": epoch == 0 and k == 0, unit: self.order[k * size : (k + 1) * size]}
+
+    def _shuffled(self) -> int:
+        """How many units an epoch shuffles: the rollout's environments, or all its steps."""
+        rl = self.rl
+        return rl.num_envs * (rl.num_steps if rl.minibatch == "steps" else 1)
 
     def shard(self, world: World) -> None:
         if world.size > 1:  # every rank would collect the same rollouts
@@ -96,8 +105,11 @@ class RLTask(Task):
     def loss(self, model: nn.Module, batch: Batch) -> tuple[Tensor, int]:
         if batch["collect"] or not self.rollout:
             self.rollout = self.collect(model)
-        r = _environments(self.rollout, batch["envs"].to(self.device))
-        logits, values = model(r["obs"], r["carry"], r["dones"])
+        if "steps" in batch:
+            r = _steps(self.rollout, batch["steps"].to(self.device))
+        else:
+            r = _environments(self.rollout, batch["envs"].to(self.device))
+        logits, values = model(r["obs"], trim_carry(r["carry"]), r["dones"])
         logp = torch.log_softmax(logits.float(), dim=-1)
         new_logprob = logp.gather(-1, r["actions"][..., None]).squeeze(-1)
         entropy = -(logp.exp() * logp).sum(-1)
@@ -247,11 +259,12 @@ class RLTask(Task):
         """The update position, environments, carry and rollout of :meth:`state_dict`."""
         rl, n, device = self.rl, self.rl.num_envs, self.device
         minibatch, order = int(state["minibatch"]), state["order"]
-        if len(order) != n:  # the shuffle of every environment
+        if len(order) != self._shuffled():  # the shuffle of every environment (or step)
             raise CheckpointError(
-                f"the checkpoint's rl state has {len(order)} environments, not "
-                f"task.rl.num_envs={n}; resume with the settings it was trained with, or start "
-                "a new run (--overwrite)"
+                f"the checkpoint's rl state shuffles {len(order)} units, not the "
+                f"{self._shuffled()} of task.rl.num_envs={n}, num_steps={rl.num_steps}, "
+                f"minibatch={rl.minibatch}; resume with the settings it was trained with, or "
+                "start a new run (--overwrite)"
             )
         if not 0 <= minibatch < rl.update_epochs * rl.num_minibatches:
             raise ValueError(f"minibatch {minibatch} is outside the update")
@@ -321,6 +334,18 @@ def _environments(rollout: dict[str, Any], envs: Tensor) -> dict[str, Any]:
             out[key] = {k: v[:, envs].transpose(0, 1) for k, v in value.items()}
         else:
             out[key] = value[:, envs].transpose(0, 1)
+    return out
+
+
+def _steps(rollout: dict[str, Any], steps: Tensor) -> dict[str, Any]:
+    """Steps ``steps`` (indices into the flattened ``[T x N]``) of the rollout, as one row
+    ``[1, S, ...]``: a replay of single steps, each with what it carried."""
+    out: dict[str, Any] = {}
+    for key, value in rollout.items():
+        if isinstance(value, dict):
+            out[key] = {k: v.flatten(0, 1)[steps][None] for k, v in value.items()}
+        else:
+            out[key] = value.flatten(0, 1)[steps][None]
     return out
 
 

@@ -1,10 +1,11 @@
 """The environments of ``task.name=rl`` and what the policies read of them.
 
-``corridor`` (:mod:`.corridor`, 3 features, 2 actions) and MiniGrid's ``Memory`` rooms with
-the 3x3 egocentric symbolic view flattened (``agent_view_size=3``: 3 x 3 cells of object,
-colour and state = :data:`MINIGRID_FEATURES` features, each divided by its largest value;
-7 actions). gymnasium and minigrid are imported when an environment is made, never at import
-time (the ``rl`` extra).
+``corridor`` (:mod:`.corridor`, 3 features, 2 actions), ``proof-of-memory`` (CleanRL's
+``ProofofMemory-v0``, :mod:`.proof_of_memory`, 3 features, 2 actions) and MiniGrid's
+``Memory`` rooms with the 3x3 egocentric symbolic view flattened (``agent_view_size=3``:
+3 x 3 cells of object, colour and state = :data:`MINIGRID_FEATURES` features, each divided by
+its largest value; 7 actions). gymnasium and minigrid are imported when an environment is
+made, never at import time (the ``rl`` extra).
 """
 
 from __future__ import annotations
@@ -33,6 +34,13 @@ def _corridor(rl: RLConfig) -> Any:
     return CorridorEnv(rl.corridor_length)
 
 
+def _proof_of_memory(rl: RLConfig) -> Any:
+    import_extra("gymnasium", "task.name=rl")
+    from .proof_of_memory import ProofOfMemoryEnv
+
+    return ProofOfMemoryEnv()
+
+
 def _minigrid(rl: RLConfig) -> Any:
     gym = import_extra("gymnasium", "task.name=rl")
     import_extra("minigrid", f"task.rl.env={rl.env}")  # registers the MiniGrid ids
@@ -43,6 +51,7 @@ def _minigrid(rl: RLConfig) -> Any:
 #: ``task.rl.env`` -> maker of a fresh environment (gymnasium API).
 ENVS: dict[str, Callable[[RLConfig], Any]] = {
     "corridor": _corridor,
+    "proof-of-memory": _proof_of_memory,
     "MiniGrid-MemoryS7-v0": _minigrid,
     "MiniGrid-MemoryS9-v0": _minigrid,
 }

@@ -79,6 +79,7 @@ class TransformerPolicy(nn.Module):
         m = config.model
         self.d_model, self.n_layers = m.d_model, m.n_layers
         self.memory_length = config.task.rl.memory_length
+        self.positions = m.positional != "none"  # CleanRL's ppo_trxl can go without
         self.encoder = nn.Sequential(nn.Linear(features, m.d_model), nn.ReLU())
         self.blocks = nn.ModuleList(
             Block(
@@ -98,8 +99,11 @@ class TransformerPolicy(nn.Module):
         return collect_gate_biases(self.blocks)  # type: ignore[arg-type]
 
     def embed(self, obs: Tensor, positions: Tensor) -> Tensor:
-        """Encoded observations plus the sinusoid of their step in the episode."""
+        """Encoded observations plus the sinusoid of their step in the episode (none with
+        ``model.positional=none``)."""
         x = self.encoder(obs)
+        if not self.positions:
+            return x
         pos = sinusoid(positions.reshape(-1), self.d_model, dtype=encoding_dtype(x))
         return x + pos.to(x.dtype).view(*positions.shape, self.d_model)
 
@@ -218,6 +222,21 @@ def initial_carry(config: Config, n: int, device: torch.device) -> Carry:
     if rl.policy in ("lstm", "gru"):
         return {"state": torch.zeros(n, (2 if rl.policy == "lstm" else 1) * d, device=device)}
     return {}
+
+
+def trim_carry(carry: Carry) -> Carry:
+    """A Transformer carry cut to the window slots some step has filled (the newest are last),
+    for a replay: the rest is masked out for every query, so the outputs are the same with less
+    work, as CleanRL's ppo_trxl drops its memory padding. Other carries are returned as is."""
+    if "valid" not in carry:
+        return carry
+    filled = int(carry["valid"].sum(-1).max()) if carry["valid"].numel() else 0
+    start = carry["valid"].shape[-1] - filled
+    return {
+        **carry,
+        "window": carry["window"][..., start:, :, :],
+        "valid": carry["valid"][..., start:],
+    }
 
 
 def reset_carry(carry: Carry, ended: Tensor) -> Carry:
