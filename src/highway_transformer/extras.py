@@ -26,6 +26,7 @@ EXTRAS: dict[str, str] = {
     "lm_eval": "hf",
     "gymnasium": "rl",
     "minigrid": "rl",
+    "popgym": "rl",
 }
 
 

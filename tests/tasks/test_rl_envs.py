@@ -94,9 +94,13 @@ def test_spaces_the_policies_cannot_read_are_one_line_naming_what_is_supported()
     assert "continuous actions are not supported" in str(info.value)
     assert "corridor, proof-of-memory, MiniGrid-MemoryS7-v0" in str(info.value)
     assert "\n" not in str(info.value)
-    with pytest.raises(ConfigError, match="^the rl policies read flat Box observations"):
+    with pytest.raises(
+        ConfigError, match="^the rl policies read flat Box or Discrete observations"
+    ):
         observation_size(spaces.Box(0, 255, shape=(7, 7, 3)))
-    with pytest.raises(ConfigError, match="^the rl policies read flat Box observations"):
+    with pytest.raises(
+        ConfigError, match="^the rl policies read flat Box or Discrete observations"
+    ):
         observation_size(spaces.Dict({"image": spaces.Box(0, 1, shape=(3,))}))
     assert observation_size(spaces.Box(0, 1, shape=(4,))) == 4
     assert action_count(spaces.Discrete(5)) == 5
@@ -107,5 +111,8 @@ def test_an_unknown_environment_names_the_supported_ones() -> None:
         ConfigError, match=r"^unknown environment \(task.rl.env\) 'CartPole-v1'"
     ) as info:
         make_env(RLConfig(env="CartPole-v1"))
-    names = "MiniGrid-MemoryS7-v0, MiniGrid-MemoryS9-v0, corridor, proof-of-memory."
+    names = (
+        "MiniGrid-MemoryS7-v0, MiniGrid-MemoryS9-v0, corridor, popgym-RepeatPreviousEasy-v0, "
+        "proof-of-memory."
+    )
     assert f"choose one of: {names}" in str(info.value)

@@ -246,12 +246,17 @@ def test_a_mismatched_or_damaged_rl_state_is_one_line_saying_what_to_do() -> Non
         _task_after_one_rollout().load_state_dict(replayed)
 
 
-@pytest.mark.parametrize(("env", "steps"), [("corridor", 10), ("MiniGrid-MemoryS7-v0", 250)])
+@pytest.mark.parametrize(
+    ("env", "steps"),
+    [("corridor", 10), ("MiniGrid-MemoryS7-v0", 250), ("popgym-RepeatPreviousEasy-v0", 120)],
+)
 def test_restored_environments_continue_as_the_originals(env: str, steps: int) -> None:
     """:meth:`EnvBatch.restore` (replayed episodes) steps on exactly as the batch it copies,
-    episode ends and the resets after them included (MiniGrid's rooms: 245 steps at most)."""
-    if env != "corridor":
-        pytest.importorskip("minigrid", reason="MiniGrid needs the rl extra's minigrid")
+    episode ends and the resets after them included (MiniGrid's rooms: 245 steps at most;
+    popgym's decks: 51)."""
+    extra = {"MiniGrid-MemoryS7-v0": "minigrid", "popgym-RepeatPreviousEasy-v0": "popgym"}
+    if env in extra:
+        pytest.importorskip(extra[env], reason=f"{env} needs the rl extra's {extra[env]}")
     rl = RLConfig(env=env, num_envs=3)
     count, actions = env_spec(rl)[1], torch.Generator().manual_seed(0)
     original = EnvBatch(rl, 3, seed=5)

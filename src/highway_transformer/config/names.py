@@ -63,7 +63,13 @@ POOLING_NAMES = ("last", "mean")
 #: ``task.rl.policy``: :data:`highway_transformer.tasks.rl.policies.POLICIES`.
 RL_POLICY_NAMES = ("transformer", "lstm", "gru", "mlp")
 #: ``task.rl.env``: :data:`highway_transformer.tasks.rl.envs.ENVS`.
-RL_ENV_NAMES = ("corridor", "proof-of-memory", "MiniGrid-MemoryS7-v0", "MiniGrid-MemoryS9-v0")
+RL_ENV_NAMES = (
+    "corridor",
+    "proof-of-memory",
+    "MiniGrid-MemoryS7-v0",
+    "MiniGrid-MemoryS9-v0",
+    "popgym-RepeatPreviousEasy-v0",
+)
 #: ``model.ffn``: :data:`highway_transformer.nn.feedforward.FFNS`.
 FFN_NAMES = ("relu", "swiglu")
 #: ``train.strategy``: :data:`highway_transformer.runtime.strategies.STRATEGIES`.

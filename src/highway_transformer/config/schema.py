@@ -537,7 +537,8 @@ class RLConfig:
 
     env: str = key(
         "corridor",
-        "corridor | proof-of-memory | MiniGrid-MemoryS7-v0 | MiniGrid-MemoryS9-v0 (tasks/rl)",
+        "corridor | proof-of-memory | MiniGrid-MemoryS7-v0 | MiniGrid-MemoryS9-v0 | "
+        "popgym-RepeatPreviousEasy-v0 (tasks/rl)",
         choices="RL_ENV_NAMES",
         what="environment (task.rl.env)",
     )

@@ -26,8 +26,11 @@ from ...runtime.world import World
 from ..base import Batch, Task, TaskState
 from .envs import EnvBatch, env_spec
 from .policies import Carry, build_policy, initial_carry, reset_carry, trim_carry
+from .popgym_envs import EPISODE_STEPS, RANDOM_RETURN, best_memoryless_return
 from .ppo import gae, ppo_loss
 
+#: popgym's RepeatPreviousEasy, the id of :mod:`.popgym_envs`.
+POPGYM_REPEAT_PREVIOUS = "popgym-RepeatPreviousEasy-v0"
 #: Seed offsets of the training environments (per rollout) and of the evaluation splits.
 TRAIN_SEED_STRIDE, EVAL_SEEDS = 1000, {"valid": 10**6, "test": 2 * 10**6}
 
@@ -197,10 +200,15 @@ class RLTask(Task):
         return {"loss": -mean, "return": mean, "success": success}
 
     def trivial_losses(self, split: str) -> dict[str, float]:
-        """The corridor's chance lines on ``split``'s greedy episodes (loss = minus the
-        return): a uniformly random policy (expected return 0) and the best memoryless
-        policy, which sees the same junction whatever the cue and so can only take the
-        split's more frequent cue; MiniGrid has none (no check)."""
+        """The chance lines on ``split``'s greedy episodes (loss = minus the return): a
+        uniformly random policy and the best memoryless policy. On the corridor (random:
+        return 0) the memoryless one sees the same junction whatever the cue and so can only
+        take the split's more frequent cue; on RepeatPreviousEasy (random: -0.5) it names one
+        suit for each suit on view (:func:`.popgym_envs.best_memoryless_return`); the other
+        environments have none (no check)."""
+        if self.rl.env == POPGYM_REPEAT_PREVIOUS:
+            best = best_memoryless_return(self.eval_suits(split))
+            return {"random policy": -RANDOM_RETURN, "memoryless policy": -best}
         if self.rl.env != "corridor":
             return {}
         cues = self.eval_cues(split)
@@ -213,6 +221,18 @@ class RLTask(Task):
         envs = EnvBatch(self.rl, self.rl.eval_episodes, self.config.train.seed + EVAL_SEEDS[split])
         try:
             return envs.obs[:, :2].argmax(-1)
+        finally:
+            envs.close()
+
+    def eval_suits(self, split: str) -> np.ndarray:
+        """The suit on view at each step (``[episodes, 51]``) of each greedy RepeatPreviousEasy
+        episode :meth:`evaluate` plays on ``split``: the deck does not depend on the actions."""
+        envs = EnvBatch(self.rl, self.rl.eval_episodes, self.config.train.seed + EVAL_SEEDS[split])
+        try:
+            suits = [envs.obs.argmax(-1)]
+            for _ in range(EPISODE_STEPS - 1):  # the last step's card is never on view
+                suits.append(envs.step(np.zeros(len(envs.envs), dtype=np.int64))[0].argmax(-1))
+            return np.stack(suits, axis=1)
         finally:
             envs.close()
 

@@ -4,8 +4,9 @@
 ``ProofofMemory-v0``, :mod:`.proof_of_memory`, 3 features, 2 actions) and MiniGrid's
 ``Memory`` rooms with the 3x3 egocentric symbolic view flattened (``agent_view_size=3``:
 3 x 3 cells of object, colour and state = :data:`MINIGRID_FEATURES` features, each divided by
-its largest value; 7 actions). gymnasium and minigrid are imported when an environment is
-made, never at import time (the ``rl`` extra).
+its largest value; 7 actions), and popgym's ``RepeatPreviousEasy`` (:mod:`.popgym_envs`, its
+``Discrete(4)`` suit one-hot: 4 features, 4 actions). gymnasium, minigrid and popgym are
+imported when an environment is made, never at import time (the ``rl`` extra).
 """
 
 from __future__ import annotations
@@ -48,12 +49,19 @@ def _minigrid(rl: RLConfig) -> Any:
     return gym.wrappers.TransformObservation(env, _minigrid_features, _minigrid_space(gym))
 
 
+def _popgym(rl: RLConfig) -> Any:
+    from .popgym_envs import repeat_previous_easy
+
+    return repeat_previous_easy(rl.env)
+
+
 #: ``task.rl.env`` -> maker of a fresh environment (gymnasium API).
 ENVS: dict[str, Callable[[RLConfig], Any]] = {
     "corridor": _corridor,
     "proof-of-memory": _proof_of_memory,
     "MiniGrid-MemoryS7-v0": _minigrid,
     "MiniGrid-MemoryS9-v0": _minigrid,
+    "popgym-RepeatPreviousEasy-v0": _popgym,
 }
 
 
@@ -73,14 +81,27 @@ def _minigrid_space(gym: Any) -> Any:
 
 
 def observation_size(space: Any) -> int:
-    """Features of a flat ``Box`` observation; any other space is refused."""
+    """Features of an observation: a flat ``Box``'s length, or a ``Discrete`` space's ``n``
+    (one-hot, :func:`observation_encoder`); any other space is refused."""
+    if type(space).__name__ == "Discrete":
+        return int(space.n)
     shape = getattr(space, "shape", None)
     if type(space).__name__ != "Box" or shape is None or len(shape) != 1:
         raise ConfigError(
-            f"the rl policies read flat Box observations (a vector of features), not {space}; "
+            f"the rl policies read flat Box or Discrete observations, not {space}; "
             f"use one of the environments {', '.join(RL_ENV_NAMES)}"
         )
     return int(shape[0])
+
+
+def observation_encoder(space: Any) -> Callable[[Any], np.ndarray]:
+    """What the policies read of an observation of ``space``: a ``Discrete`` one as one-hot
+    features (so its values are not read as magnitudes), a ``Box`` one as it is."""
+    size = observation_size(space)
+    if type(space).__name__ != "Discrete":
+        return lambda obs: np.asarray(obs, dtype=np.float32)
+    eye, start = np.eye(size, dtype=np.float32), int(space.start)
+    return lambda obs: eye[int(obs) - start]
 
 
 def action_count(space: Any) -> int:
@@ -112,7 +133,10 @@ class EnvBatch:
 
     def __init__(self, rl: RLConfig, n: int, seed: int) -> None:
         self.envs = [make_env(rl) for _ in range(n)]
-        self.obs = np.stack([env.reset(seed=seed + i)[0] for i, env in enumerate(self.envs)])
+        self.encode = observation_encoder(self.envs[0].observation_space)
+        self.obs = np.stack(
+            [self.encode(env.reset(seed=seed + i)[0]) for i, env in enumerate(self.envs)]
+        )
         self.returns = np.zeros(n)
         self.lengths = np.zeros(n, dtype=np.int64)
         # what replays each environment's episode so far: how it was reset (its seed, or its
@@ -137,7 +161,7 @@ class EnvBatch:
                 self.starts[i] = {"rng": env.unwrapped.np_random.bit_generator.state}
                 self.actions[i] = []
                 obs, _ = env.reset()
-            self.obs[i] = obs
+            self.obs[i] = self.encode(obs)
         return self.obs.copy(), rewards, dones, finished
 
     def state_dict(self) -> dict[str, Any]:
@@ -154,6 +178,7 @@ class EnvBatch:
         starts, actions = state["starts"], state["actions"]
         batch = cls.__new__(cls)
         batch.envs = [make_env(rl) for _ in starts]
+        batch.encode = observation_encoder(batch.envs[0].observation_space)
         batch.starts, batch.actions = [dict(s) for s in starts], [list(a) for a in actions]
         batch.returns, batch.lengths = np.zeros(len(starts)), np.zeros(len(starts), dtype=np.int64)
         batch.obs = np.stack([batch._replay(i) for i in range(len(starts))])
@@ -170,7 +195,7 @@ class EnvBatch:
             self.lengths[i] += 1
             if terminated or truncated:
                 raise ValueError(f"environment {i}'s saved episode ends before its last action")
-        return obs
+        return self.encode(obs)
 
     def close(self) -> None:
         for env in self.envs:
