@@ -26,8 +26,8 @@ gymnasium's ``RecordEpisodeStatistics`` (the wrapper the script already puts on 
 environment) to write down each episode's return and length; nothing else is changed.
 Without ``--anchor`` only ours runs, and the record says that the anchor is absent.
 
-    python benchmarks/rl_anchor.py --anchor /work/anchor/cleanrl/ppo_trxl \
-        --anchor-path /work/anchor/site --json docs/benchmarks/rl_anchor.json
+    python benchmarks/rl_anchor.py --anchor path/to/cleanrl/ppo_trxl \
+        --anchor-path path/to/its/packages --json docs/benchmarks/rl_anchor.json
     python benchmarks/rl_anchor.py --seeds 1 --total-steps 2048   # ours only, a smoke run
 """
 
