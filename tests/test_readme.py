@@ -204,6 +204,9 @@ def command_argv(line: str) -> list[str]:
     tiny = tiny_for(argv) if argv[0] in ("train", "run", "ab") else []
     if argv[0] == "ab":  # the tiny budget for every row; seeds as documented
         argv = [*argv, *tiny, "--no-progress"]
+    if argv[0] in ("run", "ab") and "--jobs" in argv:  # runs inline: the tiny runs' process
+        argv[argv.index("--jobs") + 1] = "1"  # starts cost more than their training; the
+        # parallel runner has its own tests (tests/experiments/test_runner.py)
     if argv[0] == "run":
         argv = [*argv, *tiny, "--no-progress"]
         if any(a.startswith("rt-table1") for a in argv):
