@@ -62,6 +62,15 @@ def run_dir_for(out_root: str | Path, experiment: Experiment, scale: str, seed: 
     return Path(out_root) / experiment.table / scale / experiment.row / f"seed{seed}"
 
 
+def _row_overrides(
+    experiment: Experiment, data_path: str | Path | None, overrides: Iterable[str]
+) -> list[str]:
+    """What a row's run applies after scaling: ``data.path``, the request's overrides, then
+    the row's own."""
+    extra = [f"data.path={data_path}"] if data_path is not None else []
+    return extra + list(overrides) + list(experiment.overrides)
+
+
 def experiment_config(
     experiment: Experiment,
     scale: str,
@@ -74,8 +83,7 @@ def experiment_config(
     from ..config import apply_overrides
     from ..validation import check_overrides, validate  # torch: only when a run is planned
 
-    extra = ([f"data.path={data_path}"] if data_path is not None else []) + list(overrides)
-    extra += list(experiment.overrides)
+    extra = _row_overrides(experiment, data_path, overrides)
     check_overrides(experiment.config(), None, extra)  # the forms, before scaling reads them
     config = apply_overrides(scaled(experiment.config(), scale), None, extra)
     if experiment.match_params_of:  # counting parameters builds the model: a valid one
@@ -97,13 +105,12 @@ def scale_change_lines(
     scale's doing and is left out."""
     from ..config import apply_overrides
 
-    extra = ([f"data.path={data_path}"] if data_path is not None else []) + list(overrides)
     lines, seen = [], set()
     for spec in specs:
         if spec.experiment.name in seen:
             continue
         seen.add(spec.experiment.name)
-        row_extra = extra + list(spec.experiment.overrides)
+        row_extra = _row_overrides(spec.experiment, data_path, overrides)
         asked = apply_overrides(spec.experiment.config(), None, row_extra)
         shrunk = apply_overrides(scaled(spec.experiment.config(), spec.scale), None, row_extra)
         line = scale_changes(asked, shrunk, spec.scale)
